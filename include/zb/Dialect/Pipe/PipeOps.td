@@ -1,0 +1,133 @@
+//===- PipeOps.td - The pipe dialect operations ------------*- tablegen -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_DIALECT_PIPE_PIPEOPS_TD
+#define ZB_DIALECT_PIPE_PIPEOPS_TD
+
+include "zb/Dialect/Pipe/PipeDialect.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// CutOp
+//===----------------------------------------------------------------------===//
+
+def Pipe_CutOp : Pipe_Op<"cut", [Pure, SameOperandsAndResultType]> {
+  let summary = "Stage boundary marker";
+  let description = [{
+    An identity on its operand that marks the end of a pipeline stage: the
+    value is the activation sent to the next stage. A frontend places these
+    markers in the forward computation; `--zb-partition-stages` cuts there.
+    In a backward computation written by a frontend, the same marker with
+    the `adjoint` flag marks where the gradient crosses the stage boundary.
+
+    Example:
+
+    ```mlir
+    %h = pipe.cut %x : tensor<4x16xf32>
+    %g = pipe.cut %dx adjoint : tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyType:$input, UnitAttr:$adjoint);
+  let results = (outs AnyType:$result);
+  let assemblyFormat = "$input (`adjoint` $adjoint^)? attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// StageOp
+//===----------------------------------------------------------------------===//
+
+def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments]> {
+  let summary = "One pipeline stage: forward, and backward or its B/W split";
+  let description = [{
+    A pipeline stage placed on a rank. Operands are the stage's `inputs`
+    (activations from the previous stage; differentiable), its `data`
+    (microbatch data such as token ids or targets; not differentiated) and
+    its `params` (weights). The results are the activations handed to the
+    next stage, or the scalar loss for the last stage.
+
+    Regions and their signatures, with `S` the forward stash and `WS` the
+    B→W stash:
+
+    - `forward(inputs..., data..., params...)` yields `results...` and
+      `stash(S...)`;
+    - `backward(S..., d_results...)` yields `d_inputs..., d_params...`;
+    - after the split, `backward_input(S..., d_results...)` (B) yields
+      `d_inputs...` and `stash(WS...)`, and `backward_weight(WS...)` (W)
+      yields `d_params...`.
+
+    A stage has either no backward, a `backward` region, or both split
+    regions. The regions are isolated from above: everything they use is a
+    block argument or defined inside.
+
+    Example:
+
+    ```mlir
+    %y = pipe.stage 0 on rank 0 inputs(%x : tensor<4x8xf32>)
+           params(%w : tensor<8x8xf32>) -> tensor<4x8xf32>
+      forward {
+      ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+        ...
+        pipe.yield %r : tensor<4x8xf32> stash(%a : tensor<4x8xf32>)
+      }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$inputs, Variadic<AnyType>:$data,
+                   Variadic<AnyType>:$params,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$stage,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$rank);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$forward, AnyRegion:$backward,
+                 AnyRegion:$backward_input, AnyRegion:$backward_weight);
+  let assemblyFormat = [{
+    $stage `on` `rank` $rank
+    (`inputs` `(` $inputs^ `:` type($inputs) `)`)?
+    (`data` `(` $data^ `:` type($data) `)`)?
+    (`params` `(` $params^ `:` type($params) `)`)?
+    (`->` type($results)^)? attr-dict-with-keyword
+    `forward` $forward
+    (`backward` $backward^)?
+    (`backward_input` $backward_input^)?
+    (`backward_weight` $backward_weight^)?
+  }];
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The terminator of the forward region.
+    YieldOp getForwardYield();
+    /// Whether the backward has been split into B and W regions.
+    bool isSplit() { return !getBackwardInput().empty(); }
+    /// Whether the stage has any backward computation.
+    bool hasBackward() { return !getBackward().empty() || isSplit(); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// YieldOp
+//===----------------------------------------------------------------------===//
+
+def Pipe_YieldOp : Pipe_Op<"yield", [Pure, Terminator, ReturnLike,
+    HasParent<"StageOp">, AttrSizedOperandSegments]> {
+  let summary = "Terminator of a stage region, with its explicit stash";
+  let description = [{
+    Ends a `pipe.stage` region. `values` are the region's results (see
+    `pipe.stage` for what each region yields); `stash` are the values the
+    region hands to the next region of the same stage: the forward's
+    activations kept for the backward, or B's values kept for W.
+
+    ```mlir
+    pipe.yield %y : tensor<4x8xf32> stash(%a, %m : tensor<4x8xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<AnyType>:$values, Variadic<AnyType>:$stash);
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, mlir::ValueRange(), mlir::ValueRange()); }]>];
+  let assemblyFormat = [{
+    ($values^ `:` type($values))?
+    (`stash` `(` $stash^ `:` type($stash) `)`)? attr-dict
+  }];
+}
+
+#endif // ZB_DIALECT_PIPE_PIPEOPS_TD

@@ -1,0 +1,14 @@
+//===- SchedDialect.h - The sched dialect -----------------------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_DIALECT_SCHED_SCHEDDIALECT_H
+#define ZB_DIALECT_SCHED_SCHEDDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+
+#include "zb/Dialect/Sched/SchedOpsDialect.h.inc"
+
+#endif // ZB_DIALECT_SCHED_SCHEDDIALECT_H

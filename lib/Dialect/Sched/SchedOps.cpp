@@ -1,0 +1,271 @@
+//===- SchedOps.cpp - The sched dialect operations ------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Dialect/Sched/SchedOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <tuple>
+
+using namespace mlir;
+using namespace zb::sched;
+
+#include "zb/Dialect/Sched/SchedEnums.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "zb/Dialect/Sched/SchedOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// ProgramOp: custom assembly
+//===----------------------------------------------------------------------===//
+
+// sched.program ranks R stages S microbatches M [attributes {...}]
+//   rank 0 { ... } rank 1 { ... } ...
+ParseResult ProgramOp::parse(OpAsmParser &parser, OperationState &result) {
+  Builder &b = parser.getBuilder();
+  int64_t ranks, stages, microbatches;
+  SMLoc ranksLoc;
+  if (parser.parseKeyword("ranks") || parser.getCurrentLocation(&ranksLoc) ||
+      parser.parseInteger(ranks) || parser.parseKeyword("stages") ||
+      parser.parseInteger(stages) || parser.parseKeyword("microbatches") ||
+      parser.parseInteger(microbatches))
+    return failure();
+  result.addAttribute(getNumRanksAttrName(result.name),
+                      b.getI64IntegerAttr(ranks));
+  result.addAttribute(getNumStagesAttrName(result.name),
+                      b.getI64IntegerAttr(stages));
+  result.addAttribute(getNumMicrobatchesAttrName(result.name),
+                      b.getI64IntegerAttr(microbatches));
+  if (parser.parseOptionalAttrDictWithKeyword(result.attributes))
+    return failure();
+  if (ranks < 1)
+    return parser.emitError(ranksLoc, "expected at least one rank");
+  for (int64_t rank = 0; rank < ranks; ++rank) {
+    int64_t index;
+    SMLoc loc = parser.getCurrentLocation();
+    if (parser.parseKeyword("rank") || parser.parseInteger(index))
+      return failure();
+    if (index != rank)
+      return parser.emitError(loc)
+             << "expected 'rank " << rank << "', got 'rank " << index << "'";
+    Region *region = result.addRegion();
+    if (parser.parseRegion(*region, /*arguments=*/{}))
+      return failure();
+    if (region->empty())
+      region->emplaceBlock();
+  }
+  return success();
+}
+
+void ProgramOp::print(OpAsmPrinter &p) {
+  p << " ranks " << getNumRanks() << " stages " << getNumStages()
+    << " microbatches " << getNumMicrobatches();
+  p.printOptionalAttrDictWithKeyword(
+      (*this)->getAttrs(), {getNumRanksAttrName(), getNumStagesAttrName(),
+                            getNumMicrobatchesAttrName()});
+  for (auto [index, region] : llvm::enumerate(getRanks())) {
+    p.printNewline();
+    p << "rank " << index << " ";
+    p.printRegion(region, /*printEntryBlockArgs=*/false,
+                  /*printBlockTerminators=*/true);
+  }
+}
+
+int64_t ProgramOp::getRankOf(Operation *op) {
+  return op->getParentRegion()->getRegionNumber();
+}
+
+//===----------------------------------------------------------------------===//
+// ProgramOp: verification
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// What a transfer carries: the output of (phase, stage, microbatch).
+using Payload = std::tuple<Phase, int64_t, int64_t>;
+/// One end of a transfer: (from rank, to rank, channel, seq).
+using TransferKey = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+} // namespace
+
+/// Formats an action for diagnostics, e.g. "F stage 1 microbatch 3".
+static std::string describe(Phase phase, int64_t stage,
+                            std::optional<int64_t> microbatch) {
+  std::string text = (stringifyPhase(phase) + " stage " + Twine(stage)).str();
+  if (microbatch)
+    text += (" microbatch " + Twine(*microbatch)).str();
+  return text;
+}
+
+LogicalResult ProgramOp::verifyRegions() {
+  int64_t numRanks = getNumRanks();
+  int64_t numStages = getNumStages();
+  int64_t numMicrobatches = getNumMicrobatches();
+  if (static_cast<int64_t>(getRanks().size()) != numRanks)
+    return emitOpError() << "has " << getRanks().size()
+                         << " rank regions, but 'num_ranks' is " << numRanks;
+  std::optional<ArrayRef<int64_t>> stageRanks = getStageRanks();
+  if (stageRanks) {
+    if (static_cast<int64_t>(stageRanks->size()) != numStages)
+      return emitOpError() << "'stage_ranks' has " << stageRanks->size()
+                           << " entries, but there are " << numStages
+                           << " stages";
+    for (auto [stage, rank] : llvm::enumerate(*stageRanks))
+      if (rank < 0 || rank >= numRanks)
+        return emitOpError()
+               << "'stage_ranks' places stage " << stage << " on rank " << rank
+               << ", out of range [0, " << numRanks << ")";
+  }
+
+  DenseMap<std::tuple<int32_t, int64_t, int64_t>, Operation *> seenActions;
+  // Next expected sequence number per (rank, peer, channel, isSend).
+  DenseMap<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> nextSeq;
+  // All sends and recvs, keyed by (from, to, channel, seq).
+  llvm::MapVector<TransferKey, std::pair<Operation *, Payload>> sends, recvs;
+
+  for (auto [rank, region] : llvm::enumerate(getRanks())) {
+    for (Operation &op : region.front()) {
+      auto checkStage = [&](int64_t stage) -> LogicalResult {
+        if (stage >= numStages)
+          return op.emitOpError()
+                 << "stage " << stage << " is out of range [0, " << numStages
+                 << ")";
+        return success();
+      };
+      auto checkMicrobatch = [&](int64_t microbatch) -> LogicalResult {
+        if (microbatch >= numMicrobatches)
+          return op.emitOpError()
+                 << "microbatch " << microbatch << " is out of range [0, "
+                 << numMicrobatches << ")";
+        return success();
+      };
+
+      if (auto compute = dyn_cast<ComputeOp>(op)) {
+        int64_t stage = compute.getStage();
+        std::optional<int64_t> mb = compute.getMicrobatch();
+        if (failed(checkStage(stage)) || (mb && failed(checkMicrobatch(*mb))))
+          return failure();
+        if (stageRanks && (*stageRanks)[stage] != static_cast<int64_t>(rank))
+          return op.emitOpError()
+                 << "runs stage " << stage << " on rank " << rank
+                 << ", but 'stage_ranks' places it on rank "
+                 << (*stageRanks)[stage];
+        auto key = std::make_tuple(static_cast<int32_t>(compute.getPhase()),
+                                   stage, mb.value_or(-1));
+        auto [it, inserted] = seenActions.try_emplace(key, &op);
+        if (!inserted) {
+          InFlightDiagnostic diag = op.emitOpError()
+                                    << "duplicate action '"
+                                    << describe(compute.getPhase(), stage, mb)
+                                    << "'";
+          diag.attachNote(it->second->getLoc()) << "first occurrence here";
+          return diag;
+        }
+        continue;
+      }
+
+      bool isSend = isa<SendOp>(op);
+      if (!isSend && !isa<RecvOp>(op))
+        return op.emitOpError() << "is not allowed in a rank of "
+                                   "'sched.program'; expected sched.compute, "
+                                   "sched.send or sched.recv";
+      auto fields = [](auto transfer) {
+        return std::make_tuple(transfer.getPhase(),
+                               static_cast<int64_t>(transfer.getStage()),
+                               static_cast<int64_t>(transfer.getMicrobatch()),
+                               static_cast<int64_t>(transfer.getPeer()),
+                               static_cast<int64_t>(transfer.getChannel()),
+                               static_cast<int64_t>(transfer.getSeq()));
+      };
+      auto [phase, stage, microbatch, peer, channel, seq] =
+          isSend ? fields(cast<SendOp>(op)) : fields(cast<RecvOp>(op));
+      if (failed(checkStage(stage)) || failed(checkMicrobatch(microbatch)))
+        return failure();
+      if (peer >= numRanks)
+        return op.emitOpError() << "peer rank " << peer
+                                << " is out of range [0, " << numRanks << ")";
+      if (peer == static_cast<int64_t>(rank))
+        return op.emitOpError() << "transfers to its own rank " << rank;
+      int64_t &expected = nextSeq[{static_cast<int64_t>(rank), peer, channel,
+                                   static_cast<int64_t>(isSend)}];
+      if (seq != expected)
+        return op.emitOpError()
+               << "has sequence number " << seq << " but is transfer number "
+               << expected << " on channel " << channel
+               << (isSend ? " to rank " : " from rank ") << peer
+               << " (transfers on a channel must be numbered in program "
+                  "order)";
+      ++expected;
+      Payload payload{phase, stage, microbatch};
+      if (isSend)
+        sends[{static_cast<int64_t>(rank), peer, channel, seq}] = {&op,
+                                                                   payload};
+      else
+        recvs[{peer, static_cast<int64_t>(rank), channel, seq}] = {&op,
+                                                                   payload};
+    }
+  }
+
+  // Every send meets a recv with the same payload, and vice versa.
+  for (auto &[key, entry] : sends) {
+    auto [from, to, channel, seq] = key;
+    auto it = recvs.find(key);
+    if (it == recvs.end())
+      return entry.first->emitOpError()
+             << "has no matching 'sched.recv' on rank " << to << " (channel "
+             << channel << ", seq " << seq << ")";
+    if (it->second.second != entry.second) {
+      auto [sentPhase, sentStage, sentMb] = entry.second;
+      auto [phase, stage, mb] = it->second.second;
+      InFlightDiagnostic diag = entry.first->emitOpError()
+                                << "sends '"
+                                << describe(sentPhase, sentStage, sentMb)
+                                << "' but is received on rank " << to << " as '"
+                                << describe(phase, stage, mb) << "'";
+      diag.attachNote(it->second.first->getLoc()) << "matching recv here";
+      return diag;
+    }
+  }
+  for (auto &[key, entry] : recvs) {
+    auto [from, to, channel, seq] = key;
+    if (!sends.count(key))
+      return entry.first->emitOpError()
+             << "has no matching 'sched.send' on rank " << from << " (channel "
+             << channel << ", seq " << seq << ")";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ComputeOp / SendOp / RecvOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ComputeOp::verify() {
+  bool isOptimizer = getPhase() == Phase::Optimizer;
+  if (isOptimizer && getMicrobatch())
+    return emitOpError("optimizer phase takes no microbatch");
+  if (!isOptimizer && !getMicrobatch())
+    return emitOpError() << "phase " << stringifyPhase(getPhase())
+                         << " needs a microbatch";
+  return success();
+}
+
+/// Only forward activations and input gradients travel between ranks.
+static LogicalResult verifyTransferPhase(Operation *op, Phase phase) {
+  if (phase == Phase::W || phase == Phase::Optimizer)
+    return op->emitOpError()
+           << "cannot transfer the output of phase " << stringifyPhase(phase)
+           << "; only F, B and BW outputs cross ranks";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  return verifyTransferPhase(*this, getPhase());
+}
+LogicalResult RecvOp::verify() {
+  return verifyTransferPhase(*this, getPhase());
+}

@@ -1,0 +1,20 @@
+//===- Gemm.cpp - Matrix products on the host BLAS ------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zbrt/zbrt.h"
+
+#include <cblas.h>
+
+extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
+                           int64_t k, float alpha, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, float beta, float *c,
+                           int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(ldc));
+}

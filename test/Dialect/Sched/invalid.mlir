@@ -1,0 +1,203 @@
+// RUN: zb-opt %s -split-input-file -verify-diagnostics
+
+// The number of rank regions is num_ranks (generic form can disagree).
+// expected-error @+1 {{'sched.program' op has 1 rank regions, but 'num_ranks' is 2}}
+"sched.program"() <{num_ranks = 2 : i64, num_stages = 1 : i64, num_microbatches = 1 : i64}> ({
+^bb0:
+}) : () -> ()
+
+// -----
+
+// The custom form names the ranks in order.
+sched.program ranks 2 stages 1 microbatches 1
+rank 0 {
+}
+// expected-error @+1 {{expected 'rank 1', got 'rank 2'}}
+rank 2 {
+}
+
+// -----
+
+// expected-error @+1 {{expected at least one rank}}
+sched.program ranks 0 stages 1 microbatches 1
+
+// -----
+
+// expected-error @+1 {{'sched.program' op attribute 'num_stages' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+sched.program ranks 1 stages 0 microbatches 1
+rank 0 {
+}
+
+// -----
+
+// expected-error @+1 {{'sched.program' op 'stage_ranks' has 1 entries, but there are 2 stages}}
+sched.program ranks 1 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0>}
+rank 0 {
+}
+
+// -----
+
+// expected-error @+1 {{'sched.program' op 'stage_ranks' places stage 1 on rank 3, out of range [0, 2)}}
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 3>}
+rank 0 {
+}
+rank 1 {
+}
+
+// -----
+
+sched.program ranks 1 stages 2 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.compute' op stage 2 is out of range [0, 2)}}
+  sched.compute F stage 2 microbatch 0
+}
+
+// -----
+
+sched.program ranks 1 stages 1 microbatches 4
+rank 0 {
+  // expected-error @+1 {{'sched.compute' op microbatch 4 is out of range [0, 4)}}
+  sched.compute F stage 0 microbatch 4
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>}
+rank 0 {
+  // expected-error @+1 {{'sched.compute' op runs stage 1 on rank 0, but 'stage_ranks' places it on rank 1}}
+  sched.compute F stage 1 microbatch 0
+}
+rank 1 {
+}
+
+// -----
+
+sched.program ranks 2 stages 1 microbatches 2
+rank 0 {
+  // expected-note @+1 {{first occurrence here}}
+  sched.compute W stage 0 microbatch 1
+}
+rank 1 {
+  // expected-error @+1 {{'sched.compute' op duplicate action 'W stage 0 microbatch 1'}}
+  sched.compute W stage 0 microbatch 1
+}
+
+// -----
+
+sched.program ranks 1 stages 1 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.compute' op optimizer phase takes no microbatch}}
+  sched.compute optimizer stage 0 microbatch 0
+}
+
+// -----
+
+sched.program ranks 1 stages 1 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.compute' op phase B needs a microbatch}}
+  sched.compute B stage 0
+}
+
+// -----
+
+sched.program ranks 1 stages 1 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'arith.constant' op is not allowed in a rank of 'sched.program'; expected sched.compute, sched.send or sched.recv}}
+  %c = arith.constant 0 : i32
+}
+
+// -----
+
+// Compute and transfer ops live only in a program.
+func.func @outside() {
+  // expected-error @+1 {{'sched.compute' op expects parent op 'sched.program'}}
+  sched.compute F stage 0 microbatch 0
+  return
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.send' op peer rank 2 is out of range [0, 2)}}
+  sched.send F stage 0 microbatch 0 to 2 channel 0 seq 0
+}
+rank 1 {
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.recv' op transfers to its own rank 0}}
+  sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+}
+rank 1 {
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.send' op microbatch 1 is out of range [0, 1)}}
+  sched.send F stage 0 microbatch 1 to 1 channel 0 seq 0
+}
+rank 1 {
+}
+
+// -----
+
+// The k-th transfer on a channel has sequence number k.
+sched.program ranks 2 stages 2 microbatches 2
+rank 0 {
+  // expected-error @+1 {{'sched.send' op has sequence number 1 but is transfer number 0 on channel 0 to rank 1 (transfers on a channel must be numbered in program order)}}
+  sched.send F stage 0 microbatch 1 to 1 channel 0 seq 1
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+}
+rank 1 {
+  sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+  sched.recv F stage 0 microbatch 1 from 0 channel 0 seq 1
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.send' op has no matching 'sched.recv' on rank 1 (channel 0, seq 0)}}
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+}
+rank 1 {
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1
+rank 0 {
+}
+rank 1 {
+  // expected-error @+1 {{'sched.recv' op has no matching 'sched.send' on rank 0 (channel 3, seq 0)}}
+  sched.recv F stage 0 microbatch 0 from 0 channel 3 seq 0
+}
+
+// -----
+
+// Both ends of a transfer name the same payload.
+sched.program ranks 2 stages 2 microbatches 2
+rank 0 {
+  // expected-error @+1 {{'sched.send' op sends 'F stage 0 microbatch 0' but is received on rank 1 as 'F stage 0 microbatch 1'}}
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+}
+rank 1 {
+  // expected-note @+1 {{matching recv here}}
+  sched.recv F stage 0 microbatch 1 from 0 channel 0 seq 0
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1
+rank 0 {
+  // expected-error @+1 {{'sched.send' op cannot transfer the output of phase W; only F, B and BW outputs cross ranks}}
+  sched.send W stage 0 microbatch 0 to 1 channel 0 seq 0
+}
+rank 1 {
+}

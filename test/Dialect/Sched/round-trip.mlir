@@ -1,0 +1,53 @@
+// RUN: zb-opt %s | FileCheck %s
+// RUN: zb-opt %s | zb-opt | FileCheck %s
+// RUN: zb-opt %s --mlir-print-op-generic | zb-opt | FileCheck %s
+
+// Two ranks, two stages, one microbatch, split backward: every op and phase.
+// CHECK-LABEL: sched.program ranks 2 stages 2 microbatches 1 attributes {schedule = "zb-h1", stage_ranks = array<i64: 0, 1>}
+// CHECK-NEXT: rank 0 {
+// CHECK-NEXT:   sched.compute F stage 0 microbatch 0
+// CHECK-NEXT:   sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+// CHECK-NEXT:   sched.recv BW stage 1 microbatch 0 from 1 channel 1 seq 0
+// CHECK-NEXT:   sched.compute B stage 0 microbatch 0
+// CHECK-NEXT:   sched.compute W stage 0 microbatch 0
+// CHECK-NEXT:   sched.compute optimizer stage 0
+// CHECK-NEXT: }
+// CHECK-NEXT: rank 1 {
+// CHECK-NEXT:   sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+// CHECK-NEXT:   sched.compute F stage 1 microbatch 0
+// CHECK-NEXT:   sched.compute BW stage 1 microbatch 0
+// CHECK-NEXT:   sched.send BW stage 1 microbatch 0 to 0 channel 1 seq 0
+// CHECK-NEXT:   sched.compute optimizer stage 1
+// CHECK-NEXT: }
+sched.program ranks 2 stages 2 microbatches 1 attributes {schedule = "zb-h1", stage_ranks = array<i64: 0, 1>}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+  sched.recv BW stage 1 microbatch 0 from 1 channel 1 seq 0
+  sched.compute B stage 0 microbatch 0
+  sched.compute W stage 0 microbatch 0
+  sched.compute optimizer stage 0
+}
+rank 1 {
+  sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+  sched.compute F stage 1 microbatch 0
+  sched.compute BW stage 1 microbatch 0
+  sched.send BW stage 1 microbatch 0 to 0 channel 1 seq 0
+  sched.compute optimizer stage 1
+}
+
+// A rank with nothing to do keeps its (empty) region.
+// CHECK-LABEL: sched.program ranks 2 stages 1 microbatches 2
+// CHECK-NEXT: rank 0 {
+// CHECK-NEXT:   sched.compute F stage 0 microbatch 0
+// CHECK-NEXT:   sched.compute F stage 0 microbatch 1
+// CHECK-NEXT: }
+// CHECK-NEXT: rank 1 {
+// CHECK-NEXT: }
+sched.program ranks 2 stages 1 microbatches 2
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  sched.compute F stage 0 microbatch 1
+}
+rank 1 {
+}

@@ -1,0 +1,31 @@
+//===- zb-opt.cpp - The ZeroBubble optimizer driver -----------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// An mlir-opt with the upstream dialects and passes the pipeline uses, plus
+// the pipe and sched dialects and every zb- pass.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Dialect/Pipe/PipeDialect.h"
+#include "zb/Dialect/Sched/SchedDialect.h"
+#include "zb/Transforms/Passes.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::registerAllPasses();
+  zb::registerZBPasses();
+
+  mlir::DialectRegistry registry;
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
+
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "ZeroBubble MLIR optimizer driver\n", registry));
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what building and testing ZeroBubble MLIR needs and is missing:
+# Debian packages through apt-get, Python packages through pip. Quiet and
+# quick when everything is already there.
+set -euo pipefail
+
+APT_PACKAGES=(
+  cmake ninja-build g++ libgtest-dev libbenchmark-dev
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
+  openmpi-bin libopenmpi-dev libopenblas-dev
+)
+PY_PACKAGES=()
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
+done
+
+if ((${#missing[@]})); then
+  echo "install-deps: installing Debian packages: ${missing[*]}"
+  SUDO=
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || {
+      echo "install-deps: error: not root and no sudo; install: ${missing[*]}" >&2
+      exit 1
+    }
+    SUDO=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+PYTHON=${PYTHON:-python3}
+py_missing=()
+for spec in "${PY_PACKAGES[@]}"; do
+  module=${spec%%[=<>]*}
+  "$PYTHON" -c "import ${module}" 2>/dev/null || py_missing+=("$spec")
+done
+if ((${#py_missing[@]})); then
+  echo "install-deps: installing Python packages: ${py_missing[*]}"
+  "$PYTHON" -m pip install -q "${py_missing[@]}"
+fi
