@@ -1,0 +1,56 @@
+//===- Generators.h - Named pipeline schedule generators ---------*- C++
+//-*-===//
+//
+// One entry point, generateSchedule(name, problem), for every schedule of the
+// papers: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-auto, zb-v, v-half
+// and v-min. See docs/Schedules.md for what each one does.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_SCHEDULE_GENERATORS_H
+#define ZB_SCHEDULE_GENERATORS_H
+
+#include "zb/Schedule/Problem.h"
+#include "zb/Schedule/Result.h"
+#include "zb/Schedule/Schedule.h"
+
+#include <string>
+#include <vector>
+
+namespace zb::schedule {
+
+/// What a named schedule needs from the problem's layout.
+struct ScheduleInfo {
+  std::string name;
+  std::string summary;
+  /// Chunks per rank to use when the user gives none.
+  int defaultChunks = 1;
+  Placement defaultPlacement = Placement::Loop;
+  /// Exactly defaultChunks chunks and defaultPlacement are required.
+  bool fixedLayout = false;
+  /// At least this many chunks (interleaved-1f1b: 2).
+  int minChunks = 1;
+  /// Splits the backward into B and W (otherwise emits fused BW).
+  bool splitBackward = true;
+};
+
+/// All known schedules, in the order of the documentation.
+const std::vector<ScheduleInfo> &knownSchedules();
+/// The entry for `name`, or nullptr.
+const ScheduleInfo *lookupSchedule(const std::string &name);
+/// Comma-separated list of known names, for messages.
+std::string knownScheduleNames();
+
+/// Generates schedule `name` for `problem`. Fails with a one-line message for
+/// unknown names, invalid problems, or layouts the schedule cannot use.
+/// Memory-aware generators (zb-auto, zb-v, v-half, v-min) respect
+/// problem.memLimit when it is set; zb-auto defaults to 2*p*memB.
+Result<Schedule> generateSchedule(const std::string &name,
+                                  const Problem &problem);
+
+/// The memory limit a memory-aware generator targets for `problem`.
+double targetMemoryLimit(const std::string &name, const Problem &problem);
+
+} // namespace zb::schedule
+
+#endif // ZB_SCHEDULE_GENERATORS_H

@@ -1,0 +1,69 @@
+//===- Simulator.h - Event-driven execution of a schedule --------*- C++
+//-*-===//
+//
+// Runs a schedule on the problem's cost model: each rank executes its list in
+// order; an action starts as soon as its rank is free and its dependencies
+// have finished (plus costComm for a dependency on another rank):
+//   F(s,j)  after F(s-1,j)
+//   B(s,j)  after F(s,j) and after the backward (B or BW) of (s+1,j)
+//   BW(s,j) like B(s,j)
+//   W(s,j)  after B(s,j)
+// Sends are asynchronous and receives block, so a schedule whose implied
+// send/recv order could deadlock never completes; simulate() reports it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_SCHEDULE_SIMULATOR_H
+#define ZB_SCHEDULE_SIMULATOR_H
+
+#include "zb/Schedule/Problem.h"
+#include "zb/Schedule/Result.h"
+#include "zb/Schedule/Schedule.h"
+
+#include <vector>
+
+namespace zb::schedule {
+
+/// One action with the times the simulator gave it.
+struct TimedAction {
+  Action action;
+  double start = 0.0;
+  double end = 0.0;
+};
+
+/// What a simulation measured.
+struct SimulationResult {
+  /// timeline[r] mirrors schedule.ranks[r], with times.
+  std::vector<std::vector<TimedAction>> timeline;
+  /// Latest end minus earliest start over all actions.
+  double makespan = 0.0;
+  /// Per rank: end of its last action minus start of its first.
+  std::vector<double> rankSpan;
+  /// Per rank: time spent computing.
+  std::vector<double> rankBusy;
+  /// Per rank: highest activation memory reached (running sum of
+  /// actionMemoryDelta in program order).
+  std::vector<double> peakMemory;
+  /// max(rankSpan).
+  double maxSpan = 0.0;
+  /// (maxSpan - work) / maxSpan with work = the largest per-rank total
+  /// m*(T_F+T_B+T_W) (DESIGN.md's definition, per-rank totals for per-stage
+  /// costs).
+  double bubbleRate = 0.0;
+
+  /// max(peakMemory).
+  double maxPeakMemory() const;
+};
+
+/// Simulates `schedule`. Fails when the problem or the schedule is malformed
+/// (see validate() for full diagnostics) or when execution deadlocks.
+Result<SimulationResult> simulate(const Problem &problem,
+                                  const Schedule &schedule);
+
+/// Per rank, the highest running sum of actionMemoryDelta in program order.
+std::vector<double> peakMemoryPerRank(const Problem &problem,
+                                      const Schedule &schedule);
+
+} // namespace zb::schedule
+
+#endif // ZB_SCHEDULE_SIMULATOR_H

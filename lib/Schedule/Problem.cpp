@@ -1,0 +1,156 @@
+//===- Problem.cpp - Pipeline scheduling problem model ----------*- C++ -*-===//
+
+#include "zb/Schedule/Problem.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace zb::schedule {
+
+const char *placementName(Placement placement) {
+  return placement == Placement::V ? "v" : "loop";
+}
+
+bool parsePlacement(const std::string &text, Placement &placement) {
+  if (text == "loop") {
+    placement = Placement::Loop;
+    return true;
+  }
+  if (text == "v") {
+    placement = Placement::V;
+    return true;
+  }
+  return false;
+}
+
+int Problem::rankOfStage(int stage) const {
+  int chunk = stage / numRanks;
+  int offset = stage % numRanks;
+  if (placement == Placement::V && chunk % 2 == 1)
+    return numRanks - 1 - offset;
+  return offset;
+}
+
+std::vector<int> Problem::stagesOfRank(int rank) const {
+  std::vector<int> stages;
+  for (int chunk = 0; chunk < numChunks; ++chunk) {
+    int offset = rank;
+    if (placement == Placement::V && chunk % 2 == 1)
+      offset = numRanks - 1 - rank;
+    stages.push_back(chunk * numRanks + offset);
+  }
+  return stages;
+}
+
+static double stageCost(const std::vector<double> &list, double perRank,
+                        int numChunks, int stage) {
+  if (!list.empty())
+    return list[stage];
+  return perRank / numChunks;
+}
+
+double Problem::forwardCost(int stage) const {
+  return stageCost(stageCostF, costF, numChunks, stage);
+}
+
+double Problem::backwardInputCost(int stage) const {
+  return stageCost(stageCostB, costB, numChunks, stage);
+}
+
+double Problem::backwardWeightCost(int stage) const {
+  return stageCost(stageCostW, costW, numChunks, stage);
+}
+
+double Problem::commCost(int fromStage, int toStage) const {
+  return rankOfStage(fromStage) == rankOfStage(toStage) ? 0.0 : costComm;
+}
+
+double Problem::rankWork(int rank) const {
+  double work = 0.0;
+  for (int stage : stagesOfRank(rank))
+    work += forwardCost(stage) + backwardInputCost(stage) +
+            backwardWeightCost(stage);
+  return work * numMicrobatches;
+}
+
+double Problem::maxRankWork() const {
+  double work = 0.0;
+  for (int rank = 0; rank < numRanks; ++rank)
+    work = std::max(work, rankWork(rank));
+  return work;
+}
+
+static bool checkList(const std::vector<double> &list, const char *name,
+                      int numStages, std::string &error) {
+  if (list.empty())
+    return true;
+  if (static_cast<int>(list.size()) != numStages) {
+    error = std::string("per-stage ") + name + " list has " +
+            std::to_string(list.size()) + " entries, expected " +
+            std::to_string(numStages) + " (one per stage)";
+    return false;
+  }
+  for (double value : list) {
+    if (!std::isfinite(value) || value < 0) {
+      error = std::string("per-stage ") + name +
+              " costs must be finite and non-negative";
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Problem::verify(std::string &error) const {
+  if (numRanks < 1) {
+    error = "stages (ranks) must be at least 1";
+    return false;
+  }
+  if (numMicrobatches < 1) {
+    error = "microbatches must be at least 1";
+    return false;
+  }
+  if (numChunks < 1) {
+    error = "chunks must be at least 1";
+    return false;
+  }
+  if (numRanks > 4096 || numMicrobatches > 1000000 || numChunks > 64 ||
+      static_cast<long long>(numRanks) * numChunks * numMicrobatches >
+          20000000LL) {
+    error = "problem too large (ranks*chunks*microbatches must stay below "
+            "2e7)";
+    return false;
+  }
+  const double scalars[] = {costF, costB, costW, costComm, memB, memW};
+  const char *names[] = {"cost-f",    "cost-b", "cost-w",
+                         "cost-comm", "mem-b",  "mem-w"};
+  for (int i = 0; i < 6; ++i) {
+    if (!std::isfinite(scalars[i]) || scalars[i] < 0) {
+      error = std::string(names[i]) + " must be a finite non-negative number";
+      return false;
+    }
+  }
+  if (!std::isfinite(memLimit) || memLimit < 0) {
+    error = "mem-limit must be a finite non-negative number (0 = no limit)";
+    return false;
+  }
+  if (memW > memB) {
+    error = "mem-w must not exceed mem-b (B frees part of F's activations)";
+    return false;
+  }
+  if (!checkList(stageCostF, "F", numStages(), error) ||
+      !checkList(stageCostB, "B", numStages(), error) ||
+      !checkList(stageCostW, "W", numStages(), error))
+    return false;
+  for (int stage = 0; stage < numStages(); ++stage) {
+    if (forwardCost(stage) + backwardInputCost(stage) +
+            backwardWeightCost(stage) <=
+        0) {
+      error = "stage " + std::to_string(stage) +
+              " has zero total cost; costs must be positive";
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace zb::schedule

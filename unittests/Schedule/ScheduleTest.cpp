@@ -1,0 +1,266 @@
+//===- ScheduleTest.cpp - Tests of generators, simulator, bound -*- C++ -*-===//
+
+#include "zb/Schedule/AutoScheduler.h"
+#include "zb/Schedule/Export.h"
+#include "zb/Schedule/Generators.h"
+#include "zb/Schedule/LowerBound.h"
+#include "zb/Schedule/Simulator.h"
+#include "zb/Schedule/Validator.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace zb::schedule;
+
+namespace {
+
+Problem makeProblem(int p, int m, double f, double b, double w,
+                    double comm = 0.0, double memW = 0.5) {
+  Problem problem;
+  problem.numRanks = p;
+  problem.numMicrobatches = m;
+  problem.costF = f;
+  problem.costB = b;
+  problem.costW = w;
+  problem.costComm = comm;
+  problem.memB = 1.0;
+  problem.memW = memW;
+  return problem;
+}
+
+/// Generates and simulates `name`; fails the test on any error.
+SimulationResult run(const std::string &name, Problem problem) {
+  const ScheduleInfo *info = lookupSchedule(name);
+  EXPECT_NE(info, nullptr) << name;
+  problem.numChunks = info->defaultChunks;
+  problem.placement = info->defaultPlacement;
+  Result<Schedule> schedule = generateSchedule(name, problem);
+  EXPECT_TRUE(schedule.ok()) << name << ": " << schedule.error();
+  if (!schedule)
+    return {};
+  Result<SimulationResult> sim = simulate(problem, *schedule);
+  EXPECT_TRUE(sim.ok()) << name << ": " << sim.error();
+  return sim ? *sim : SimulationResult();
+}
+
+/// max span minus one rank's work: the per-rank bubble of the paper.
+double bubble(const Problem &problem, const SimulationResult &sim) {
+  return sim.maxSpan - problem.maxRankWork();
+}
+
+struct Costs {
+  double f, b, w;
+};
+// T_W <= T_F, T_B, the regime the paper's closed forms are stated for.
+const Costs kCosts[] = {
+    {1, 1, 1}, {2, 2, 1}, {3, 4, 2}, {1, 2, 0.5}, {2, 3, 2}};
+
+} // namespace
+
+TEST(ClosedForms, OneFOneB) {
+  for (int p : {1, 2, 4, 7}) {
+    for (const Costs &c : kCosts) {
+      Problem problem = makeProblem(p, 3 * p, c.f, c.b, c.w);
+      SimulationResult sim = run("1f1b", problem);
+      EXPECT_NEAR(bubble(problem, sim), (p - 1) * (c.f + c.b + c.w), 1e-9)
+          << "p=" << p;
+      EXPECT_NEAR(sim.maxPeakMemory(), p * problem.memB, 1e-9);
+    }
+  }
+}
+
+TEST(ClosedForms, ZbH1) {
+  for (int p : {1, 2, 4, 8}) {
+    for (const Costs &c : kCosts) {
+      Problem problem = makeProblem(p, 3 * p, c.f, c.b, c.w);
+      SimulationResult sim = run("zb-h1", problem);
+      EXPECT_NEAR(bubble(problem, sim), (p - 1) * (c.f + c.b - c.w), 1e-9)
+          << "p=" << p << " costs " << c.f << "," << c.b << "," << c.w;
+      EXPECT_NEAR(sim.maxPeakMemory(), p * problem.memB, 1e-9);
+    }
+  }
+}
+
+TEST(ClosedForms, ZbH2) {
+  for (int p : {1, 2, 4, 8}) {
+    for (const Costs &c : kCosts) {
+      Problem problem = makeProblem(p, 3 * p, c.f, c.b, c.w);
+      SimulationResult sim = run("zb-h2", problem);
+      EXPECT_NEAR(bubble(problem, sim),
+                  std::max(0.0, (p - 1) * (c.f + c.b - 2 * c.w)), 1e-9)
+          << "p=" << p << " costs " << c.f << "," << c.b << "," << c.w;
+      EXPECT_NEAR(sim.maxPeakMemory(), (2 * p - 1) * problem.memB, 1e-9);
+    }
+  }
+}
+
+TEST(ClosedForms, ZbVZeroBubble) {
+  for (int p : {1, 2, 4, 8, 16}) {
+    for (int m : {2 * p, 3 * p, 5 * p}) {
+      Problem problem = makeProblem(p, m, 1, 1, 1);
+      SimulationResult sim = run("zb-v", problem);
+      EXPECT_NEAR(sim.bubbleRate, 0.0, 1e-9) << "p=" << p << " m=" << m;
+      EXPECT_LE(sim.maxPeakMemory(), p * problem.memB + 1e-9);
+    }
+  }
+}
+
+TEST(Memory, VHalfAndVMinShrinkActivations) {
+  for (int p : {4, 8, 16}) {
+    Problem problem = makeProblem(p, 3 * p, 1, 1, 1);
+    double oneFOneB = run("1f1b", problem).maxPeakMemory();
+    SimulationResult half = run("v-half", problem);
+    SimulationResult min = run("v-min", problem);
+    // About 1/2 and 1/3 of 1F1B, plus one chunk of slack.
+    EXPECT_LE(half.maxPeakMemory(), oneFOneB / 2 + 0.5 + 1e-9) << p;
+    EXPECT_LE(min.maxPeakMemory(), oneFOneB / 3 + 1.0 + 1e-9) << p;
+    EXPECT_LT(min.maxPeakMemory(), half.maxPeakMemory());
+  }
+}
+
+/// Random problems: every generator validates (or refuses with a message
+/// for layouts it documents as unsupported), the lower bound is below every
+/// makespan, and zb-auto at p*M_B never has more bubble than zb-h1.
+TEST(Properties, RandomProblems) {
+  std::mt19937 rng(20240229);
+  std::uniform_int_distribution<int> ranks(1, 9), extra(0, 20);
+  std::uniform_real_distribution<double> cost(0.2, 3.0), fraction(0, 1);
+  for (int trial = 0; trial < 80; ++trial) {
+    int p = ranks(rng);
+    int m = std::max(1, p / 2 + extra(rng));
+    Problem problem = makeProblem(p, m, cost(rng), cost(rng), cost(rng),
+                                  0.3 * fraction(rng), fraction(rng));
+    if (trial % 4 == 0) {
+      for (int s = 0; s < p; ++s)
+        problem.stageCostF.push_back(cost(rng));
+    }
+    double bound = makespanLowerBound(problem).makespan;
+    for (const ScheduleInfo &info : knownSchedules()) {
+      Problem layout = problem;
+      layout.numChunks = info.defaultChunks;
+      layout.placement = info.defaultPlacement;
+      if (!layout.stageCostF.empty())
+        layout.stageCostF.resize(layout.numStages(), 1.0);
+      Result<Schedule> schedule = generateSchedule(info.name, layout);
+      if (info.name == "interleaved-1f1b" && m % p != 0) {
+        EXPECT_FALSE(schedule.ok());
+        EXPECT_NE(schedule.error().find("m % p == 0"), std::string::npos);
+        continue;
+      }
+      ASSERT_TRUE(schedule.ok()) << info.name << ": " << schedule.error();
+      layout.memLimit = targetMemoryLimit(info.name, layout);
+      std::vector<Diagnostic> diagnostics = validate(layout, *schedule);
+      EXPECT_TRUE(diagnostics.empty()) << info.name << " p=" << p << " m=" << m
+                                       << ": " << diagnostics.front().message;
+      Result<SimulationResult> sim = simulate(layout, *schedule);
+      ASSERT_TRUE(sim.ok()) << sim.error();
+      EXPECT_LE(makespanLowerBound(layout).makespan, sim->makespan + 1e-9)
+          << info.name << " p=" << p << " m=" << m;
+      if (info.defaultChunks == 1) {
+        EXPECT_LE(bound, sim->makespan + 1e-9) << info.name;
+      }
+    }
+    Problem limited = problem;
+    limited.memLimit = p * problem.memB;
+    Result<Schedule> autoSchedule = generateSchedule("zb-auto", limited);
+    Result<Schedule> h1 = generateSchedule("zb-h1", limited);
+    ASSERT_TRUE(autoSchedule.ok() && h1.ok());
+    EXPECT_TRUE(validate(limited, *autoSchedule).empty());
+    Result<SimulationResult> autoSim = simulate(limited, *autoSchedule);
+    Result<SimulationResult> h1Sim = simulate(limited, *h1);
+    EXPECT_LE(autoSim->bubbleRate, h1Sim->bubbleRate + 1e-9)
+        << "p=" << p << " m=" << m;
+  }
+}
+
+/// The paper's headline: zb-auto at 2p*M_B is (nearly) bubble free once
+/// m >= 4p when T_F ~ T_B ~ 2 T_W.
+TEST(ZbAuto, NearZeroBubbleAtTwicePipelineMemory) {
+  struct Case {
+    int m;
+    double comm;
+  };
+  for (int p : {4, 8, 12, 16, 24, 32}) {
+    for (Case c : {Case{4 * p, 0.0}, Case{4 * p, 0.05}, Case{8 * p, 0.1}}) {
+      Problem problem = makeProblem(p, c.m, 2.0, 2.0, 1.0, c.comm, 0.5);
+      problem.memLimit = 2 * p * problem.memB;
+      SimulationResult sim = run("zb-auto", problem);
+      EXPECT_LE(sim.bubbleRate, 0.01)
+          << "p=" << p << " m=" << c.m << " comm=" << c.comm;
+      EXPECT_LE(sim.maxPeakMemory(), problem.memLimit + 1e-9);
+    }
+  }
+}
+
+TEST(ZbAuto, RespectsTightLimitsWithoutDeadlock) {
+  for (int p : {2, 5, 8}) {
+    Problem problem = makeProblem(p, 2 * p, 1, 1.5, 0.7, 0.1, 0.4);
+    for (double limit : {1.0, 2.0, p * 0.5 + 1}) {
+      problem.memLimit = limit;
+      Result<Schedule> schedule = generateSchedule("zb-auto", problem);
+      ASSERT_TRUE(schedule.ok()) << schedule.error();
+      EXPECT_TRUE(validate(problem, *schedule).empty()) << limit;
+    }
+    problem.memLimit = 0.5; // below one microbatch
+    EXPECT_FALSE(generateSchedule("zb-auto", problem).ok());
+  }
+}
+
+TEST(LowerBound, TightForZeroBubble) {
+  // ZB-H2 with T_F = T_B = T_W is bubble free; the bound (ramp + work of the
+  // last rank) matches its makespan exactly.
+  Problem problem = makeProblem(4, 12, 1, 1, 1);
+  SimulationResult sim = run("zb-h2", problem);
+  EXPECT_NEAR(makespanLowerBound(problem).makespan, sim.makespan, 1e-9);
+  EXPECT_NEAR(gapToLowerBound(sim.makespan, sim.makespan), 0.0, 1e-12);
+}
+
+TEST(Generators, Errors) {
+  Problem problem = makeProblem(4, 6, 1, 1, 1);
+  Result<Schedule> unknown = generateSchedule("zb-h3", problem);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().find("unknown schedule 'zb-h3'"),
+            std::string::npos);
+  problem.numChunks = 2;
+  EXPECT_NE(generateSchedule("1f1b", problem).error().find("chunks=1"),
+            std::string::npos);
+  EXPECT_NE(generateSchedule("interleaved-1f1b", problem)
+                .error()
+                .find("multiple of stages"),
+            std::string::npos);
+  problem.numChunks = 1;
+  EXPECT_NE(generateSchedule("zb-v", problem).error().find("placement=v"),
+            std::string::npos);
+  problem.numMicrobatches = 0;
+  EXPECT_FALSE(generateSchedule("gpipe", problem).ok());
+}
+
+TEST(Generators, TinyProblems) {
+  for (const ScheduleInfo &info : knownSchedules()) {
+    for (int p : {1, 2, 3}) {
+      for (int m : {1, 2, 3}) {
+        Problem problem = makeProblem(p, m, 1, 2, 1);
+        problem.numChunks = info.defaultChunks;
+        problem.placement = info.defaultPlacement;
+        Result<Schedule> schedule = generateSchedule(info.name, problem);
+        if (info.name == "interleaved-1f1b" && m % p != 0)
+          continue;
+        ASSERT_TRUE(schedule.ok()) << info.name << ": " << schedule.error();
+        EXPECT_TRUE(validate(problem, *schedule).empty()) << info.name;
+      }
+    }
+  }
+}
+
+TEST(Simulator, ReportsDeadlock) {
+  Problem problem = makeProblem(2, 1, 1, 1, 1);
+  Schedule schedule;
+  // Rank 1 runs its B before its F: never possible.
+  schedule.ranks = {
+      {{ActionKind::F, 0, 0}, {ActionKind::B, 0, 0}, {ActionKind::W, 0, 0}},
+      {{ActionKind::B, 1, 0}, {ActionKind::F, 1, 0}, {ActionKind::W, 1, 0}}};
+  Result<SimulationResult> sim = simulate(problem, schedule);
+  ASSERT_FALSE(sim.ok());
+  EXPECT_NE(sim.error().find("deadlock"), std::string::npos);
+}
