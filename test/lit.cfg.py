@@ -24,6 +24,9 @@ config.zb_tools_dir = os.path.join(config.zb_obj_root, "bin")
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.zb_tools_dir, append_path=True)
 
+# zb-run caches compiled models inside the build tree, not in $HOME.
+config.environment["ZB_CACHE_DIR"] = os.path.join(config.zb_obj_root, "cache")
+
 tool_dirs = [config.zb_tools_dir, config.llvm_tools_dir]
-tools = ["zb-opt", "zb-sched"]
+tools = ["zb-opt", "zb-sched", "zb-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -9,7 +9,7 @@ APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   openmpi-bin libopenmpi-dev libopenblas-dev
 )
-PY_PACKAGES=()
+PY_PACKAGES=(numpy pytest)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do

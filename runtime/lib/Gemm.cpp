@@ -18,3 +18,15 @@ extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
               static_cast<blasint>(ldc));
 }
+
+extern "C" void zbrt_sgemm_batched(int32_t transA, int32_t transB,
+                                   int64_t batch, int64_t m, int64_t n,
+                                   int64_t k, float alpha, const float *a,
+                                   int64_t lda, int64_t strideA,
+                                   const float *b, int64_t ldb,
+                                   int64_t strideB, float beta, float *c,
+                                   int64_t ldc, int64_t strideC) {
+  for (int64_t i = 0; i < batch; ++i)
+    zbrt_sgemm(transA, transB, m, n, k, alpha, a + i * strideA, lda,
+               b + i * strideB, ldb, beta, c + i * strideC, ldc);
+}

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Pipe/PipeDialect.h"
 #include "zb/Dialect/Sched/SchedDialect.h"
 #include "zb/Transforms/Passes.h"
@@ -20,6 +21,8 @@
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   zb::registerZBPasses();
+  zb::registerZBConversionPasses();
+  zb::registerZBPipelines();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -26,4 +26,31 @@ def ZBStripCuts : Pass<"zb-strip-cuts"> {
   let dependentDialects = [];
 }
 
+def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
+  let summary = "Fuse producer-consumer chains of elementwise linalg ops";
+  let description = [{
+    Fuses each `linalg.generic` producer whose only user is another
+    elementwise `linalg.generic` into that user, so a chain such as
+    bias-add, activation and scaling becomes one loop nest. Unlike
+    upstream `--linalg-fuse-elementwise-ops` it does not propagate
+    reshapes into contractions: matmul-family ops keep their named form and
+    still lower to the runtime's gemm.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect"];
+}
+
+def ZBDecomposeAggregates : Pass<"zb-decompose-aggregates"> {
+  let summary = "Decompose aggregate linalg ops such as linalg.softmax";
+  let description = [{
+    Replaces every op implementing `linalg::AggregatedOpInterface`
+    (`linalg.softmax`) by the simpler linalg ops it stands for (max
+    reduction, exp of the difference, sum reduction, division), which the
+    rest of the CPU pipeline lowers.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 #endif // ZB_TRANSFORMS_PASSES_TD

@@ -26,6 +26,15 @@ void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n, int64_t k,
                 float alpha, const float *a, int64_t lda, const float *b,
                 int64_t ldb, float beta, float *c, int64_t ldc);
 
+/* A batch of the same GEMM: for i in [0, batch), the matrices start at
+ * a + i*strideA, b + i*strideB, c + i*strideC. This is what compiled code
+ * calls for linalg matmul-family ops. */
+void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, float alpha,
+                        const float *a, int64_t lda, int64_t strideA,
+                        const float *b, int64_t ldb, int64_t strideB,
+                        float beta, float *c, int64_t ldc, int64_t strideC);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,62 @@
+//===- Model.h - The model input convention ---------------------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// A model is one public func.func with static shapes written for one
+// microbatch: arguments marked {zb.param} (optionally {zb.param = "name"})
+// are parameters, the others data (dim 0 = samples; optionally named by
+// {zb.data = "name"}, integer data bounded by {zb.range = N}); the single
+// result is the scalar loss tensor<f32>.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_MODEL_MODEL_H
+#define ZB_MODEL_MODEL_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <string>
+#include <vector>
+
+namespace zb {
+
+/// Attribute names of the convention.
+inline constexpr llvm::StringLiteral kParamAttr = "zb.param";
+inline constexpr llvm::StringLiteral kDataAttr = "zb.data";
+inline constexpr llvm::StringLiteral kRangeAttr = "zb.range";
+
+/// One argument of the model function.
+struct ModelArg {
+  enum class Kind { Param, Data };
+  Kind kind;
+  /// The parameter's name, the data's zb.data name, or "arg<i>".
+  std::string name;
+  /// Position in the signature.
+  unsigned position;
+  mlir::RankedTensorType type;
+  /// For integer data: values lie in [0, range); 0 when not given.
+  int64_t range = 0;
+
+  bool isParam() const { return kind == Kind::Param; }
+  std::vector<int64_t> shape() const {
+    return std::vector<int64_t>(type.getShape().begin(),
+                                type.getShape().end());
+  }
+};
+
+/// The model function and its arguments.
+struct ModelSignature {
+  mlir::func::FuncOp func;
+  std::vector<ModelArg> args;
+};
+
+/// Finds the model function in `module` and checks it against the
+/// convention and the set of ops the backends support. Emits a diagnostic
+/// naming the offending function, argument or op on failure.
+mlir::FailureOr<ModelSignature> analyzeModel(mlir::ModuleOp module);
+
+} // namespace zb
+
+#endif // ZB_MODEL_MODEL_H

@@ -1,0 +1,47 @@
+//===- CPUCompiler.h - Models to native shared objects ----------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_TARGET_CPUCOMPILER_H
+#define ZB_TARGET_CPUCOMPILER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace zb {
+
+/// The prefix of the packed entry point emitted for each public function:
+/// `void zb_entry_<name>(void **args)`, where args[i] points to the memref
+/// descriptor of the i-th argument of the bufferized function (results come
+/// last, as out-parameters).
+inline constexpr llvm::StringLiteral kEntryPrefix = "zb_entry_";
+
+struct CPUCompileOptions {
+  /// LLVM optimisation level, 0 to 3.
+  unsigned optLevel = 3;
+};
+
+/// Registers the dialects, extensions and LLVM IR translations that
+/// compiling a model needs.
+void registerCPUCompilerDependencies(mlir::DialectRegistry &registry);
+
+/// A string naming the compiler and the host it targets: part of the key of
+/// any cache of compiled objects.
+std::string getCPUCompilerFingerprint(const CPUCompileOptions &options);
+
+/// Lowers `module` in place with --zb-lower-to-cpu, translates it to LLVM
+/// IR with a packed entry point per public function, optimises it for the
+/// host CPU, and links a shared object at `outputPath` (written atomically).
+/// Emits diagnostics on failure.
+mlir::LogicalResult compileToSharedObject(mlir::ModuleOp module,
+                                          llvm::StringRef outputPath,
+                                          const CPUCompileOptions &options);
+
+} // namespace zb
+
+#endif // ZB_TARGET_CPUCOMPILER_H

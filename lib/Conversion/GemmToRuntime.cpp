@@ -1,0 +1,209 @@
+//===- GemmToRuntime.cpp - Matmul-family linalg ops to runtime gemm -------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Conversion/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "zb-lower-gemm-to-runtime"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBLOWERGEMMTORUNTIME
+#include "zb/Conversion/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+
+static constexpr StringLiteral kGemmFn = "zbrt_sgemm_batched";
+
+namespace {
+/// A contraction recognised as a (batched) row-major GEMM
+/// C = op(A) * op(B) + C.
+struct GemmPlan {
+  Value a, b, c;
+  bool transA = false, transB = false;
+  bool hasBatch = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+} // namespace
+
+/// The loop dimensions that `map`'s results name, or failure if a result is
+/// not a plain dimension.
+static FailureOr<SmallVector<unsigned>> resultDims(AffineMap map) {
+  SmallVector<unsigned> dims;
+  for (AffineExpr expr : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim)
+      return failure();
+    dims.push_back(dim.getPosition());
+  }
+  return dims;
+}
+
+/// Whether `type` is a statically shaped f32 memref of `rank` whose
+/// innermost stride is 1.
+static bool isGemmOperandType(Type type, unsigned rank) {
+  auto memref = dyn_cast<MemRefType>(type);
+  if (!memref || !memref.getElementType().isF32() ||
+      memref.getRank() != rank || !memref.hasStaticShape())
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(memref.getStridesAndOffset(strides, offset)))
+    return false;
+  return strides.back() == 1;
+}
+
+/// Recognises `op` as a GEMM, or says why not.
+static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op))
+    return failure();
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
+      dims->k.size() != 1 || dims->batch.size() > 1)
+    return failure();
+
+  GemmPlan plan;
+  plan.hasBatch = !dims->batch.empty();
+  unsigned rank = plan.hasBatch ? 3 : 2;
+  for (OpOperand &operand : op->getOpOperands())
+    if (!isGemmOperandType(operand.get().getType(), rank))
+      return failure();
+
+  // Each operand must be [batch,] (row, col) or [batch,] (col, row).
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  auto layout = [&](AffineMap map, unsigned row, unsigned col,
+                    bool &transposed) -> bool {
+    FailureOr<SmallVector<unsigned>> ds = resultDims(map);
+    if (failed(ds) || ds->size() != rank)
+      return false;
+    unsigned first = 0;
+    if (plan.hasBatch) {
+      if ((*ds)[0] != dims->batch[0])
+        return false;
+      first = 1;
+    }
+    unsigned d0 = (*ds)[first], d1 = (*ds)[first + 1];
+    transposed = d0 == col && d1 == row;
+    return transposed || (d0 == row && d1 == col);
+  };
+  unsigned m = dims->m[0], n = dims->n[0], k = dims->k[0];
+  bool transC;
+  if (!layout(maps[0], m, k, plan.transA) ||
+      !layout(maps[1], k, n, plan.transB) || !layout(maps[2], m, n, transC))
+    return failure();
+
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  plan.a = op.getDpsInputOperand(0)->get();
+  plan.b = op.getDpsInputOperand(1)->get();
+  plan.c = op.getDpsInitOperand(0)->get();
+  plan.m = ranges[m];
+  plan.n = ranges[n];
+  plan.k = ranges[k];
+  plan.batch = plan.hasBatch ? ranges[dims->batch[0]] : 1;
+  if (transC) {
+    // C is stored as (n, m): compute C^T = op(B)^T * op(A)^T instead.
+    std::swap(plan.a, plan.b);
+    std::swap(plan.m, plan.n);
+    bool transA = !plan.transB, transB = !plan.transA;
+    plan.transA = transA;
+    plan.transB = transB;
+  }
+  return plan;
+}
+
+/// Declares the runtime's batched gemm in `module` if it is not there yet.
+static func::FuncOp declareGemm(ModuleOp module) {
+  if (auto fn = module.lookupSymbol<func::FuncOp>(kGemmFn))
+    return fn;
+  MLIRContext *ctx = module.getContext();
+  Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
+  Type f32 = Float32Type::get(ctx), ptr = LLVM::LLVMPointerType::get(ctx);
+  auto type = FunctionType::get(ctx,
+                                {i32, i32, i64, i64, i64, i64, f32, ptr, i64,
+                                 i64, ptr, i64, i64, f32, ptr, i64, i64},
+                                {});
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), kGemmFn, type);
+  fn.setPrivate();
+  return fn;
+}
+
+/// Emits the call that replaces `op`.
+static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
+                         const GemmPlan &plan, func::FuncOp callee) {
+  Location loc = op.getLoc();
+  Type i64 = rewriter.getI64Type(), f32 = rewriter.getF32Type();
+  Type ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
+  auto i64Const = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(rewriter, loc, i64, v);
+  };
+  auto toI64 = [&](Value index) -> Value {
+    return arith::IndexCastOp::create(rewriter, loc, i64, index);
+  };
+  // Pointer to the first element, leading-dimension stride, batch stride.
+  auto describe = [&](Value memref) -> std::array<Value, 3> {
+    auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, memref);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(
+        rewriter, loc, memref);
+    Value ptr = LLVM::IntToPtrOp::create(rewriter, loc, ptrType, toI64(base));
+    Value first = LLVM::GEPOp::create(rewriter, loc, ptrType, f32, ptr,
+                                      ValueRange{toI64(meta.getOffset())});
+    auto strides = meta.getStrides();
+    Value ld = toI64(strides[strides.size() - 2]);
+    Value batchStride = plan.hasBatch ? toI64(strides[0]) : i64Const(0);
+    return {first, ld, batchStride};
+  };
+  auto [pa, lda, sa] = describe(plan.a);
+  auto [pb, ldb, sb] = describe(plan.b);
+  auto [pc, ldc, sc] = describe(plan.c);
+  Value one = arith::ConstantOp::create(rewriter, loc, f32,
+                                        rewriter.getF32FloatAttr(1.0f));
+  Value transA = arith::ConstantIntOp::create(rewriter, loc, plan.transA, 32);
+  Value transB = arith::ConstantIntOp::create(rewriter, loc, plan.transB, 32);
+  // linalg contractions accumulate into C: alpha = beta = 1.
+  func::CallOp::create(rewriter, loc, callee,
+                       ValueRange{transA, transB, i64Const(plan.batch),
+                                  i64Const(plan.m), i64Const(plan.n),
+                                  i64Const(plan.k), one, pa, lda, sa, pb, ldb,
+                                  sb, one, pc, ldc, sc});
+}
+
+namespace {
+struct LowerGemmToRuntimePass
+    : zb::impl::ZBLowerGemmToRuntimeBase<LowerGemmToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<std::pair<linalg::LinalgOp, GemmPlan>> gemms;
+    module.walk([&](linalg::LinalgOp op) {
+      FailureOr<GemmPlan> plan = planGemm(op);
+      if (succeeded(plan))
+        gemms.emplace_back(op, *plan);
+      else
+        LLVM_DEBUG(if (linalg::isaContractionOpInterface(op)) llvm::dbgs()
+                   << "not a runtime gemm: " << op << "\n");
+    });
+    if (gemms.empty())
+      return;
+    func::FuncOp callee = declareGemm(module);
+    IRRewriter rewriter(&getContext());
+    for (auto &[op, plan] : gemms) {
+      rewriter.setInsertionPoint(op);
+      emitGemmCall(rewriter, op, plan, callee);
+      rewriter.eraseOp(op);
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,41 @@
+//===- PrepareEntryPoints.cpp - Public functions as runtime entries -------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Conversion/Passes.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBPREPAREENTRYPOINTS
+#include "zb/Conversion/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+
+namespace {
+struct PrepareEntryPointsPass
+    : zb::impl::ZBPrepareEntryPointsBase<PrepareEntryPointsPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    auto readOnly = BoolAttr::get(ctx, false);
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+      if (!fn.isPublic() || fn.isExternal())
+        continue;
+      fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                  UnitAttr::get(ctx));
+      for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+        if (isa<TensorType>(fn.getArgument(i).getType()))
+          fn.setArgAttr(i,
+                        bufferization::BufferizationDialect::
+                            kWritableAttrName,
+                        readOnly);
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,111 @@
+//===- Model.cpp - The model input convention -----------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Model/Model.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace zb;
+
+/// Dialects whose ops the compiler lowers.
+static bool isSupportedDialect(StringRef ns) {
+  return llvm::is_contained(
+      {"arith", "math", "linalg", "tensor", "func", "pipe", "bufferization"},
+      ns);
+}
+
+static bool isSupportedElementType(Type type) {
+  return type.isF32() || type.isF64() || type.isInteger(32) ||
+         type.isInteger(64);
+}
+
+FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
+  SmallVector<func::FuncOp> candidates;
+  for (auto fn : module.getOps<func::FuncOp>())
+    if (fn.isPublic() && !fn.isExternal())
+      candidates.push_back(fn);
+  if (candidates.empty())
+    return module.emitError("the model has no public function with a body");
+  if (candidates.size() > 1) {
+    InFlightDiagnostic diag =
+        candidates[1].emitError("the model must have one public function, "
+                                "but found '")
+        << candidates[0].getSymName() << "' and '"
+        << candidates[1].getSymName()
+        << "' (make helpers private)";
+    return failure();
+  }
+  func::FuncOp fn = candidates.front();
+
+  FunctionType type = fn.getFunctionType();
+  auto lossType = type.getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(type.getResult(0))
+                      : RankedTensorType();
+  if (!lossType || lossType.getRank() != 0 ||
+      !lossType.getElementType().isF32())
+    return fn.emitError("model function '")
+           << fn.getSymName()
+           << "' must return one scalar loss of type tensor<f32>, but "
+              "returns "
+           << type.getResults();
+
+  ModelSignature signature;
+  signature.func = fn;
+  llvm::StringSet<> names;
+  for (unsigned i = 0, e = type.getNumInputs(); i < e; ++i) {
+    ModelArg arg;
+    arg.position = i;
+    arg.type = dyn_cast<RankedTensorType>(type.getInput(i));
+    Attribute param = fn.getArgAttr(i, kParamAttr);
+    arg.kind = param ? ModelArg::Kind::Param : ModelArg::Kind::Data;
+    if (auto name = dyn_cast_or_null<StringAttr>(param))
+      arg.name = name.str();
+    else if (auto name = fn.getArgAttrOfType<StringAttr>(i, kDataAttr))
+      arg.name = name.str();
+    else
+      arg.name = "arg" + std::to_string(i);
+    if (!arg.type)
+      return fn.emitError("argument #")
+             << i << " ('" << arg.name << "') must be a ranked tensor, got "
+             << type.getInput(i);
+    if (!arg.type.hasStaticShape())
+      return fn.emitError("argument #")
+             << i << " ('" << arg.name << "') has the dynamic shape "
+             << arg.type << "; models need static shapes";
+    Type elt = arg.type.getElementType();
+    if (!isSupportedElementType(elt))
+      return fn.emitError("argument #")
+             << i << " ('" << arg.name << "') has element type " << elt
+             << "; supported are f32, f64, i32 and i64";
+    if (arg.isParam() && !isa<FloatType>(elt))
+      return fn.emitError("parameter '")
+             << arg.name << "' must have a float element type, got " << elt;
+    if (!arg.isParam() && arg.type.getRank() == 0)
+      return fn.emitError("data argument #")
+             << i << " ('" << arg.name
+             << "') must have a leading sample dimension";
+    if (auto range = fn.getArgAttrOfType<IntegerAttr>(i, kRangeAttr))
+      arg.range = range.getInt();
+    if (!names.insert(arg.name).second)
+      return fn.emitError("two arguments are named '") << arg.name << "'";
+    signature.args.push_back(arg);
+  }
+
+  WalkResult walk = fn.walk([&](Operation *op) {
+    if (isSupportedDialect(op->getDialect()
+                               ? op->getDialect()->getNamespace()
+                               : StringRef()))
+      return WalkResult::advance();
+    op->emitError("op '") << op->getName()
+                          << "' is not supported by the ZeroBubble backends";
+    return WalkResult::interrupt();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  return signature;
+}

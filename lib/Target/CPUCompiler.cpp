@@ -1,0 +1,169 @@
+//===- CPUCompiler.cpp - Models to native shared objects ------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Target/CPUCompiler.h"
+
+#include "zb/Conversion/Passes.h"
+#include "zb/Dialect/Pipe/PipeDialect.h"
+#include "zb/Dialect/Sched/SchedDialect.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+
+void zb::registerCPUCompilerDependencies(DialectRegistry &registry) {
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+}
+
+/// The host's feature string, e.g. "+avx2,+fma,-avx512f".
+static std::string hostFeatures() {
+  llvm::SubtargetFeatures features;
+  for (const auto &feature : llvm::sys::getHostCPUFeatures())
+    features.AddFeature(feature.first(), feature.second);
+  return features.getString();
+}
+
+std::string zb::getCPUCompilerFingerprint(const CPUCompileOptions &options) {
+  return "zb-cpu-1;llvm-" LLVM_VERSION_STRING ";" +
+         llvm::sys::getProcessTriple() + ";" +
+         llvm::sys::getHostCPUName().str() + ";" + hostFeatures() + ";O" +
+         std::to_string(options.optLevel);
+}
+
+/// Adds `void zb_entry_<name>(void **args)` calling `_mlir_ciface_<name>`
+/// with the unpacked pointers, for every C interface in `module`.
+static void addPackedEntries(llvm::Module &module) {
+  constexpr llvm::StringLiteral ciface = "_mlir_ciface_";
+  llvm::LLVMContext &ctx = module.getContext();
+  auto *ptrType = llvm::PointerType::get(ctx, 0);
+  SmallVector<llvm::Function *> interfaces;
+  for (llvm::Function &fn : module)
+    if (!fn.isDeclaration() && fn.getName().starts_with(ciface))
+      interfaces.push_back(&fn);
+  for (llvm::Function *fn : interfaces) {
+    std::string name =
+        (zb::kEntryPrefix + fn->getName().drop_front(ciface.size())).str();
+    auto *type =
+        llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptrType}, false);
+    auto *entry = llvm::Function::Create(
+        type, llvm::GlobalValue::ExternalLinkage, name, module);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", entry));
+    SmallVector<llvm::Value *> args;
+    for (unsigned i = 0, e = fn->arg_size(); i < e; ++i) {
+      llvm::Value *slot =
+          b.CreateConstGEP1_64(ptrType, entry->getArg(0), i, "slot");
+      args.push_back(b.CreateLoad(ptrType, slot));
+    }
+    b.CreateCall(fn, args);
+    b.CreateRetVoid();
+  }
+}
+
+LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
+                                        const CPUCompileOptions &options) {
+  PassManager pm(module.getContext());
+  buildLowerToCPUPipeline(pm, LowerToCPUOptions());
+  if (failed(pm.run(module)))
+    return failure();
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmContext);
+  if (!llvmModule)
+    return module.emitError("cannot translate the lowered model to LLVM IR");
+  addPackedEntries(*llvmModule);
+
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return module.emitError("no LLVM target for the host: ") << error;
+  llvm::CodeGenOptLevel level = options.optLevel >= 3
+                                    ? llvm::CodeGenOptLevel::Aggressive
+                                : options.optLevel == 0
+                                    ? llvm::CodeGenOptLevel::None
+                                    : llvm::CodeGenOptLevel::Default;
+  std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
+      triple, llvm::sys::getHostCPUName(), hostFeatures(),
+      llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, level));
+  if (!machine)
+    return module.emitError("cannot create an LLVM target machine for ")
+           << triple.str();
+  llvmModule->setTargetTriple(triple);
+  llvmModule->setDataLayout(machine->createDataLayout());
+
+  auto optimize = makeOptimizingTransformer(options.optLevel,
+                                            /*sizeLevel=*/0, machine.get());
+  if (llvm::Error err = optimize(llvmModule.get()))
+    return module.emitError("LLVM optimisation failed: ")
+           << llvm::toString(std::move(err));
+
+  // Emit the object next to the output, then link it into a shared object.
+  SmallString<128> objectPath;
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+          "zb-model", "o", objectPath))
+    return module.emitError("cannot create a temporary object file: ")
+           << ec.message();
+  auto removeObject = llvm::make_scope_exit(
+      [&] { llvm::sys::fs::remove(objectPath); });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(objectPath, ec);
+    if (ec)
+      return module.emitError("cannot write '") << objectPath
+                                                << "': " << ec.message();
+    llvm::legacy::PassManager codegen;
+    if (machine->addPassesToEmitFile(codegen, os, nullptr,
+                                     llvm::CodeGenFileType::ObjectFile))
+      return module.emitError("the host target cannot emit object files");
+    codegen.run(*llvmModule);
+  }
+
+  llvm::ErrorOr<std::string> cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return module.emitError(
+        "no C compiler driver 'cc' on PATH to link the model");
+  std::string tmpOutput = (outputPath + ".tmp").str();
+  SmallVector<StringRef> argv = {*cc,        "-shared",  "-o",
+                                 tmpOutput,  objectPath, "-lm"};
+  std::string linkError;
+  int rc = llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0,
+                                     &linkError);
+  if (rc != 0)
+    return module.emitError("linking the model failed (")
+           << *cc << " exited with " << rc << ")"
+           << (linkError.empty() ? "" : ": ") << linkError;
+  if (std::error_code ec = llvm::sys::fs::rename(tmpOutput, outputPath))
+    return module.emitError("cannot write '") << outputPath
+                                              << "': " << ec.message();
+  return success();
+}

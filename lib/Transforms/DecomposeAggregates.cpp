@@ -1,0 +1,38 @@
+//===- DecomposeAggregates.cpp - Decompose aggregate linalg ops -----------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBDECOMPOSEAGGREGATES
+#include "zb/Transforms/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+
+namespace {
+struct DecomposeAggregatesPass
+    : zb::impl::ZBDecomposeAggregatesBase<DecomposeAggregatesPass> {
+  void runOnOperation() override {
+    SmallVector<linalg::AggregatedOpInterface> ops;
+    getOperation()->walk(
+        [&](linalg::AggregatedOpInterface op) { ops.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (linalg::AggregatedOpInterface op : ops) {
+      rewriter.setInsertionPoint(op);
+      FailureOr<SmallVector<Value>> results = op.decomposeOperation(rewriter);
+      if (failed(results)) {
+        op->emitError("cannot decompose '") << op->getName() << "'";
+        return signalPassFailure();
+      }
+      rewriter.replaceOp(op, *results);
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,49 @@
+"""Fixtures of the end-to-end tests: where the repository and the built tools
+are, and a helper that runs zb-run.
+
+Environment:
+  ZB_BIN_DIR  the folder holding the built tools (default: <repo>/build/bin)
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO_ROOT / "examples"
+
+# A zb-run invocation compiles the model and runs it; generous, but bounded.
+ZB_RUN_TIMEOUT_S = 600
+
+
+def bin_dir():
+    return Path(os.environ.get("ZB_BIN_DIR", REPO_ROOT / "build" / "bin"))
+
+
+@pytest.fixture(scope="session")
+def repo_root():
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def examples_dir():
+    return EXAMPLES
+
+
+@pytest.fixture(scope="session")
+def zb_run():
+    """A function running ``zb-run *args`` that returns the CompletedProcess
+    (text stdout/stderr captured, no check). Fails the test when zb-run has
+    not been built: a missing tool is an error, not a reason to skip."""
+    exe = bin_dir() / "zb-run"
+    if not exe.is_file():
+        pytest.fail(f"zb-run not built ({exe} missing; set ZB_BIN_DIR)")
+
+    def run(*args):
+        return subprocess.run([str(exe), *map(str, args)], capture_output=True,
+                              text=True, timeout=ZB_RUN_TIMEOUT_S,
+                              cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
+
+    return run
