@@ -61,7 +61,13 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
       yields `d_params...`.
 
     A stage has either no backward, a `backward` region, or both split
-    regions. The regions are isolated from above: everything they use is a
+    regions.
+
+    Optional attributes carry what the scheduler needs, per microbatch:
+    `cost_f`, `cost_b`, `cost_w` are the FLOPs of the forward, of B (of the
+    whole backward before the split) and of W; `mem_b` is the bytes of the
+    forward stash (held from F until B) and `mem_w` the bytes of the B→W
+    stash (held from B until W). The regions are isolated from above: everything they use is a
     block argument or defined inside.
 
     Example:
@@ -79,7 +85,12 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
   let arguments = (ins Variadic<AnyType>:$inputs, Variadic<AnyType>:$data,
                    Variadic<AnyType>:$params,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$stage,
-                   ConfinedAttr<I64Attr, [IntNonNegative]>:$rank);
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$rank,
+                   OptionalAttr<F64Attr>:$cost_f,
+                   OptionalAttr<F64Attr>:$cost_b,
+                   OptionalAttr<F64Attr>:$cost_w,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$mem_b,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$mem_w);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$forward, AnyRegion:$backward,
                  AnyRegion:$backward_input, AnyRegion:$backward_weight);
@@ -94,6 +105,17 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
     (`backward_input` $backward_input^)?
     (`backward_weight` $backward_weight^)?
   }];
+  let builders = [
+    OpBuilder<(ins "mlir::TypeRange":$results, "mlir::ValueRange":$inputs,
+                   "mlir::ValueRange":$data, "mlir::ValueRange":$params,
+                   "int64_t":$stage, "int64_t":$rank), [{
+      build($_builder, $_state, results, inputs, data, params,
+            $_builder.getI64IntegerAttr(stage),
+            $_builder.getI64IntegerAttr(rank), /*cost_f=*/nullptr,
+            /*cost_b=*/nullptr, /*cost_w=*/nullptr, /*mem_b=*/nullptr,
+            /*mem_w=*/nullptr);
+    }]>
+  ];
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The terminator of the forward region.
