@@ -334,6 +334,236 @@ Result<Schedule> GreedyEngine::run() {
   return schedule;
 }
 
+namespace {
+
+/// The zero-bubble paper's own heuristic for one chunk per rank, which goes
+/// microbatch by microbatch instead of event by event: round 0 issues each
+/// stage's warm-up Fs (as many as fit before the first B arrives, a stage
+/// always strictly more than the next), then the first B down the chain;
+/// round i gives every stage at most one F (a stage never issues an F the
+/// next stage does not) and then B(i) from the last stage to the first,
+/// filling each wait for an input with pending Ws. Times are estimated as it
+/// goes, including T_comm, so the warm-up counts and W fills account for the
+/// transfer latency.
+struct RoundOptions {
+  /// Warm-up: whether the last warm-up F may overrun the first B's arrival.
+  enum class Overrun { Never, Always, WhenCloser };
+  Overrun overrun = Overrun::Never;
+  /// Skip an F of a stage two ahead of its successor when that does not
+  /// delay it beyond the worst stage's idle.
+  bool prioritizeB = false;
+  /// Fill a wait shorter than a W with one W while this stage's idle stays
+  /// below the worst stage's.
+  bool fillShortWaits = true;
+  /// The first stage runs all its pending Ws once its Fs are done (the
+  /// paper's rule); otherwise they keep filling its waits for Bs.
+  bool flushFirstStage = true;
+};
+
+class RoundEngine {
+public:
+  RoundEngine(const Problem &problem, double memLimit,
+              const RoundOptions &options)
+      : problem(problem), options(options), memLimit(memLimit),
+        p(problem.numRanks), m(problem.numMicrobatches) {}
+
+  Result<Schedule> run();
+
+private:
+  std::size_t key(int stage, int mb) const {
+    return static_cast<std::size_t>(stage) * m + mb;
+  }
+  double cost(ActionKind kind, int stage) const {
+    return kind == ActionKind::F   ? problem.forwardCost(stage)
+           : kind == ActionKind::B ? problem.backwardInputCost(stage)
+                                   : problem.backwardWeightCost(stage);
+  }
+  double memoryOf(ActionKind kind, int stage) const {
+    return actionMemoryDelta(problem, {kind, stage, 0});
+  }
+  bool fits(double memory) const {
+    return memory <= memLimit * (1 + 1e-12) + 1e-12;
+  }
+  double maxIdle() const { return *std::max_element(idle.begin(), idle.end()); }
+  void put(int stage, ActionKind kind);
+  /// Runs pending Ws of `stage` into the wait for an input arriving at
+  /// `arrival`.
+  void fillWait(int stage, double arrival);
+  /// Runs pending Ws until `delta` more memory fits; false if impossible.
+  bool makeRoom(int stage, double delta);
+
+  const Problem &problem;
+  RoundOptions options;
+  double memLimit;
+  int p, m;
+  std::vector<int> numF, numB, numW;
+  std::vector<double> endAt, memory, idle;
+  std::vector<double> endF, endB;
+  std::vector<std::vector<Action>> order;
+};
+
+} // namespace
+
+void RoundEngine::put(int stage, ActionKind kind) {
+  int &count = kind == ActionKind::F   ? numF[stage]
+               : kind == ActionKind::B ? numB[stage]
+                                       : numW[stage];
+  int mb = count++;
+  double c = cost(kind, stage);
+  double end = endAt[stage] + c;
+  double eager = end;
+  if (kind == ActionKind::F && stage > 0)
+    end = std::max(end, endF[key(stage - 1, mb)] +
+                            problem.commCost(stage - 1, stage) + c);
+  if (kind == ActionKind::B && stage + 1 < p)
+    end = std::max(end, endB[key(stage + 1, mb)] +
+                            problem.commCost(stage + 1, stage) + c);
+  if (!order[stage].empty())
+    idle[stage] += end - eager;
+  endAt[stage] = end;
+  if (kind == ActionKind::F)
+    endF[key(stage, mb)] = end;
+  else if (kind == ActionKind::B)
+    endB[key(stage, mb)] = end;
+  memory[stage] += memoryOf(kind, stage);
+  order[stage].push_back({kind, stage, mb});
+}
+
+void RoundEngine::fillWait(int stage, double arrival) {
+  while (numW[stage] < numB[stage] &&
+         endAt[stage] + cost(ActionKind::W, stage) <= arrival)
+    put(stage, ActionKind::W);
+  if (numW[stage] < numB[stage] && endAt[stage] < arrival) {
+    // A W longer than the wait: run it anyway unless the wait keeps this
+    // stage within the worst stage's idle and short waits stay empty.
+    bool withinSlack = arrival - endAt[stage] <= maxIdle() - idle[stage];
+    if (!withinSlack || options.fillShortWaits)
+      put(stage, ActionKind::W);
+  }
+}
+
+bool RoundEngine::makeRoom(int stage, double delta) {
+  while (!fits(memory[stage] + delta)) {
+    if (numW[stage] >= numB[stage])
+      return false;
+    put(stage, ActionKind::W);
+  }
+  return true;
+}
+
+Result<Schedule> RoundEngine::run() {
+  std::size_t cells = static_cast<std::size_t>(p) * m;
+  numF.assign(p, 0);
+  numB.assign(p, 0);
+  numW.assign(p, 0);
+  endAt.assign(p, 0.0);
+  memory.assign(p, 0.0);
+  idle.assign(p, 0.0);
+  endF.assign(cells, 0.0);
+  endB.assign(cells, 0.0);
+  order.assign(p, {});
+  Failure noRoom{"the memory limit leaves no room for the round heuristic"};
+
+  // Round 0: the first F everywhere, then each stage's extra warm-up Fs,
+  // computed from the estimated arrival of the first B (last stage first).
+  for (int stage = 0; stage < p; ++stage) {
+    if (!makeRoom(stage, memoryOf(ActionKind::F, stage)))
+      return noRoom;
+    put(stage, ActionKind::F);
+  }
+  std::vector<int> extra(p, 0);
+  double arrival = endF[key(p - 1, 0)] + cost(ActionKind::B, p - 1);
+  for (int stage = p - 2; stage >= 0; --stage) {
+    double comm = problem.commCost(stage + 1, stage);
+    double mem = memory[stage], time = endAt[stage];
+    double memF = memoryOf(ActionKind::F, stage);
+    double costF = cost(ActionKind::F, stage);
+    while (numF[stage] + extra[stage] < m && fits(mem + memF)) {
+      double due = arrival + comm;
+      bool stop = time + costF > due;
+      if (options.overrun == RoundOptions::Overrun::Always)
+        stop = time >= due;
+      else if (options.overrun == RoundOptions::Overrun::WhenCloser)
+        stop = time + costF - due > due - time;
+      if (stop)
+        break;
+      mem += memF;
+      time += costF;
+      ++extra[stage];
+    }
+    arrival = std::max(time, arrival + comm) + cost(ActionKind::B, stage);
+  }
+  // A stage issues strictly more warm-up Fs than the next one.
+  for (int stage = 1; stage < p; ++stage)
+    while (extra[stage] > 0 && extra[stage] >= extra[stage - 1])
+      --extra[stage];
+  for (int stage = 0; stage < p; ++stage)
+    for (int i = 0; i < extra[stage]; ++i)
+      put(stage, ActionKind::F);
+  for (int stage = p - 1; stage >= 0; --stage)
+    put(stage, ActionKind::B);
+
+  std::vector<int> wantF(p);
+  for (int mb = 1; mb < m; ++mb) {
+    for (int stage = 0; stage < p; ++stage) {
+      wantF[stage] = numF[stage] < m ? 1 : 0;
+      if (!wantF[stage] || !options.prioritizeB || stage + 1 >= p ||
+          numF[stage] < numF[stage + 1] + 2)
+        continue;
+      // Two ahead of the next stage: skip the F when the next stage's
+      // F and B leave time and skipping stays within the idle budget.
+      double nextFB = endAt[stage + 1] + cost(ActionKind::F, stage + 1) +
+                      cost(ActionKind::B, stage + 1) +
+                      problem.commCost(stage + 1, stage);
+      if (endAt[stage] >= nextFB) {
+        wantF[stage] = 0;
+        continue;
+      }
+      double mem = memory[stage] + memoryOf(ActionKind::F, stage);
+      double wCost = 0.0;
+      for (int w = numW[stage]; !fits(mem) && w < numB[stage]; ++w) {
+        wCost += cost(ActionKind::W, stage);
+        mem += memoryOf(ActionKind::W, stage);
+      }
+      if (endAt[stage] + cost(ActionKind::F, stage) + wCost <= nextFB)
+        continue;
+      if (nextFB - endAt[stage] <= maxIdle() - idle[stage])
+        wantF[stage] = 0;
+    }
+    for (int stage = p - 2; stage >= 0; --stage)
+      wantF[stage] = std::min(wantF[stage], wantF[stage + 1]);
+    for (int stage = 0; stage < p; ++stage) {
+      if (!wantF[stage])
+        continue;
+      if (!makeRoom(stage, memoryOf(ActionKind::F, stage)))
+        return noRoom;
+      if (stage > 0)
+        fillWait(stage, endF[key(stage - 1, numF[stage])] +
+                            problem.commCost(stage - 1, stage));
+      put(stage, ActionKind::F);
+    }
+    for (int stage = p - 1; stage >= 0; --stage) {
+      if (numF[stage] <= mb)
+        return Failure{"the round heuristic fell behind its forwards"};
+      if (!makeRoom(stage, memoryOf(ActionKind::B, stage)))
+        return noRoom;
+      if (stage + 1 < p)
+        fillWait(stage,
+                 endB[key(stage + 1, mb)] + problem.commCost(stage + 1, stage));
+      if (stage == 0 && numF[stage] == m && options.flushFirstStage)
+        while (numW[stage] < numB[stage])
+          put(stage, ActionKind::W);
+      put(stage, ActionKind::B);
+    }
+  }
+  for (int stage = 0; stage < p; ++stage)
+    while (numW[stage] < m)
+      put(stage, ActionKind::W);
+  Schedule schedule;
+  schedule.ranks = std::move(order);
+  return schedule;
+}
+
 Result<Schedule> greedySchedule(const Problem &problem,
                                 const GreedyOptions &options) {
   GreedyEngine engine(problem, options);
@@ -343,6 +573,27 @@ Result<Schedule> greedySchedule(const Problem &problem,
 Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
   Result<Schedule> best = Failure{"no candidate schedule"};
   double bestMakespan = kInfinity, bestSpan = kInfinity;
+  // Keeps `candidate` when it beats the best so far on the paper's
+  // objective: the smallest max span (bubble rate), then the smallest
+  // makespan.
+  auto consider = [&](Result<Schedule> candidate) {
+    if (!candidate) {
+      if (!best && bestMakespan == kInfinity)
+        best = std::move(candidate);
+      return;
+    }
+    Result<SimulationResult> sim = simulate(problem, *candidate);
+    if (!sim)
+      return;
+    double tolerance = 1e-9 * std::max(1.0, sim->makespan);
+    if (sim->maxSpan < bestSpan - tolerance ||
+        (sim->maxSpan <= bestSpan + tolerance &&
+         sim->makespan < bestMakespan - tolerance)) {
+      bestMakespan = sim->makespan;
+      bestSpan = sim->maxSpan;
+      best = std::move(candidate);
+    }
+  };
   bool multiChunk = problem.numChunks > 1;
   // Several chunks per rank multiply the orders to try; keep the grid
   // small there.
@@ -365,26 +616,24 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
           options.maxLead = lead;
           options.forwardPreferLaterStage = (order & 1) == 0;
           options.backwardPreferLaterStage = (order & 2) != 0;
-          Result<Schedule> candidate = greedySchedule(problem, options);
-          if (!candidate) {
-            if (!best && bestMakespan == kInfinity)
-              best = candidate;
-            continue;
-          }
-          Result<SimulationResult> sim = simulate(problem, *candidate);
-          if (!sim)
-            continue;
-          double tolerance = 1e-9 * std::max(1.0, sim->makespan);
-          // The paper's objective: the smallest max span (bubble rate),
-          // then the smallest makespan.
-          if (sim->maxSpan < bestSpan - tolerance ||
-              (sim->maxSpan <= bestSpan + tolerance &&
-               sim->makespan < bestMakespan - tolerance)) {
-            bestMakespan = sim->makespan;
-            bestSpan = sim->maxSpan;
-            best = std::move(candidate);
-          }
+          consider(greedySchedule(problem, options));
         }
+      }
+    }
+  }
+  // One chunk per rank: also the paper's round-by-round heuristic, whose
+  // warm-up and W fills follow its own time estimates (T_comm included).
+  if (!multiChunk && memLimit + 1e-9 >= problem.memB) {
+    for (RoundOptions::Overrun overrun :
+         {RoundOptions::Overrun::Never, RoundOptions::Overrun::Always,
+          RoundOptions::Overrun::WhenCloser}) {
+      for (int choice = 0; choice < 8; ++choice) {
+        RoundOptions options;
+        options.overrun = overrun;
+        options.prioritizeB = (choice & 1) != 0;
+        options.fillShortWaits = (choice & 2) != 0;
+        options.flushFirstStage = (choice & 4) != 0;
+        consider(RoundEngine(problem, memLimit, options).run());
       }
     }
   }

@@ -7,8 +7,10 @@
 #include "zb/Schedule/Validator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <queue>
 
 namespace zb::schedule {
 
@@ -197,9 +199,12 @@ double targetMemoryLimit(const std::string &name, const Problem &problem) {
   else if (name == "zb-v")
     target = p * problem.memB;
   else if (name == "v-half")
-    target = (std::ceil(p * problem.numChunks / 2.0) + 1) * unit;
+    // The building block's peak: 2*floor(p/2)+2 chunk activations (p+1 for
+    // odd p, p+2 for even p, where the block has a 3-slot gap).
+    target = (2 * std::floor(p / 2) + 2) * unit;
   else if (name == "v-min")
-    target = (std::ceil(p * problem.numChunks / 3.0) + 1) * unit;
+    // The building block's peak: 2*floor((p+1)/3)+2 chunk activations.
+    target = (2 * std::floor((p + 1) / 3) + 2) * unit;
   else
     return problem.memLimit;
   target = std::max(target, problem.memB);
@@ -254,12 +259,255 @@ static Result<Schedule> zbAuto(const Problem &problem) {
   return best;
 }
 
+namespace {
+
+/// The controllable-memory paper's building blocks for V-Half and V-Min on
+/// a unit time grid (every chunk action one slot, a period of 6 slots per
+/// microbatch and rank). Kinds, per rank r: 0 = F of chunk 0 (stage r),
+/// 1 = F of chunk 1 (stage 2p-1-r), 2 = B of chunk 1, 3 = B of chunk 0,
+/// 4 = W (in B order), or, once split, 4 = W of chunk 1 and 5 = W of
+/// chunk 0.
+class VBlockBuilder {
+public:
+  VBlockBuilder(int p, int m) : p(p), m(m) {}
+
+  /// Lays out microbatch j of kind k on rank r at offset[r][k] + 6j, then
+  /// squeezes the warm-up and cool-down like the paper: first with the Ws
+  /// placed in the free slots, then without them. False when the offsets
+  /// collide.
+  bool build(const std::vector<std::array<int, 4>> &offsets);
+  /// Each rank's actions in slot order, the Ws split per chunk.
+  Schedule schedule(const Problem &problem) const;
+
+private:
+  using Slots = std::vector<std::vector<int>>; // [kind][mb] -> slot
+  /// Puts the Ws into the free slots (of kind 4, or 4/5 when `split`).
+  void putWeights(Slots &rank, bool split) const;
+  /// Peak memory of one rank in chunk activations; without explicit Ws a
+  /// pending W frees its activation in the next free slot.
+  static int peakMemory(const Slots &rank);
+  void squeeze(bool withWeights);
+
+  int p, m;
+  std::vector<Slots> ranks;
+};
+
+} // namespace
+
+void VBlockBuilder::putWeights(Slots &rank, bool split) const {
+  int last = 0;
+  for (int kind = 0; kind < 4; ++kind)
+    last = std::max(last, rank[kind].back());
+  std::vector<int> at(last + 1, -1);
+  for (int kind = 0; kind < 4; ++kind)
+    for (int slot : rank[kind])
+      at[slot] = kind;
+  rank.resize(split ? 6 : 5);
+  rank[4].clear();
+  if (split)
+    rank[5].clear();
+  int pending[2] = {0, 0};
+  int slot = 0;
+  for (; slot <= last; ++slot) {
+    int kind = at[slot];
+    if (kind == 2 || kind == 3) {
+      ++pending[split && kind == 3 ? 1 : 0];
+    } else if (kind < 0) {
+      for (int w = 0; w < 2; ++w) {
+        if (pending[w]) {
+          rank[4 + w].push_back(slot);
+          --pending[w];
+          break;
+        }
+      }
+    }
+  }
+  for (int w = 0; w < 2; ++w)
+    for (; pending[w] > 0; --pending[w])
+      rank[4 + w].push_back(slot++);
+}
+
+int VBlockBuilder::peakMemory(const Slots &rank) {
+  static const int delta[] = {1, 1, 0, 0, -1, -1};
+  int last = 0;
+  for (const std::vector<int> &slots : rank)
+    if (!slots.empty())
+      last = std::max(last, slots.back());
+  std::vector<int> at(last + 1, -1);
+  for (std::size_t kind = 0; kind < rank.size(); ++kind)
+    for (int slot : rank[kind])
+      at[slot] = static_cast<int>(kind);
+  bool explicitW = rank.size() > 4;
+  int memory = 0, peak = 0, pending = 0;
+  for (int kind : at) {
+    if (kind >= 0) {
+      memory += delta[kind];
+      if (kind == 2 || kind == 3)
+        ++pending;
+    } else if (!explicitW && pending > 0) {
+      --memory;
+      --pending;
+    }
+    peak = std::max(peak, memory);
+  }
+  return peak;
+}
+
+void VBlockBuilder::squeeze(bool withWeights) {
+  int numKinds = withWeights ? 5 : 4;
+  if (withWeights)
+    for (Slots &rank : ranks)
+      putWeights(rank, false);
+  int limit = 0;
+  for (const Slots &rank : ranks)
+    limit = std::max(limit, peakMemory(rank));
+  std::vector<std::vector<char>> occupied(p);
+  for (int r = 0; r < p; ++r) {
+    int last = 0;
+    for (int kind = 0; kind < numKinds; ++kind)
+      last = std::max(last, ranks[r][kind].back());
+    occupied[r].assign(last + 1, 0);
+  }
+  // Visit every action in the order of its original slot (ties: rank,
+  // kind, microbatch), moving it to the earliest free slot after its
+  // dependencies that keeps the rank within the peak memory. The steady
+  // state (from rank 0's first B of chunk 0 to its last F of chunk 0)
+  // stays; without Ws the warm-up stays too.
+  std::vector<int> next(static_cast<std::size_t>(p) * numKinds, 0);
+  using Head = std::array<int, 4>; // slot, rank, kind, mb
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  for (int r = 0; r < p; ++r)
+    for (int kind = 0; kind < numKinds; ++kind)
+      heads.push({ranks[r][kind][0], r, kind, 0});
+  int phase = 0;
+  std::vector<int> bSlots;
+  while (!heads.empty()) {
+    Head head = heads.top();
+    heads.pop();
+    int slot = head[0], r = head[1], kind = head[2], mb = head[3];
+    if (mb + 1 < static_cast<int>(ranks[r][kind].size()))
+      heads.push({ranks[r][kind][mb + 1], r, kind, mb + 1});
+    if (kind == 3 && r == 0 && phase == 0)
+      phase = 1;
+    bool keep = phase == 1 || (phase == 0 && !withWeights);
+    if (phase == 1 && kind == 0 && mb == m - 1)
+      phase = 2;
+    Slots &rank = ranks[r];
+    if (!keep) {
+      int earliest = -1;
+      if ((kind == 0 || kind == 2) && r > 0)
+        earliest = std::max(earliest, ranks[r - 1][kind][mb]);
+      if ((kind == 1 || kind == 3) && r + 1 < p)
+        earliest = std::max(earliest, ranks[r + 1][kind][mb]);
+      if (kind >= 1 && kind <= 3)
+        earliest = std::max(earliest, rank[kind - 1][mb]);
+      if (kind == 4) {
+        bSlots.assign(rank[2].begin(), rank[2].end());
+        bSlots.insert(bSlots.end(), rank[3].begin(), rank[3].end());
+        std::nth_element(bSlots.begin(), bSlots.begin() + mb, bSlots.end());
+        earliest = std::max(earliest, bSlots[mb]);
+      }
+      if (mb > 0)
+        earliest = std::max(earliest, rank[kind][mb - 1]);
+      for (int candidate = earliest + 1; candidate < slot; ++candidate) {
+        if (occupied[r][candidate])
+          continue;
+        rank[kind][mb] = candidate;
+        if (peakMemory(rank) <= limit)
+          break;
+        rank[kind][mb] = slot;
+      }
+    }
+    occupied[r][rank[kind][mb]] = 1;
+  }
+  for (Slots &rank : ranks)
+    rank.resize(4);
+}
+
+bool VBlockBuilder::build(const std::vector<std::array<int, 4>> &offsets) {
+  ranks.assign(p, Slots(4, std::vector<int>(m)));
+  for (int r = 0; r < p; ++r) {
+    for (int kind = 0; kind < 4; ++kind) {
+      if (offsets[r][kind] < 0)
+        return false;
+      for (int other = 0; other < kind; ++other)
+        if ((offsets[r][kind] - offsets[r][other]) % 6 == 0)
+          return false;
+      for (int mb = 0; mb < m; ++mb)
+        ranks[r][kind][mb] = offsets[r][kind] + 6 * mb;
+    }
+  }
+  squeeze(true);
+  squeeze(false);
+  for (Slots &rank : ranks)
+    putWeights(rank, true);
+  return true;
+}
+
+Schedule VBlockBuilder::schedule(const Problem &problem) const {
+  Schedule schedule = emptySchedule(problem, "");
+  for (int r = 0; r < p; ++r) {
+    std::vector<std::pair<int, Action>> actions;
+    int stage0 = r, stage1 = 2 * p - 1 - r;
+    const ActionKind kinds[] = {ActionKind::F, ActionKind::F, ActionKind::B,
+                                ActionKind::B, ActionKind::W, ActionKind::W};
+    const int stages[] = {stage0, stage1, stage1, stage0, stage1, stage0};
+    for (int kind = 0; kind < 6; ++kind)
+      for (int mb = 0; mb < m; ++mb)
+        actions.push_back(
+            {ranks[r][kind][mb], {kinds[kind], stages[kind], mb}});
+    std::stable_sort(
+        actions.begin(), actions.end(),
+        [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (const auto &entry : actions)
+      schedule.ranks[r].push_back(entry.second);
+  }
+  return schedule;
+}
+
+/// The building-block offsets of V-Half (half of 1F1B's activations) and
+/// V-Min (a third), per rank: F chunk 0, F chunk 1, B chunk 1, B chunk 0.
+static std::vector<std::array<int, 4>> vBlockOffsets(const std::string &name,
+                                                     int p) {
+  std::vector<std::array<int, 4>> offsets(p);
+  for (int i = 0; i < p; ++i) {
+    if (name == "v-half") {
+      int gap = p % 2 == 0 ? 3 : 0;
+      offsets[i] = {2 * i, 3 * p - i - 2, 3 * p + gap + 2 * i - 1,
+                    6 * p + gap - i - 2};
+    } else {
+      int gap = p % 3 == 0 ? 2 : 0;
+      offsets[i] = {i, 2 * p - i - 1, 2 * p + gap + i, 4 * p + gap - i - 1};
+    }
+  }
+  return offsets;
+}
+
+/// V-Half / V-Min from the building block, or a failure when the block
+/// does not apply (colliding offsets).
+static Result<Schedule> vBlock(const std::string &name,
+                               const Problem &problem) {
+  if (problem.numChunks != 2 || problem.placement != Placement::V)
+    return Failure{name + " needs chunks=2 and placement=v"};
+  VBlockBuilder builder(problem.numRanks, problem.numMicrobatches);
+  if (!builder.build(vBlockOffsets(name, problem.numRanks)))
+    return Failure{"the building block does not apply"};
+  Schedule schedule = builder.schedule(problem);
+  schedule.name = name;
+  return schedule;
+}
+
 /// zb-v, v-half, v-min: the heuristic on the V placement at the schedule's
 /// memory target.
 static Result<Schedule> vShape(const std::string &name,
                                const Problem &problem) {
-  Result<Schedule> schedule =
-      autoSchedule(problem, targetMemoryLimit(name, problem));
+  double limit = targetMemoryLimit(name, problem);
+  if (name == "v-half" || name == "v-min") {
+    Result<Schedule> block = vBlock(name, problem);
+    if (block && fits(problem, *block, limit))
+      return block;
+  }
+  Result<Schedule> schedule = autoSchedule(problem, limit);
   if (schedule)
     schedule->name = name;
   return schedule;

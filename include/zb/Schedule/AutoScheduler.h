@@ -14,8 +14,9 @@
 //  * the remaining Ws at the end.
 // Memory admission keeps room for one activation of each later chunk, so the
 // scheduler never deadlocks at any limit that holds one microbatch (memB).
-// autoSchedule() tries every combination of the binary choices and keeps the
-// schedule with the smallest makespan.
+// autoSchedule() tries every combination of the binary choices (and, for one
+// chunk per rank, the paper's round-by-round variant) and keeps the schedule
+// with the smallest max span.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,8 +64,11 @@ struct GreedyOptions {
 Result<Schedule> greedySchedule(const Problem &problem,
                                 const GreedyOptions &options);
 
-/// Grid search over the binary choices of GreedyOptions at `memLimit`;
-/// returns the schedule with the smallest makespan (ties: smaller max span).
+/// Grid search over the binary choices of GreedyOptions at `memLimit`, and
+/// for one chunk per rank also over the choices of the paper's own
+/// round-by-round heuristic (warm-up counts and W fills from its time
+/// estimates, T_comm included); returns the schedule with the smallest max
+/// span (the bubble rate's numerator), ties broken by makespan.
 Result<Schedule> autoSchedule(const Problem &problem, double memLimit);
 
 } // namespace zb::schedule
