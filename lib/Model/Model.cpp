@@ -15,7 +15,8 @@ using namespace zb;
 /// Dialects whose ops the compiler lowers.
 static bool isSupportedDialect(StringRef ns) {
   return llvm::is_contained(
-      {"arith", "math", "linalg", "tensor", "func", "pipe", "bufferization"},
+      {"arith", "math", "linalg", "tensor", "func", "pipe", "bufferization",
+       "scf"},
       ns);
 }
 
@@ -47,11 +48,12 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
                       ? dyn_cast<RankedTensorType>(type.getResult(0))
                       : RankedTensorType();
   if (!lossType || lossType.getRank() != 0 ||
-      !lossType.getElementType().isF32())
+      !(lossType.getElementType().isF32() ||
+        lossType.getElementType().isF64()))
     return fn.emitError("model function '")
            << fn.getSymName()
-           << "' must return one scalar loss of type tensor<f32>, but "
-              "returns "
+           << "' must return one scalar loss of type tensor<f32> (or "
+              "tensor<f64>), but returns "
            << type.getResults();
 
   ModelSignature signature;

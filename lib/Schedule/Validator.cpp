@@ -4,6 +4,7 @@
 
 #include "ActionIndex.h"
 
+#include "zb/Schedule/Communication.h"
 #include "zb/Schedule/Simulator.h"
 
 #include <algorithm>
@@ -134,53 +135,36 @@ std::vector<Diagnostic> validate(const Problem &problem,
   if (!diagnostics.empty())
     return diagnostics;
 
-  // 3. Deadlock: replay program order; a rank advances when the producers of
-  //    everything its next action receives have run.
+  // 3. Deadlock: insert the transfers the schedule implies and run all
+  //    ranks (checkDeadlock); each blocked rank gets a diagnostic at the
+  //    compute action its blocking recv precedes.
   {
-    int p = problem.numRanks;
-    std::vector<int> next(p, 0);
-    auto done = [&](const detail::Slot &slot) {
-      return slot.index < next[slot.rank];
-    };
-    std::size_t remaining = schedule.numActions();
-    bool progress = true;
-    while (remaining > 0 && progress) {
-      progress = false;
-      for (int rank = 0; rank < p; ++rank) {
-        const std::vector<Action> &actions = schedule.ranks[rank];
-        while (next[rank] < static_cast<int>(actions.size())) {
-          bool ready = true;
-          for (const auto &entry :
-               dependencies(problem, index, actions[next[rank]]))
-            ready = ready && done(entry.second);
-          if (!ready)
-            break;
-          ++next[rank];
-          --remaining;
-          progress = true;
-        }
-      }
+    Result<CommProgram> program = insertCommunication(problem, schedule);
+    if (!program) {
+      diagnostics.push_back(
+          {DiagnosticKind::InvalidProblem, -1, -1, Action(), program.error()});
+      return diagnostics;
     }
-    if (remaining > 0) {
-      for (int rank = 0; rank < p; ++rank) {
-        const std::vector<Action> &actions = schedule.ranks[rank];
-        if (next[rank] >= static_cast<int>(actions.size()))
-          continue;
-        const Action &stuck = actions[next[rank]];
+    if (std::optional<Deadlock> deadlock = checkDeadlock(*program)) {
+      for (const Deadlock::Wait &wait : deadlock->blocked) {
+        const std::vector<CommOp> &ops = program->ranks[wait.rank];
+        int position = static_cast<int>(std::count_if(
+            ops.begin(), ops.begin() + wait.index,
+            [](const CommOp &op) { return op.kind == CommOpKind::Compute; }));
+        const Action &stuck = schedule.ranks[wait.rank][position];
+        // The recvs before a compute are all on the channel of its input,
+        // in seq order; the last one is its own input.
+        int consumer = wait.index;
+        while (ops[consumer].kind != CommOpKind::Compute)
+          ++consumer;
+        const CommOp &recv = ops[consumer - 1];
         std::ostringstream message;
         message << "deadlock: " << describe(stuck) << " at position "
-                << next[rank] << " on rank " << rank << " waits for";
-        for (const auto &[dep, slot] : dependencies(problem, index, stuck)) {
-          if (done(slot))
-            continue;
-          message << " " << describe(dep) << " (rank " << slot.rank
-                  << ", position " << slot.index << ", blocked behind "
-                  << describe(schedule.ranks[slot.rank][next[slot.rank]])
-                  << ")";
-          break;
-        }
-        diagnostics.push_back(
-            {DiagnosticKind::Deadlock, rank, next[rank], stuck, message.str()});
+                << position << " on rank " << wait.rank << " waits for "
+                << describe(recv.action) << " from rank " << recv.peer << " ("
+                << deadlock->cycleText << ")";
+        diagnostics.push_back({DiagnosticKind::Deadlock, wait.rank, position,
+                               stuck, message.str()});
       }
       return diagnostics;
     }

@@ -153,8 +153,12 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
     return module.emitError(
         "no C compiler driver 'cc' on PATH to link the model");
   std::string tmpOutput = (outputPath + ".tmp").str();
-  SmallVector<StringRef> argv = {*cc,        "-shared",  "-o",
-                                 tmpOutput,  objectPath, "-lm"};
+  // memref.copy of non-contiguous buffers calls MLIR's C runner utilities.
+  std::string libDir = ZB_MLIR_LIBRARY_DIR;
+  std::string libFlag = "-L" + libDir, rpathFlag = "-Wl,-rpath," + libDir;
+  SmallVector<StringRef> argv = {*cc,       "-shared",  "-o",
+                                 tmpOutput, objectPath, libFlag,
+                                 rpathFlag, "-lmlir_c_runner_utils", "-lm"};
   std::string linkError;
   int rc = llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0,
                                      &linkError);

@@ -22,11 +22,19 @@ struct FuseElementwisePass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     // Fuse only single-use producers: fusing a shared producer would
-    // recompute it in every consumer.
+    // recompute it in every consumer. A producer whose body reads its own
+    // output is not fused either: in a consumer with more loops that output
+    // would be read back and rewritten once per extra iteration.
     linalg::populateElementwiseOpsFusionPatterns(
         patterns, [](OpOperand *fused) {
-          Operation *producer = fused->get().getDefiningOp();
-          return producer && producer->hasOneUse();
+          auto producer = fused->get().getDefiningOp<linalg::LinalgOp>();
+          if (!producer || !producer->hasOneUse())
+            return false;
+          return llvm::none_of(producer.getDpsInitsMutable(),
+                               [&](OpOperand &init) {
+                                 return producer.payloadUsesValueFromOperand(
+                                     &init);
+                               });
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

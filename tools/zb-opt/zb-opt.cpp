@@ -7,9 +7,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Autodiff/GradientOpInterface.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Pipe/PipeDialect.h"
 #include "zb/Dialect/Sched/SchedDialect.h"
+#include "zb/Dialect/Sched/Transforms/Passes.h"
 #include "zb/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -23,11 +25,13 @@ int main(int argc, char **argv) {
   zb::registerZBPasses();
   zb::registerZBConversionPasses();
   zb::registerZBPipelines();
+  zb::sched::registerSchedPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
+  zb::autodiff::registerGradientExternalModels(registry);
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "ZeroBubble MLIR optimizer driver\n", registry));

@@ -3,13 +3,15 @@
 // zb-sched --schedule=NAME --stages=P --microbatches=M [--chunks=V]
 //          [--placement=loop|v] --cost-f=TF --cost-b=TB --cost-w=TW
 //          [--cost-comm=TC] [--mem-b=MB] [--mem-w=MW] [--mem-limit=X]
-//          [--import-csv=FILE] [--format=text|json|chrome|svg|csv] [-o FILE]
+//          [--import-csv=FILE] [--format=text|json|chrome|svg|csv|mlir]
+//          [-o FILE]
 //
 // Exit codes: 0 valid schedule written; 1 schedule written but invalid
 // (imported CSVs); 2 bad flags, bad input or impossible problem.
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Schedule/Communication.h"
 #include "zb/Schedule/Export.h"
 #include "zb/Schedule/Generators.h"
 
@@ -29,8 +31,8 @@ static const char *const kUsage =
     "[--chunks=V] [--placement=loop|v]\n"
     "                --cost-f=TF --cost-b=TB --cost-w=TW [--cost-comm=TC]\n"
     "                [--mem-b=MB] [--mem-w=MW] [--mem-limit=X]\n"
-    "                [--import-csv=FILE] [--format=text|json|chrome|svg|csv] "
-    "[-o FILE]\n"
+    "                [--import-csv=FILE] "
+    "[--format=text|json|chrome|svg|csv|mlir] [-o FILE]\n"
     "\n"
     "Generates a pipeline schedule (or imports one from a PyTorch pipelining\n"
     "CSV), simulates and validates it, and writes it in the chosen format.\n"
@@ -50,7 +52,8 @@ static const char *const kUsage =
     "                  (default: none; zb-auto uses 2*P*mem-b)\n"
     "  --import-csv    read the schedule from FILE instead of generating one;\n"
     "                  --stages/--microbatches/--chunks default to the file's\n"
-    "  --format        output format (default text)\n"
+    "  --format        output format (default text); mlir writes the\n"
+    "                  schedule with its sends and recvs as a sched.program\n"
     "  -o              output file (default stdout)\n"
     "exit codes: 0 valid, 1 written but invalid, 2 usage or input error\n"
     "schedules:\n";
@@ -161,9 +164,11 @@ int main(int argc, char **argv) {
     return 2;
 
   ExportFormat format = ExportFormat::Text;
-  if (has("format") && !parseExportFormat(flags["format"], format))
+  bool mlirFormat = has("format") && flags["format"] == "mlir";
+  if (has("format") && !mlirFormat &&
+      !parseExportFormat(flags["format"], format))
     return fail("unknown format '" + flags["format"] +
-                "' (expected text, json, chrome, svg or csv)");
+                "' (expected text, json, chrome, svg, csv or mlir)");
   if (has("placement") &&
       !parsePlacement(flags["placement"], problem.placement))
     return fail("unknown placement '" + flags["placement"] +
@@ -234,7 +239,19 @@ int main(int argc, char **argv) {
   }
 
   ScheduleReport report = analyze(problem, schedule);
-  std::string output = exportReport(report, format);
+  std::string output;
+  if (mlirFormat) {
+    Result<CommProgram> program = insertCommunication(problem, schedule);
+    if (!program) {
+      std::cerr << "zb-sched: invalid schedule: " << program.error() << "\n";
+      return 1;
+    }
+    std::ostringstream os;
+    writeSchedProgram(*program, os);
+    output = os.str();
+  } else {
+    output = exportReport(report, format);
+  }
   if (has("o")) {
     std::ofstream out(flags["o"]);
     if (!out)

@@ -6,7 +6,8 @@
 // microbatch: arguments marked {zb.param} (optionally {zb.param = "name"})
 // are parameters, the others data (dim 0 = samples; optionally named by
 // {zb.data = "name"}, integer data bounded by {zb.range = N}); the single
-// result is the scalar loss tensor<f32>.
+// result is the scalar loss tensor<f32> (tensor<f64> is accepted too, for
+// gradient checks in double precision).
 //
 //===----------------------------------------------------------------------===//
 

@@ -53,4 +53,85 @@ def ZBDecomposeAggregates : Pass<"zb-decompose-aggregates"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def ZBAutodiff : Pass<"zb-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode automatic differentiation on tensors";
+  let description = [{
+    Derives backward computations with the ops' GradientOpInterface rules
+    (linalg structured ops through their generic form, softmax, tensor
+    reshapes and slices, embedding lookups inside linalg.generic bodies as
+    scatter-adds). Activity analysis skips everything that does not lie
+    between a differentiated input and the loss: data arguments and integer
+    computations (masks, indices) get no gradient work.
+
+    - Every `pipe.stage` without a backward gets a `backward` region: its
+      arguments are the forward stash (the forward values the backward
+      reads, now yielded by the forward as `stash(...)`; constants and
+      `tensor.empty` are rematerialised instead) and one cotangent per
+      result; it yields the gradients of the stage's `inputs`, then of its
+      `params`. The stage gets `cost_f`, `cost_b` (FLOPs) and `mem_b`
+      (stash bytes, parameters excluded).
+    - A public function without stages that returns the scalar loss gets a
+      companion `@<name>_grad` (attribute `zb.gradient_of`) returning the
+      loss and the gradient of every `{zb.param}` argument, in order.
+
+    An op without a rule is an error naming the op and the value whose
+    gradient needed it.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect",
+                           "zb::pipe::PipeDialect"];
+}
+
+def ZBSplitBackward : Pass<"zb-split-backward", "mlir::ModuleOp"> {
+  let summary = "Split each stage's backward into B (input grad) and W";
+  let description = [{
+    For every `pipe.stage` with a `backward` region: B (`backward_input`)
+    is the ops the input gradients depend on; W (`backward_weight`) is the
+    ops only the weight gradients need. Values B computes (or receives) that
+    W reads become the B→W stash: B yields them as `stash(...)` and they are
+    W's block arguments. A first stage (no inputs) gets an empty B that only
+    hands its arguments on. The stage's `cost_f`, `cost_b`, `cost_w` (FLOPs)
+    and `mem_b`, `mem_w` (bytes of the two stashes, parameters excluded) are
+    set for the scheduler. B followed by W computes exactly what the
+    unsplit backward computed.
+  }];
+}
+
+def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
+  let summary = "Cut the model's forward into pipeline stages";
+  let description = [{
+    Rewrites the model function (the public function of the model
+    convention) into a chain of `pipe.stage` ops, `stages` × `chunks` of
+    them, placed on `stages` ranks.
+
+    - With `pipe.cut` markers, the cuts are exactly there: the function must
+      hold stages × chunks − 1 markers (an op belongs to the stage given by
+      the number of markers it depends on).
+    - Without markers, a cost model (FLOPs per op, see CostModel.h) and a
+      dynamic program over the valid cut points (positions in program order
+      where a single tensor is live across the boundary) minimise the most
+      expensive stage; ties go to the smaller transfer.
+
+    Values crossing a boundary become the stage's `inputs` and the previous
+    stage's results (values skipping a stage are handed through it);
+    parameters go to the stage that uses them (a parameter used by two
+    stages is an error); data arguments are `data` of every stage that
+    reads them; constants and `tensor.empty` are recreated where used.
+    Placement `loop` puts stage s on rank s mod P; `v` (two chunks) puts
+    stages r and 2P−1−r on rank r.
+  }];
+  let options = [
+    Option<"numStages", "stages", "int64_t", "1",
+           "Pipeline ranks P">,
+    Option<"numChunks", "chunks", "int64_t", "1",
+           "Stages per rank V (P·V stages in all)">,
+    Option<"placement", "placement", "std::string", "\"loop\"",
+           "Stage placement: loop (interleaved) or v">
+  ];
+  let dependentDialects = ["zb::pipe::PipeDialect"];
+}
+
 #endif // ZB_TRANSFORMS_PASSES_TD

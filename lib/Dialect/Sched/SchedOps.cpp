@@ -6,6 +6,9 @@
 
 #include "zb/Dialect/Sched/SchedOps.h"
 
+#include "zb/Dialect/Sched/ScheduleInterop.h"
+#include "zb/Schedule/Communication.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
@@ -99,6 +102,49 @@ static std::string describe(Phase phase, int64_t stage,
   if (microbatch)
     text += (" microbatch " + Twine(*microbatch)).str();
   return text;
+}
+
+/// Runs all ranks with non-blocking sends and blocking recvs (the schedule
+/// library's checkDeadlock) and reports the wait-for cycle if they get
+/// stuck. Expects matched transfers.
+static LogicalResult verifyNoDeadlock(ProgramOp program) {
+  namespace zs = zb::schedule;
+  zs::CommProgram comm;
+  comm.numStages = program.getNumStages();
+  comm.numMicrobatches = program.getNumMicrobatches();
+  // The op behind each entry of comm.ranks; compute ops never block, so
+  // only transfers are converted.
+  SmallVector<SmallVector<Operation *>> opsOf;
+  for (Region &region : program.getRanks()) {
+    std::vector<zs::CommOp> &ops = comm.ranks.emplace_back();
+    SmallVector<Operation *> &origin = opsOf.emplace_back();
+    for (Operation &op : region.front()) {
+      auto convert = [&](auto transfer, zs::CommOpKind kind) {
+        zs::CommOp commOp;
+        commOp.kind = kind;
+        commOp.action = {toActionKind(transfer.getPhase()),
+                         static_cast<int>(transfer.getStage()),
+                         static_cast<int>(transfer.getMicrobatch())};
+        commOp.peer = transfer.getPeer();
+        commOp.channel = transfer.getChannel();
+        commOp.seq = transfer.getSeq();
+        ops.push_back(commOp);
+        origin.push_back(&op);
+      };
+      if (auto send = dyn_cast<SendOp>(op))
+        convert(send, zs::CommOpKind::Send);
+      else if (auto recv = dyn_cast<RecvOp>(op))
+        convert(recv, zs::CommOpKind::Recv);
+    }
+  }
+  std::optional<zs::Deadlock> deadlock = zs::checkDeadlock(comm);
+  if (!deadlock)
+    return success();
+  InFlightDiagnostic diag = program.emitOpError() << deadlock->message();
+  for (const zs::Deadlock::Wait &wait : deadlock->cycle)
+    diag.attachNote(opsOf[wait.rank][wait.index]->getLoc())
+        << "rank " << wait.rank << " waits here";
+  return diag;
 }
 
 LogicalResult ProgramOp::verifyRegions() {
@@ -237,7 +283,40 @@ LogicalResult ProgramOp::verifyRegions() {
              << "has no matching 'sched.send' on rank " << from << " (channel "
              << channel << ", seq " << seq << ")";
   }
-  return success();
+  return verifyNoDeadlock(*this);
+}
+
+//===----------------------------------------------------------------------===//
+// Schedule library interop
+//===----------------------------------------------------------------------===//
+
+zb::schedule::ActionKind zb::sched::toActionKind(Phase phase) {
+  switch (phase) {
+  case Phase::F:
+    return zb::schedule::ActionKind::F;
+  case Phase::B:
+    return zb::schedule::ActionKind::B;
+  case Phase::W:
+    return zb::schedule::ActionKind::W;
+  case Phase::BW:
+  case Phase::Optimizer:
+    break;
+  }
+  return zb::schedule::ActionKind::BW;
+}
+
+Phase zb::sched::toPhase(zb::schedule::ActionKind kind) {
+  switch (kind) {
+  case zb::schedule::ActionKind::F:
+    return Phase::F;
+  case zb::schedule::ActionKind::B:
+    return Phase::B;
+  case zb::schedule::ActionKind::W:
+    return Phase::W;
+  case zb::schedule::ActionKind::BW:
+    break;
+  }
+  return Phase::BW;
 }
 
 //===----------------------------------------------------------------------===//

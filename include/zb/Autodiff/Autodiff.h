@@ -1,0 +1,41 @@
+//===- Autodiff.h - Reverse-mode differentiation ----------------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// The engine behind --zb-autodiff: reverse-mode differentiation of the ops of
+// one block on tensors, with activity analysis, calling each op's
+// GradientOpInterface rule.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_AUTODIFF_AUTODIFF_H
+#define ZB_AUTODIFF_AUTODIFF_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+namespace zb::autodiff {
+
+/// Builds, at `builder`'s insertion point, the adjoints of `wrt` given the
+/// adjoints `seeds` of some values computed in `block` (pairs of value and
+/// its adjoint). Only ops on a path from a `wrt` value to a seeded value are
+/// differentiated (activity analysis); ops in `block` before the insertion
+/// point are the primal computation and may be used by the adjoint code.
+/// Returns one adjoint per `wrt` value, a zero tensor where none flows.
+/// Emits a diagnostic naming the op and value on failure.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+buildReverse(mlir::OpBuilder &builder, mlir::Block &block,
+             llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds,
+             llvm::ArrayRef<mlir::Value> wrt);
+
+/// A zero-filled tensor of `type` (tensor.empty + linalg.fill).
+mlir::Value buildZeros(mlir::OpBuilder &builder, mlir::Location loc,
+                       mlir::RankedTensorType type);
+
+/// `a + b` elementwise on tensors of the same type; null operands are zero.
+mlir::Value buildAdd(mlir::OpBuilder &builder, mlir::Location loc,
+                     mlir::Value a, mlir::Value b);
+
+} // namespace zb::autodiff
+
+#endif // ZB_AUTODIFF_AUTODIFF_H

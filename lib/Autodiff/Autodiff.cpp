@@ -1,0 +1,160 @@
+//===- Autodiff.cpp - Reverse-mode differentiation of a block -------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Autodiff/Autodiff.h"
+
+#include "zb/Autodiff/GradientOpInterface.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/Debug.h"
+
+#define DEBUG_TYPE "zb-autodiff"
+
+using namespace mlir;
+using namespace zb::autodiff;
+
+Value zb::autodiff::buildZeros(OpBuilder &b, Location loc,
+                               RankedTensorType type) {
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                        type.getElementType());
+  Value zero = arith::ConstantOp::create(
+      b, loc, b.getZeroAttr(type.getElementType()));
+  return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+}
+
+Value zb::autodiff::buildAdd(OpBuilder &b, Location loc, Value lhs,
+                             Value rhs) {
+  if (!lhs)
+    return rhs;
+  if (!rhs)
+    return lhs;
+  auto type = cast<RankedTensorType>(lhs.getType());
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                        type.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{lhs, rhs}, ValueRange{empty},
+      ArrayRef<AffineMap>{id, id, id}, iterators,
+      [](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value sum = arith::AddFOp::create(nb, nloc, args[0], args[1]);
+        linalg::YieldOp::create(nb, nloc, sum);
+      });
+  return generic.getResult(0);
+}
+
+/// Whether gradients flow through values of `type`: float tensors and
+/// float scalars.
+static bool isDifferentiable(Type type) {
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    type = shaped.getElementType();
+  return isa<FloatType>(type);
+}
+
+/// The values `op` reads: its operands and values its regions use from
+/// above.
+static SetVector<Value> inputsOf(Operation *op) {
+  SetVector<Value> inputs(op->operand_begin(), op->operand_end());
+  if (op->getNumRegions()) {
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(op->getRegions(), captured);
+    inputs.insert(captured.begin(), captured.end());
+  }
+  return inputs;
+}
+
+/// "%arg3" or "%12" for diagnostics.
+static std::string nameOf(Value value) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  OpPrintingFlags flags;
+  value.printAsOperand(os, flags);
+  return text;
+}
+
+FailureOr<SmallVector<Value>>
+zb::autodiff::buildReverse(OpBuilder &b, Block &block,
+                           ArrayRef<std::pair<Value, Value>> seeds,
+                           ArrayRef<Value> wrt) {
+  // Forward: values that depend on a `wrt` value.
+  DenseSet<Value> varied;
+  for (Value v : wrt)
+    if (isDifferentiable(v.getType()))
+      varied.insert(v);
+  for (Operation &op : block) {
+    if (llvm::none_of(inputsOf(&op),
+                      [&](Value v) { return varied.contains(v); }))
+      continue;
+    for (Value result : op.getResults())
+      if (isDifferentiable(result.getType()))
+        varied.insert(result);
+  }
+  // Backward: values a seeded value depends on.
+  DenseSet<Value> useful;
+  for (auto &[value, seed] : seeds)
+    useful.insert(value);
+  for (Operation &op : llvm::reverse(block)) {
+    if (llvm::none_of(op.getResults(),
+                      [&](Value v) { return useful.contains(v); }))
+      continue;
+    for (Value input : inputsOf(&op))
+      useful.insert(input);
+  }
+  auto isActive = [&](Value v) {
+    return varied.contains(v) && useful.contains(v);
+  };
+
+  DenseMap<Value, Value> adjoints;
+  auto addAdjoint = [&](Value primal, Value adjoint) {
+    Value &slot = adjoints[primal];
+    slot = buildAdd(b, adjoint.getLoc(), slot, adjoint);
+  };
+  for (auto &[value, seed] : seeds)
+    if (isActive(value))
+      addAdjoint(value, seed);
+
+  for (Operation &op : llvm::reverse(block)) {
+    if (op.hasTrait<OpTrait::IsTerminator>())
+      continue;
+    SmallVector<Value> resultAdjoints;
+    bool anyAdjoint = false;
+    for (Value result : op.getResults()) {
+      Value adjoint = isActive(result) ? adjoints.lookup(result) : Value();
+      anyAdjoint |= static_cast<bool>(adjoint);
+      resultAdjoints.push_back(adjoint);
+    }
+    if (!anyAdjoint)
+      continue;
+    SetVector<Value> inputs = inputsOf(&op);
+    auto active = llvm::find_if(inputs, isActive);
+    if (active == inputs.end())
+      continue;
+    auto rule = dyn_cast<GradientOpInterface>(&op);
+    if (!rule)
+      return op.emitError("cannot differentiate '")
+             << op.getName() << "': no gradient rule (needed for the "
+             << "gradient of " << nameOf(*active) << ")";
+    LLVM_DEBUG(llvm::dbgs() << "differentiating " << op.getName() << "\n");
+    if (failed(rule.buildAdjoints(b, resultAdjoints, isActive, addAdjoint)))
+      return failure();
+  }
+
+  SmallVector<Value> results;
+  for (Value v : wrt) {
+    Value adjoint = adjoints.lookup(v);
+    if (!adjoint)
+      adjoint = buildZeros(b, v.getLoc(), cast<RankedTensorType>(v.getType()));
+    results.push_back(adjoint);
+  }
+  return results;
+}

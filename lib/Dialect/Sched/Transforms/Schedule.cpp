@@ -1,0 +1,310 @@
+//===- Schedule.cpp - Build a sched.program from pipe.stage ops -----------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// --zb-schedule: reads the scheduling problem off the model's pipe.stage ops
+// (placement, per-stage costs and memory), asks the schedule library for the
+// named schedule and appends it to the module as a sched.program.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Dialect/Sched/Transforms/Passes.h"
+
+#include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Dialect/Sched/SchedOps.h"
+#include "zb/Dialect/Sched/ScheduleInterop.h"
+#include "zb/Schedule/Communication.h"
+#include "zb/Schedule/Generators.h"
+#include "zb/Schedule/Validator.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace zb::sched {
+#define GEN_PASS_DEF_ZBSCHEDULE
+#include "zb/Dialect/Sched/Transforms/Passes.h.inc"
+} // namespace zb::sched
+
+using namespace mlir;
+namespace zs = zb::schedule;
+
+namespace {
+
+/// Per-stage F, B and W costs.
+struct StageCosts {
+  std::vector<double> f, b, w;
+};
+
+/// Reads a profile `{"stages": [{"stage": 0, "f": .., "b": .., "w": ..},
+/// ...]}` with one entry per stage ("w" optional, 0 when absent). On failure
+/// returns a message without the file name.
+static std::optional<std::string> readCostsFile(StringRef path, int numStages,
+                                                StageCosts &costs) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return "cannot read it: " + buffer.getError().message();
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return "invalid JSON: " + llvm::toString(json.takeError());
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *entries = root ? root->getArray("stages") : nullptr;
+  if (!entries)
+    return std::string("expected an object with a \"stages\" array");
+
+  costs.f.assign(numStages, -1.0);
+  costs.b.assign(numStages, -1.0);
+  costs.w.assign(numStages, 0.0);
+  for (auto [index, entry] : llvm::enumerate(*entries)) {
+    std::string where = "entry " + std::to_string(index) + " of \"stages\"";
+    const llvm::json::Object *object = entry.getAsObject();
+    if (!object)
+      return where + " is not an object";
+    std::optional<int64_t> stage = object->getInteger("stage");
+    if (!stage)
+      return where + " has no integer \"stage\"";
+    if (*stage < 0 || *stage >= numStages)
+      return where + " names stage " + std::to_string(*stage) +
+             ", but the model has " + std::to_string(numStages) + " stages";
+    if (costs.f[*stage] >= 0)
+      return "stage " + std::to_string(*stage) + " appears twice";
+    std::optional<double> f = object->getNumber("f");
+    std::optional<double> b = object->getNumber("b");
+    std::optional<double> w = object->getNumber("w");
+    if (!f || !b)
+      return where + " (stage " + std::to_string(*stage) +
+             ") needs numbers \"f\" and \"b\"";
+    for (double value : {*f, *b, w.value_or(0.0)})
+      if (!std::isfinite(value) || value < 0)
+        return where + " (stage " + std::to_string(*stage) +
+               ") has a negative or non-finite cost";
+    costs.f[*stage] = *f;
+    costs.b[*stage] = *b;
+    costs.w[*stage] = w.value_or(0.0);
+  }
+  for (int stage = 0; stage < numStages; ++stage)
+    if (costs.f[stage] < 0)
+      return "no entry for stage " + std::to_string(stage);
+  return std::nullopt;
+}
+
+struct SchedulePass : zb::sched::impl::ZBScheduleBase<SchedulePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(schedule()))
+      signalPassFailure();
+  }
+
+  LogicalResult schedule();
+  /// Fills the problem's per-stage costs from the profile or the attributes.
+  LogicalResult readCosts(Operation *func, ArrayRef<zb::pipe::StageOp> stages,
+                          zs::Problem &problem);
+  /// Fills the problem's activation memory from mem_b / mem_w.
+  void readMemory(Operation *func, ArrayRef<zb::pipe::StageOp> stages,
+                  const std::vector<int> &stageRanks, zs::Problem &problem);
+};
+
+} // namespace
+
+LogicalResult SchedulePass::readCosts(Operation *func,
+                                      ArrayRef<zb::pipe::StageOp> stages,
+                                      zs::Problem &problem) {
+  int numStages = static_cast<int>(stages.size());
+  if (!costsFile.empty()) {
+    StageCosts costs;
+    if (std::optional<std::string> error =
+            readCostsFile(costsFile, numStages, costs))
+      return func->emitError()
+             << "costs file '" << costsFile << "': " << *error;
+    problem.stageCostF = costs.f;
+    problem.stageCostB = costs.b;
+    problem.stageCostW = costs.w;
+    return success();
+  }
+
+  // An unsplit stage's cost_b is its whole backward (its W is 0); a split
+  // stage needs cost_w as well.
+  for (zb::pipe::StageOp stage : stages) {
+    StringRef missing;
+    if (!stage.getCostFAttr())
+      missing = "cost_f";
+    else if (!stage.getCostBAttr())
+      missing = "cost_b";
+    else if (stage.isSplit() && !stage.getCostWAttr())
+      missing = "cost_w";
+    if (missing.empty()) {
+      problem.stageCostF.push_back(stage.getCostFAttr().getValueAsDouble());
+      problem.stageCostB.push_back(stage.getCostBAttr().getValueAsDouble());
+      problem.stageCostW.push_back(
+          stage.isSplit() ? stage.getCostWAttr().getValueAsDouble() : 0.0);
+      continue;
+    }
+    func->emitRemark() << "stage " << stage.getStage() << " has no '" << missing
+                       << "' attribute: using unit costs (F = B = W = 1)";
+    problem.stageCostF.assign(numStages, 1.0);
+    problem.stageCostB.assign(numStages, 1.0);
+    problem.stageCostW.assign(numStages, 1.0);
+    return success();
+  }
+  return success();
+}
+
+void SchedulePass::readMemory(Operation *func,
+                              ArrayRef<zb::pipe::StageOp> stages,
+                              const std::vector<int> &stageRanks,
+                              zs::Problem &problem) {
+  // The library holds memory per rank (a stage takes 1/v of it): use the
+  // busiest rank's sums.
+  std::vector<double> memB(problem.numRanks, 0.0), memW(problem.numRanks, 0.0);
+  for (auto [index, constStage] : llvm::enumerate(stages)) {
+    zb::pipe::StageOp stage = constStage;
+    if (!stage.getMemBAttr()) {
+      if (memLimit > 0)
+        func->emitRemark() << "stage " << stage.getStage()
+                           << " has no 'mem_b' attribute: mem-limit counts "
+                              "microbatches' activations per rank";
+      return;
+    }
+    memB[stageRanks[index]] += stage.getMemBAttr().getInt();
+    if (stage.getMemWAttr())
+      memW[stageRanks[index]] += stage.getMemWAttr().getInt();
+  }
+  problem.memB = *llvm::max_element(memB);
+  problem.memW = std::min(problem.memB, *llvm::max_element(memW));
+}
+
+LogicalResult SchedulePass::schedule() {
+  ModuleOp module = getOperation();
+  SmallVector<zb::pipe::StageOp> found;
+  module.walk([&](zb::pipe::StageOp stage) { found.push_back(stage); });
+  if (found.empty())
+    return module.emitError(
+        "no 'pipe.stage' ops to schedule; run --zb-partition-stages first");
+
+  // One function holds the model's stages.
+  Operation *func = found.front()->getParentOfType<FunctionOpInterface>();
+  if (!func)
+    func = found.front()->getParentOp();
+  for (zb::pipe::StageOp stage : found) {
+    Operation *owner = stage->getParentOfType<FunctionOpInterface>();
+    if (owner && owner != func)
+      return stage.emitOpError()
+             << "is in another function than stage " << found.front().getStage()
+             << "; --zb-schedule expects one function holding the stages";
+  }
+
+  // Stages numbered 0 .. S-1, each once, each with a backward.
+  int numStages = static_cast<int>(found.size());
+  SmallVector<zb::pipe::StageOp> stages(numStages);
+  for (zb::pipe::StageOp stage : found) {
+    uint64_t number = stage.getStage();
+    if (number >= static_cast<uint64_t>(numStages))
+      return stage.emitOpError()
+             << "has stage number " << number << ", but there are only "
+             << numStages << " stages (expected 0.." << numStages - 1 << ")";
+    if (stages[number]) {
+      InFlightDiagnostic diag = stage.emitOpError()
+                                << "duplicates stage " << number;
+      diag.attachNote(stages[number].getLoc()) << "first stage " << number;
+      return diag;
+    }
+    if (!stage.hasBackward())
+      return stage.emitOpError()
+             << "has no backward region; --zb-schedule needs a "
+                "differentiated model (run --zb-autodiff)";
+    stages[number] = stage;
+  }
+
+  // Placement.
+  std::vector<int> stageRanks;
+  int numRanks = 0;
+  for (zb::pipe::StageOp stage : stages) {
+    stageRanks.push_back(static_cast<int>(stage.getRank()));
+    numRanks = std::max(numRanks, stageRanks.back() + 1);
+  }
+  zs::PlacementFit fit = zs::inferPlacement(stageRanks, numRanks);
+  if (!fit.ok) {
+    InFlightDiagnostic diag =
+        fit.stage >= 0 ? stages[fit.stage].emitOpError() : func->emitError();
+    return diag << "cannot derive the placement of " << numStages
+                << " stages on " << numRanks << " ranks: " << fit.message;
+  }
+
+  // The schedule and whether the stages fit it.
+  const zs::ScheduleInfo *info = zs::lookupSchedule(scheduleName);
+  if (!info)
+    return func->emitError() << "unknown schedule '" << scheduleName
+                             << "' (known: " << zs::knownScheduleNames() << ")";
+  if (info->splitBackward) {
+    for (zb::pipe::StageOp stage : stages) {
+      if (stage.isSplit())
+        continue;
+      std::string fused;
+      for (const zs::ScheduleInfo &other : zs::knownSchedules())
+        if (!other.splitBackward)
+          fused += (fused.empty() ? "" : ", ") + other.name;
+      return stage.emitOpError()
+             << "has a fused 'backward' region, but schedule '" << scheduleName
+             << "' splits the backward into B and W; run "
+                "--zb-split-backward first or use a schedule with a fused "
+                "backward ("
+             << fused << ")";
+    }
+  }
+  if (numMicrobatches < 1)
+    return func->emitError()
+           << "--zb-schedule needs 'microbatches' of at least 1, got "
+           << static_cast<int>(numMicrobatches);
+
+  zs::Problem problem;
+  problem.numRanks = numRanks;
+  problem.numChunks = fit.numChunks;
+  problem.placement = fit.placement;
+  problem.numMicrobatches = numMicrobatches;
+  problem.costComm = commCost;
+  problem.memLimit = memLimit;
+  if (failed(readCosts(func, stages, problem)))
+    return failure();
+  readMemory(func, stages, stageRanks, problem);
+
+  zs::Result<zs::Schedule> generated =
+      zs::generateSchedule(scheduleName, problem);
+  if (!generated)
+    return func->emitError() << "cannot generate schedule '" << scheduleName
+                             << "': " << generated.error();
+  // Fixed-shape schedules do not look at the limit: check it.
+  if (memLimit > 0) {
+    std::vector<zs::Diagnostic> diagnostics = zs::validate(problem, *generated);
+    if (!diagnostics.empty())
+      return func->emitError()
+             << "schedule '" << scheduleName
+             << "' does not fit mem-limit: " << diagnostics.front().message;
+  }
+
+  OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+  Location loc = func->getLoc();
+  SmallVector<int64_t> ranksAttr(stageRanks.begin(), stageRanks.end());
+  auto program = zb::sched::ProgramOp::create(
+      builder, loc, static_cast<uint64_t>(numRanks),
+      static_cast<uint64_t>(numStages), static_cast<uint64_t>(numMicrobatches),
+      builder.getStringAttr(scheduleName),
+      builder.getDenseI64ArrayAttr(ranksAttr), numRanks);
+  for (auto [rank, region] : llvm::enumerate(program.getRanks())) {
+    builder.setInsertionPointToEnd(&region.emplaceBlock());
+    for (const zs::Action &action : generated->ranks[rank])
+      zb::sched::ComputeOp::create(
+          builder, loc, zb::sched::toPhase(action.kind), action.stage,
+          builder.getI64IntegerAttr(action.microbatch));
+  }
+  return success();
+}

@@ -1,0 +1,149 @@
+//===- Autodiff.cpp - The --zb-autodiff pass ------------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Transforms/Passes.h"
+
+#include "RegionStash.h"
+
+#include "zb/Analysis/CostModel.h"
+#include "zb/Autodiff/Autodiff.h"
+#include "zb/Autodiff/GradientOpInterface.h"
+#include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Model/Model.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBAUTODIFF
+#include "zb/Transforms/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+using namespace zb;
+
+/// Bytes of the values in `stash`, leaving out those that are `params`
+/// (held once, not per microbatch).
+static int64_t stashBytes(ValueRange stash, ValueRange params) {
+  int64_t bytes = 0;
+  for (Value v : stash)
+    if (!llvm::is_contained(params, v))
+      bytes += estimateBytes(v.getType());
+  return bytes;
+}
+
+/// Gives `stage` a backward region (see the pass description).
+static LogicalResult differentiateStage(pipe::StageOp stage) {
+  Block &forward = stage.getForward().front();
+  pipe::YieldOp yield = stage.getForwardYield();
+  if (!yield.getStash().empty())
+    return stage.emitOpError("already stashes values but has no backward; "
+                             "cannot differentiate it again");
+  Location loc = stage.getLoc();
+  Region &backward = stage.getBackward();
+  Block *block = new Block();
+  backward.push_back(block);
+  SmallVector<std::pair<Value, Value>> seeds;
+  for (Value result : yield.getValues())
+    seeds.emplace_back(result, block->addArgument(result.getType(), loc));
+
+  unsigned numInputs = stage.getInputs().size();
+  unsigned numData = stage.getData().size();
+  SmallVector<Value> wrt(forward.getArguments().take_front(numInputs));
+  auto params = forward.getArguments().drop_front(numInputs + numData);
+  wrt.append(params.begin(), params.end());
+
+  OpBuilder b = OpBuilder::atBlockEnd(block);
+  FailureOr<SmallVector<Value>> grads =
+      autodiff::buildReverse(b, forward, seeds, wrt);
+  if (failed(grads))
+    return failure();
+  pipe::YieldOp::create(b, loc, *grads, ValueRange());
+
+  SmallVector<Value> stash = stashValuesUsedFromAbove(backward, 0);
+  yield.getStashMutable().assign(stash);
+
+  Builder attrs(stage.getContext());
+  stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
+  stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backward)));
+  stage.setMemBAttr(attrs.getI64IntegerAttr(
+      stashBytes(stash, ValueRange(forward.getArguments().drop_front(
+                            numInputs + numData)))));
+  return success();
+}
+
+/// Adds `@<name>_grad` returning the loss and every parameter's gradient.
+static LogicalResult differentiateFunction(func::FuncOp fn,
+                                           SymbolTable &symbols) {
+  func::FuncOp grad = fn.clone();
+  grad.setSymName((fn.getSymName() + "_grad").str());
+  grad->setAttr("zb.gradient_of", FlatSymbolRefAttr::get(fn));
+  symbols.insert(grad, std::next(Block::iterator(fn)));
+
+  Block &body = grad.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  if (ret.getNumOperands() != 1)
+    return fn.emitError("cannot differentiate '")
+           << fn.getSymName() << "': it must return one scalar loss";
+  Value loss = ret.getOperand(0);
+  auto lossType = dyn_cast<RankedTensorType>(loss.getType());
+  if (!lossType || lossType.getRank() != 0)
+    return fn.emitError("cannot differentiate '")
+           << fn.getSymName() << "': its result is not a scalar tensor";
+  SmallVector<Value> params;
+  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
+    if (grad.getArgAttr(i, kParamAttr))
+      params.push_back(grad.getArgument(i));
+
+  OpBuilder b(ret);
+  Value seed = arith::ConstantOp::create(
+      b, fn.getLoc(),
+      DenseElementsAttr::get(lossType, b.getFloatAttr(
+                                           lossType.getElementType(), 1.0)));
+  FailureOr<SmallVector<Value>> grads =
+      autodiff::buildReverse(b, body, {{loss, seed}}, params);
+  if (failed(grads)) {
+    grad.erase();
+    return failure();
+  }
+  SmallVector<Value> results = {loss};
+  results.append(grads->begin(), grads->end());
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  grad.setFunctionType(FunctionType::get(
+      fn.getContext(), grad.getArgumentTypes(), ValueRange(results).getTypes()));
+  return success();
+}
+
+namespace {
+struct AutodiffPass : zb::impl::ZBAutodiffBase<AutodiffPass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    ZBAutodiffBase::getDependentDialects(registry);
+    autodiff::registerGradientExternalModels(registry);
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
+    for (func::FuncOp fn : functions) {
+      if (fn.isExternal() || fn->hasAttr("zb.gradient_of"))
+        continue;
+      SmallVector<pipe::StageOp> stages(fn.getOps<pipe::StageOp>());
+      if (!stages.empty()) {
+        for (pipe::StageOp stage : stages)
+          if (!stage.hasBackward() && failed(differentiateStage(stage)))
+            return signalPassFailure();
+        continue;
+      }
+      if (!fn.isPublic() || symbols.lookup((fn.getSymName() + "_grad").str()))
+        continue;
+      if (failed(differentiateFunction(fn, symbols)))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,70 @@
+//===- RegionStash.cpp - Values handed between stage regions --------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RegionStash.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+
+bool zb::isRematerialisable(Operation *op) {
+  if (op->getNumOperands() == 0 && op->getNumRegions() == 0 &&
+      (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op)))
+    return true;
+  if (auto fill = dyn_cast<linalg::FillOp>(op))
+    return llvm::all_of(fill->getOperands(), [](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && isRematerialisable(def);
+    });
+  return false;
+}
+
+Value zb::rematerialise(OpBuilder &b, Value value, IRMapping &mapping) {
+  if (Value copy = mapping.lookupOrNull(value))
+    return copy;
+  Operation *def = value.getDefiningOp();
+  for (Value operand : def->getOperands())
+    rematerialise(b, operand, mapping);
+  Operation *copy = b.clone(*def, mapping);
+  return copy->getResult(cast<OpResult>(value).getResultNumber());
+}
+
+SmallVector<Value> zb::stashValuesUsedFromAbove(Region &region,
+                                                unsigned firstArg) {
+  // Values from anywhere outside `region` (a sibling region of the same
+  // stage, not only its ancestors), in order of first use.
+  llvm::SetVector<Value> used;
+  region.walk([&](Operation *op) {
+    for (Value v : op->getOperands())
+      if (!region.isAncestor(v.getParentRegion()))
+        used.insert(v);
+  });
+  Block &block = region.front();
+  OpBuilder b = OpBuilder::atBlockBegin(&block);
+  auto inRegion = [&](OpOperand &use) {
+    return region.isAncestor(use.getOwner()->getParentRegion());
+  };
+  SmallVector<Value> stash;
+  IRMapping copies;
+  for (Value value : used) {
+    Value replacement;
+    Operation *def = value.getDefiningOp();
+    if (def && isRematerialisable(def)) {
+      replacement = rematerialise(b, value, copies);
+    } else {
+      replacement = block.insertArgument(firstArg + stash.size(),
+                                         value.getType(), value.getLoc());
+      stash.push_back(value);
+    }
+    value.replaceUsesWithIf(replacement, inRegion);
+  }
+  return stash;
+}

@@ -1,0 +1,37 @@
+//===- RegionStash.h - Values handed between stage regions -----*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_LIB_TRANSFORMS_REGIONSTASH_H
+#define ZB_LIB_TRANSFORMS_REGIONSTASH_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Region.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace zb {
+
+/// Whether `op` is cheaper to recreate wherever its result is needed than
+/// to keep or transfer: an operand-free constant, a tensor.empty, or a
+/// linalg.fill of such values.
+bool isRematerialisable(mlir::Operation *op);
+
+/// Recreates the rematerialisable `value` with `builder` (its cheap operands
+/// first), recording the copies in `mapping`; returns the copy.
+mlir::Value rematerialise(mlir::OpBuilder &builder, mlir::Value value,
+                          mlir::IRMapping &mapping);
+
+/// Makes the single-block `region` self-contained. A value it uses from
+/// outside that a rematerialisable op produces is recreated at the start of
+/// the block; every other such value becomes a block argument
+/// (inserted from position `firstArg` on, in order of first use) and is
+/// returned: the stash the producing region must hand over.
+llvm::SmallVector<mlir::Value> stashValuesUsedFromAbove(mlir::Region &region,
+                                                        unsigned firstArg);
+
+} // namespace zb
+
+#endif // ZB_LIB_TRANSFORMS_REGIONSTASH_H

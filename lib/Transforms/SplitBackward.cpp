@@ -1,0 +1,109 @@
+//===- SplitBackward.cpp - The --zb-split-backward pass -------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Transforms/Passes.h"
+
+#include "RegionStash.h"
+
+#include "zb/Analysis/CostModel.h"
+#include "zb/Dialect/Pipe/PipeOps.h"
+
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBSPLITBACKWARD
+#include "zb/Transforms/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+using namespace zb;
+
+/// The ops of `block` that `roots` depend on, through operands and values
+/// used inside nested regions.
+static DenseSet<Operation *> backwardSlice(Block &block, ValueRange roots) {
+  DenseSet<Operation *> slice;
+  SmallVector<Value> worklist(roots.begin(), roots.end());
+  while (!worklist.empty()) {
+    Value v = worklist.pop_back_val();
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != &block || !slice.insert(def).second)
+      continue;
+    worklist.append(def->operand_begin(), def->operand_end());
+    if (def->getNumRegions()) {
+      llvm::SetVector<Value> captured;
+      getUsedValuesDefinedAbove(def->getRegions(), captured);
+      worklist.append(captured.begin(), captured.end());
+    }
+  }
+  return slice;
+}
+
+static void splitStage(pipe::StageOp stage) {
+  Region &backwardInput = stage.getBackwardInput();
+  Region &backwardWeight = stage.getBackwardWeight();
+  backwardInput.takeBody(stage.getBackward());
+  Block &bBlock = backwardInput.front();
+  auto oldYield = cast<pipe::YieldOp>(bBlock.getTerminator());
+  unsigned numInputs = stage.getInputs().size();
+  SmallVector<Value> inputGrads(
+      oldYield.getValues().take_front(numInputs));
+  SmallVector<Value> paramGrads(oldYield.getValues().drop_front(numInputs));
+
+  // B keeps what the input gradients need; everything else moves to W.
+  DenseSet<Operation *> bOps = backwardSlice(bBlock, inputGrads);
+  Block *wBlock = new Block();
+  backwardWeight.push_back(wBlock);
+  for (Operation &op : llvm::make_early_inc_range(bBlock.without_terminator()))
+    if (!bOps.contains(&op))
+      op.moveBefore(wBlock, wBlock->end());
+  OpBuilder b = OpBuilder::atBlockEnd(wBlock);
+  pipe::YieldOp::create(b, stage.getLoc(), paramGrads, ValueRange());
+
+  // What W reads from B (or from B's arguments) is the B→W stash.
+  SmallVector<Value> wStash = stashValuesUsedFromAbove(backwardWeight, 0);
+  b.setInsertionPoint(oldYield);
+  pipe::YieldOp::create(b, oldYield.getLoc(), inputGrads, wStash);
+  oldYield.erase();
+
+  // Memory: the B→W stash, without the parameters the forward handed on.
+  Block &forward = stage.getForward().front();
+  ValueRange forwardStash = stage.getForwardYield().getStash();
+  auto params = forward.getArguments().drop_front(
+      numInputs + stage.getData().size());
+  auto isParamStash = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &bBlock &&
+           arg.getArgNumber() < forwardStash.size() &&
+           llvm::is_contained(params, forwardStash[arg.getArgNumber()]);
+  };
+  int64_t memB = 0, memW = 0;
+  for (Value v : forwardStash)
+    if (!llvm::is_contained(params, v))
+      memB += estimateBytes(v.getType());
+  for (Value v : wStash)
+    if (!isParamStash(v))
+      memW += estimateBytes(v.getType());
+
+  Builder attrs(stage.getContext());
+  stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
+  stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backwardInput)));
+  stage.setCostWAttr(attrs.getF64FloatAttr(estimateFlops(backwardWeight)));
+  stage.setMemBAttr(attrs.getI64IntegerAttr(memB));
+  stage.setMemWAttr(attrs.getI64IntegerAttr(memW));
+}
+
+namespace {
+struct SplitBackwardPass
+    : zb::impl::ZBSplitBackwardBase<SplitBackwardPass> {
+  void runOnOperation() override {
+    getOperation()->walk([](pipe::StageOp stage) {
+      if (!stage.getBackward().empty())
+        splitStage(stage);
+    });
+  }
+};
+} // namespace

@@ -1,0 +1,127 @@
+// RUN: zb-opt %s --zb-lower-gemm-to-runtime --cse --split-input-file | FileCheck %s
+
+// A plain matmul: no transposes, batch 1, M=8 N=32 K=16, alpha = beta = 1.
+// CHECK: func.func private @zbrt_sgemm_batched(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
+// CHECK-LABEL: func.func @matmul
+// CHECK-DAG: %[[F:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[B1:.*]] = arith.constant 1 : i64
+// CHECK-DAG: %[[M:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 32 : i64
+// CHECK-DAG: %[[K:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: call @zbrt_sgemm_batched(%[[F]], %[[F]], %[[B1]], %[[M]], %[[N]], %[[K]], %[[ONE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]],
+// CHECK-NOT: linalg.matmul
+func.func @matmul(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  return
+}
+
+// -----
+
+// Pointers come from the aligned pointer plus the offset; leading dims from
+// the strides.
+// CHECK-LABEL: func.func @pointers
+// CHECK: %{{.*}}, %[[OFF:.*]], %{{.*}}:2, %[[STRIDES:.*]]:2 = memref.extract_strided_metadata %[[A:.*]] :
+// CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index %[[A]]
+// CHECK: %[[BASE64:.*]] = arith.index_cast %[[BASE]] : index to i64
+// CHECK: %[[PTR:.*]] = llvm.inttoptr %[[BASE64]] : i64 to !llvm.ptr
+// CHECK: %[[OFF64:.*]] = arith.index_cast %[[OFF]] : index to i64
+// CHECK: llvm.getelementptr %[[PTR]][%[[OFF64]]] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+// CHECK: arith.index_cast %[[STRIDES]]#0 : index to i64
+func.func @pointers(%a: memref<8x16xf32, strided<[20, 1], offset: 4>>, %b: memref<16x32xf32>, %c: memref<8x32xf32>) {
+  linalg.matmul ins(%a, %b : memref<8x16xf32, strided<[20, 1], offset: 4>>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  return
+}
+
+// -----
+
+// A transposed B (the backward's dX = dY * W^T) as a generic contraction.
+#mA = affine_map<(m, n, k) -> (m, k)>
+#mBt = affine_map<(m, n, k) -> (n, k)>
+#mC = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @transposed_b
+// CHECK-DAG: %[[F:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[T:.*]] = arith.constant 1 : i32
+// CHECK: call @zbrt_sgemm_batched(%[[F]], %[[T]],
+// CHECK-NOT: linalg.generic
+func.func @transposed_b(%a: memref<8x16xf32>, %b: memref<32x16xf32>, %c: memref<8x32xf32>) {
+  linalg.generic {indexing_maps = [#mA, #mBt, #mC], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x16xf32>, memref<32x16xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A transposed A (the backward's dW = X^T * dY): dims (k, n, m) reduce over m.
+#mAt = affine_map<(k, n, m) -> (m, k)>
+#mB = affine_map<(k, n, m) -> (m, n)>
+#mCw = affine_map<(k, n, m) -> (k, n)>
+// CHECK-LABEL: func.func @transposed_a
+// CHECK-DAG: %[[F:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[T:.*]] = arith.constant 1 : i32
+// CHECK: call @zbrt_sgemm_batched(%[[T]], %[[F]],
+func.func @transposed_a(%x: memref<8x16xf32>, %dy: memref<8x32xf32>, %dw: memref<16x32xf32>) {
+  linalg.generic {indexing_maps = [#mAt, #mB, #mCw], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %dy : memref<8x16xf32>, memref<8x32xf32>) outs(%dw : memref<16x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// C stored transposed: computed as C^T = B^T A^T with the operands swapped.
+#nA = affine_map<(m, n, k) -> (m, k)>
+#nB = affine_map<(m, n, k) -> (k, n)>
+#nCt = affine_map<(m, n, k) -> (n, m)>
+// CHECK-LABEL: func.func @transposed_c
+// CHECK-DAG: %[[T:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[M:.*]] = arith.constant 32 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 8 : i64
+// CHECK: call @zbrt_sgemm_batched(%[[T]], %[[T]], %{{.*}}, %[[M]], %[[N]],
+func.func @transposed_c(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<32x8xf32>) {
+  linalg.generic {indexing_maps = [#nA, #nB, #nCt], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<32x8xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// batch_matmul: batch 4 with batch strides read at run time.
+// CHECK-LABEL: func.func @batch
+// CHECK-DAG: %[[B4:.*]] = arith.constant 4 : i64
+// CHECK: call @zbrt_sgemm_batched(%{{.*}}, %{{.*}}, %[[B4]],
+func.func @batch(%a: memref<4x8x16xf32>, %b: memref<4x16x32xf32>, %c: memref<4x8x32xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<4x8x16xf32>, memref<4x16x32xf32>) outs(%c : memref<4x8x32xf32>)
+  return
+}
+
+// -----
+
+// Not gemms: f64, a non-unit inner stride, and tensors stay as they are.
+// CHECK-LABEL: func.func @not_gemm
+// CHECK-NOT: zbrt_sgemm_batched
+// CHECK: linalg.matmul {{.*}}f64
+// CHECK: linalg.matmul {{.*}}strided<[1, 8]>
+// CHECK: linalg.matmul {{.*}}tensor
+func.func @not_gemm(%a: memref<8x16xf64>, %b: memref<16x32xf64>, %c: memref<8x32xf64>,
+                    %d: memref<8x16xf32, strided<[1, 8]>>, %e: memref<16x32xf32>, %f: memref<8x32xf32>,
+                    %g: tensor<8x16xf32>, %h: tensor<16x32xf32>, %i: tensor<8x32xf32>) -> tensor<8x32xf32> {
+  linalg.matmul ins(%a, %b : memref<8x16xf64>, memref<16x32xf64>) outs(%c : memref<8x32xf64>)
+  linalg.matmul ins(%d, %e : memref<8x16xf32, strided<[1, 8]>>, memref<16x32xf32>) outs(%f : memref<8x32xf32>)
+  %r = linalg.matmul ins(%g, %h : tensor<8x16xf32>, tensor<16x32xf32>) outs(%i : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %r : tensor<8x32xf32>
+}
