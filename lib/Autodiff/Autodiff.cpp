@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AsmState.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
@@ -73,8 +74,13 @@ static SetVector<Value> inputsOf(Operation *op) {
   return inputs;
 }
 
-/// "%arg3" or "%12" for diagnostics.
+/// "parameter 'l1.weight'", "%arg3" or "%12" for diagnostics.
 static std::string nameOf(Value value) {
+  if (auto arg = dyn_cast<BlockArgument>(value))
+    if (auto fn = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+      if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      "zb.param"))
+        return ("parameter '" + name.getValue() + "'").str();
   std::string text;
   llvm::raw_string_ostream os(text);
   OpPrintingFlags flags;
@@ -146,7 +152,8 @@ zb::autodiff::buildReverse(OpBuilder &b, Block &block,
              << "gradient of " << nameOf(*active) << ")";
     LLVM_DEBUG(llvm::dbgs() << "differentiating " << op.getName() << "\n");
     if (failed(rule.buildAdjoints(b, resultAdjoints, isActive, addAdjoint)))
-      return failure();
+      return op.emitError("while differentiating '")
+             << op.getName() << "' for the gradient of " << nameOf(*active);
   }
 
   SmallVector<Value> results;

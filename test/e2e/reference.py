@@ -182,6 +182,211 @@ def gpt_loss(params, tokens, targets):
 
 
 # --------------------------------------------------------------------------
+# Hand-derived backward passes (float64)
+#
+# Each *_grads function returns, for ONE microbatch, the gradient of that
+# microbatch's loss with respect to every parameter, keyed by parameter name
+# (float64 arrays shaped like the parameters). The gradient of a step is the
+# mean over its microbatches; see ``mean_grads``. The derivations are written
+# out by hand (no autodiff) and are themselves checked against central finite
+# differences of the *_loss functions in test_grads.py.
+# --------------------------------------------------------------------------
+
+
+def mean_grads(grads_fn, params, microbatches):
+    """Gradient of a step: the mean over microbatches of
+    ``grads_fn(params, *mb)``."""
+    total = None
+    for mb in microbatches:
+        g = grads_fn(params, *mb)
+        if total is None:
+            total = {k: v.copy() for k, v in g.items()}
+        else:
+            for k, v in g.items():
+                total[k] += v
+    return {k: v / len(microbatches) for k, v in total.items()}
+
+
+def cross_entropy_backward(logits, targets):
+    """d cross_entropy(logits, targets) / d logits: (softmax - onehot) / N."""
+    logits = _f64(logits)
+    targets = np.asarray(targets).astype(np.int64)
+    n = logits.shape[0]
+    d = softmax(logits, axis=1)
+    d[np.arange(n), targets] -= 1.0
+    return d / n
+
+
+def dense_backward(x, w, dy):
+    """y = x @ w (+ b), x [N, in], w [in, out]: returns (dx, dw, db)."""
+    return dy @ w.T, x.T @ dy, dy.sum(axis=0)
+
+
+def mlp_grads(params, x, labels):
+    """Gradients of mlp_loss(params, x, labels) (one microbatch)."""
+    p = {k: _f64(v) for k, v in params.items()}
+    x = _f64(x)
+    z1 = x @ p["l1.weight"] + p["l1.bias"]
+    h1 = np.maximum(z1, 0.0)
+    z2 = h1 @ p["l2.weight"] + p["l2.bias"]
+    h2 = np.maximum(z2, 0.0)
+    logits = h2 @ p["l3.weight"] + p["l3.bias"]
+
+    g = {}
+    dlogits = cross_entropy_backward(logits, labels)
+    dh2, g["l3.weight"], g["l3.bias"] = dense_backward(h2, p["l3.weight"],
+                                                       dlogits)
+    dz2 = dh2 * (z2 > 0)  # ReLU: the derivative at exactly 0 is taken as 0
+    dh1, g["l2.weight"], g["l2.bias"] = dense_backward(h1, p["l2.weight"], dz2)
+    dz1 = dh1 * (z1 > 0)
+    _, g["l1.weight"], g["l1.bias"] = dense_backward(x, p["l1.weight"], dz1)
+    return g
+
+
+def layer_norm_forward(x, w, b, eps=LN_EPS):
+    """layer_norm with the values its backward needs: (y, xhat, rstd)."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = (x - mean) * rstd
+    return xhat * w + b, xhat, rstd
+
+
+def layer_norm_backward(dy, xhat, rstd, w):
+    """y = xhat * w + b with xhat = (x - mean) * rstd over the last dim of
+    [N, d] rows: returns (dx, dw, db).
+
+    dxhat = dy * w; since xhat depends on x through the mean and the biased
+    variance, dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)).
+    """
+    dxhat = dy * w
+    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True)
+                 - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+    return dx, (dy * xhat).sum(axis=0), dy.sum(axis=0)
+
+
+def gelu_backward(u, dy):
+    """d gelu(u) = 0.5 (1 + erf(u / sqrt 2)) + u * exp(-u^2 / 2) / sqrt(2 pi)."""
+    cdf = 0.5 * (1.0 + _erf(u / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
+    return dy * (cdf + u * pdf)
+
+
+def causal_attention_forward(a, wq, wk, wv, n_heads=GPT_H):
+    """causal_attention with the values its backward needs."""
+    B, T, d = a.shape
+    dh = d // n_heads
+
+    def split(t):  # [B, T, d] -> [B, H, T, dh]
+        return t.reshape(B, T, n_heads, dh).transpose(0, 2, 1, 3)
+
+    q, k, v = split(a @ wq), split(a @ wk), split(a @ wv)
+    scale = 1.0 / math.sqrt(dh)
+    scores = q @ k.transpose(0, 1, 3, 2) * scale
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    scores = np.where(future, -np.inf, scores)
+    prob = softmax(scores, axis=-1)
+    o = prob @ v
+    out = o.transpose(0, 2, 1, 3).reshape(B, T, d)
+    return out, (q, k, v, prob, scale)
+
+
+def causal_attention_backward(dout, a, wq, wk, wv, saved, n_heads=GPT_H):
+    """Backward of causal_attention for dout [B, T, d]: returns
+    (da, dwq, dwk, dwv). Masked scores have probability 0, so they get no
+    gradient through the softmax."""
+    q, k, v, prob, scale = saved
+    B, T, d = a.shape
+    dh = d // n_heads
+
+    def merge(t):  # [B, H, T, dh] -> [B*T, d]
+        return t.transpose(0, 2, 1, 3).reshape(B * T, d)
+
+    do = dout.reshape(B, T, n_heads, dh).transpose(0, 2, 1, 3)
+    dprob = do @ v.transpose(0, 1, 3, 2)            # [B, H, T, T]
+    dv = prob.transpose(0, 1, 3, 2) @ do            # [B, H, T, dh]
+    # Softmax along the keys: ds = p * (dp - sum_j dp * p).
+    dscores = prob * (dprob - (dprob * prob).sum(axis=-1, keepdims=True))
+    dq = dscores @ k * scale
+    dk = dscores.transpose(0, 1, 3, 2) @ q * scale
+    a2 = a.reshape(B * T, d)
+    dq, dk, dv = merge(dq), merge(dk), merge(dv)
+    da = dq @ wq.T + dk @ wk.T + dv @ wv.T
+    return da.reshape(B, T, d), a2.T @ dq, a2.T @ dk, a2.T @ dv
+
+
+def gpt_grads(params, tokens, targets):
+    """Gradients of gpt_loss(params, tokens, targets) (one microbatch)."""
+    p = {k: _f64(v) for k, v in params.items()}
+    tokens = np.asarray(tokens).astype(np.int64)
+    B, T = tokens.shape
+    d = p["wte"].shape[1]
+    N = B * T
+
+    # Forward, keeping what the backward needs. The residual stream is kept
+    # as [N, d] rows for the dense layers and [B, T, d] for attention.
+    x = (p["wte"][tokens] + p["wpe"][:T]).reshape(N, d)
+    saved = []
+    for i in range(GPT_LAYERS):
+        h = f"h{i}."
+        a, a_hat, a_rstd = layer_norm_forward(x, p[h + "ln1.weight"],
+                                              p[h + "ln1.bias"])
+        o, att = causal_attention_forward(
+            a.reshape(B, T, d), p[h + "attn.q.weight"],
+            p[h + "attn.k.weight"], p[h + "attn.v.weight"])
+        o = o.reshape(N, d)
+        x = x + o @ p[h + "attn.proj.weight"] + p[h + "attn.proj.bias"]
+        c, c_hat, c_rstd = layer_norm_forward(x, p[h + "ln2.weight"],
+                                              p[h + "ln2.bias"])
+        u = c @ p[h + "mlp.fc.weight"] + p[h + "mlp.fc.bias"]
+        f = gelu(u)
+        x = x + f @ p[h + "mlp.proj.weight"] + p[h + "mlp.proj.bias"]
+        saved.append((a, a_hat, a_rstd, att, o, c, c_hat, c_rstd, u, f))
+    xf, xf_hat, xf_rstd = layer_norm_forward(x, p["lnf.weight"], p["lnf.bias"])
+    logits = xf @ p["lm_head.weight"]
+
+    # Backward.
+    g = {}
+    dlogits = cross_entropy_backward(logits, np.asarray(targets).reshape(-1))
+    g["lm_head.weight"] = xf.T @ dlogits
+    dxf = dlogits @ p["lm_head.weight"].T
+    dx, g["lnf.weight"], g["lnf.bias"] = layer_norm_backward(
+        dxf, xf_hat, xf_rstd, p["lnf.weight"])
+    for i in reversed(range(GPT_LAYERS)):
+        h = f"h{i}."
+        a, a_hat, a_rstd, att, o, c, c_hat, c_rstd, u, f = saved[i]
+        # x = mid + f @ Wproj2 + bproj2: the residual passes dx through.
+        df, g[h + "mlp.proj.weight"], g[h + "mlp.proj.bias"] = dense_backward(
+            f, p[h + "mlp.proj.weight"], dx)
+        du = gelu_backward(u, df)
+        dc, g[h + "mlp.fc.weight"], g[h + "mlp.fc.bias"] = dense_backward(
+            c, p[h + "mlp.fc.weight"], du)
+        dmid, g[h + "ln2.weight"], g[h + "ln2.bias"] = layer_norm_backward(
+            dc, c_hat, c_rstd, p[h + "ln2.weight"])
+        dx = dx + dmid
+        # mid = x + o @ Wproj + bproj.
+        do, g[h + "attn.proj.weight"], g[h + "attn.proj.bias"] = dense_backward(
+            o, p[h + "attn.proj.weight"], dx)
+        da, g[h + "attn.q.weight"], g[h + "attn.k.weight"], \
+            g[h + "attn.v.weight"] = causal_attention_backward(
+                do.reshape(B, T, d), a.reshape(B, T, d),
+                p[h + "attn.q.weight"], p[h + "attn.k.weight"],
+                p[h + "attn.v.weight"], att)
+        dxa, g[h + "ln1.weight"], g[h + "ln1.bias"] = layer_norm_backward(
+            da.reshape(N, d), a_hat, a_rstd, p[h + "ln1.weight"])
+        dx = dx + dxa
+
+    # Embedding: x0[b, t] = wte[tokens[b, t]] + wpe[t]; a token that occurs
+    # several times accumulates (scatter-add).
+    dx = dx.reshape(B, T, d)
+    g["wte"] = np.zeros_like(p["wte"])
+    np.add.at(g["wte"], tokens.reshape(-1), dx.reshape(N, d))
+    g["wpe"] = np.zeros_like(p["wpe"])
+    g["wpe"][:T] = dx.sum(axis=0)
+    return g
+
+
+# --------------------------------------------------------------------------
 # Synthetic data
 # --------------------------------------------------------------------------
 

@@ -540,6 +540,11 @@ int main(int argc, char **argv) {
   }
   if (!dumpGradsPath.empty()) {
     zbrt::NpzArchive archive;
+    // The step's mean loss beside the gradients, unless a parameter has
+    // that name.
+    archive["loss"] = zbrt::NpyArray{
+        zbrt::DType::F64, {}, std::vector<char>(sizeof(double))};
+    *archive["loss"].as<double>() = mean;
     size_t g = 0;
     for (const zb::ModelArg &arg : signature->args)
       if (arg.isParam())

@@ -1,0 +1,59 @@
+// Embedding lookup: tensor.extract inside a generic body from an i64 token
+// tensor (10 tokens over a vocabulary of 4, so rows repeat and the table's
+// gradient is a scatter-add), plus a positional table read through an
+// indexing map.
+#tok = affine_map<(b, t, c) -> (b, t)>
+#pos = affine_map<(b, t, c) -> (t, c)>
+#id = affine_map<(b, t, c) -> (b, t, c)>
+func.func @embedding(%tokens: tensor<2x5xi64> {zb.data = "tokens", zb.range = 4 : i64},
+                     %wte: tensor<4x3xf64> {zb.param = "wte"},
+                     %wpe: tensor<5x3xf64> {zb.param = "wpe"}) -> tensor<f64> {
+  %e = tensor.empty() : tensor<2x5x3xf64>
+  %y = linalg.generic {indexing_maps = [#tok, #pos, #id], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%tokens, %wpe : tensor<2x5xi64>, tensor<5x3xf64>) outs(%e : tensor<2x5x3xf64>) {
+  ^bb0(%tk: i64, %p: f64, %o: f64):
+    %c = linalg.index 2 : index
+    %row = arith.index_cast %tk : i64 to index
+    %w = tensor.extract %wte[%row, %c] : tensor<4x3xf64>
+    %m = arith.mulf %w, %p : f64
+    %s = arith.addf %m, %w : f64
+    linalg.yield %s : f64
+  } -> tensor<2x5x3xf64>
+  // Loss = sum over all entries of 0.5 * y^2 + w * y, with the fixed
+  // non-uniform weights w = ((3*d0 + 5*d1 + 2*d2) mod 7) * 0.375 - 1.
+  %loss_zero = arith.constant 0.0 : f64
+  %loss_e = tensor.empty() : tensor<f64>
+  %loss_init = linalg.fill ins(%loss_zero : f64) outs(%loss_e : tensor<f64>) -> tensor<f64>
+  %loss = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> ()>],
+                          iterator_types = ["reduction", "reduction", "reduction"]}
+      ins(%y : tensor<2x5x3xf64>) outs(%loss_init : tensor<f64>) {
+  ^bb0(%l_v: f64, %l_acc: f64):
+    %l_i0 = linalg.index 0 : index
+    %l_i1 = linalg.index 1 : index
+    %l_i2 = linalg.index 2 : index
+    %l_k0 = arith.constant 3 : index
+    %l_t0 = arith.muli %l_i0, %l_k0 : index
+    %l_k1 = arith.constant 5 : index
+    %l_t1 = arith.muli %l_i1, %l_k1 : index
+    %l_k2 = arith.constant 2 : index
+    %l_t2 = arith.muli %l_i2, %l_k2 : index
+    %l_s0 = arith.addi %l_t0, %l_t1 : index
+    %l_s1 = arith.addi %l_s0, %l_t2 : index
+    %l_seven = arith.constant 7 : index
+    %l_m = arith.remsi %l_s1, %l_seven : index
+    %l_mi = arith.index_cast %l_m : index to i64
+    %l_mf = arith.sitofp %l_mi : i64 to f64
+    %l_step = arith.constant 0.375 : f64
+    %l_minus1 = arith.constant -1.0 : f64
+    %l_ws = arith.mulf %l_mf, %l_step : f64
+    %l_w = arith.addf %l_ws, %l_minus1 : f64
+    %l_half = arith.constant 0.5 : f64
+    %l_vv = arith.mulf %l_v, %l_v : f64
+    %l_sq = arith.mulf %l_vv, %l_half : f64
+    %l_wv = arith.mulf %l_w, %l_v : f64
+    %l_term = arith.addf %l_sq, %l_wv : f64
+    %l_r = arith.addf %l_acc, %l_term : f64
+    linalg.yield %l_r : f64
+  } -> tensor<f64>
+  return %loss : tensor<f64>
+}
