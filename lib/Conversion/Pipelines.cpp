@@ -6,6 +6,8 @@
 
 #include "zb/Conversion/Passes.h"
 
+#include "zb/Dialect/Sched/Transforms/Passes.h"
+#include "zb/Schedule/Generators.h"
 #include "zb/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -36,6 +38,7 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(zb::createZBUniqueResults());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
@@ -60,7 +63,58 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
 }
 
+LogicalResult zb::buildZBPipeline(OpPassManager &pm,
+                                  const ZBPipelineOptions &options,
+                                  std::string &error) {
+  const schedule::ScheduleInfo *info = schedule::lookupSchedule(options.schedule);
+  if (!info) {
+    error = "unknown schedule '" + options.schedule.getValue() +
+            "'; known: " + schedule::knownScheduleNames();
+    return failure();
+  }
+  int64_t chunks = options.chunks ? options.chunks.getValue()
+                                  : static_cast<int64_t>(info->defaultChunks);
+  if (chunks < info->minChunks ||
+      (info->fixedLayout && chunks != info->defaultChunks)) {
+    error = "schedule '" + options.schedule.getValue() + "' needs " +
+            std::to_string(info->fixedLayout ? info->defaultChunks
+                                             : info->minChunks) +
+            (info->fixedLayout ? "" : " or more") + " chunks per rank";
+    return failure();
+  }
+  ZBPartitionStagesOptions partition;
+  partition.numStages = options.stages;
+  partition.numChunks = chunks;
+  partition.placement = schedule::placementName(info->defaultPlacement);
+  pm.addPass(createZBPartitionStages(partition));
+  pm.addPass(createZBAutodiff());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createZBSplitBackward());
+  sched::ZBScheduleOptions scheduleOptions;
+  scheduleOptions.scheduleName = options.schedule;
+  scheduleOptions.numMicrobatches = options.microbatches;
+  scheduleOptions.memLimit = options.memLimit;
+  pm.addPass(sched::createZBSchedule(scheduleOptions));
+  pm.addPass(sched::createZBInsertComm());
+  pm.addPass(createZBLowerToRuntime());
+  if (options.lowerToCPU)
+    buildLowerToCPUPipeline(pm, LowerToCPUOptions());
+  return success();
+}
+
 void zb::registerZBPipelines() {
+  PassPipelineRegistration<ZBPipelineOptions>(
+      "zb-pipeline",
+      "From a model to per-rank step functions: partition, autodiff, B/W "
+      "split, schedule, send/recv, lowering (options: stages, microbatches, "
+      "schedule, chunks, mem-limit, lower-to-cpu)",
+      [](OpPassManager &pm, const ZBPipelineOptions &options) {
+        std::string error;
+        if (failed(buildZBPipeline(pm, options, error)))
+          llvm::report_fatal_error(llvm::Twine("--zb-pipeline: ") + error,
+                                   /*gen_crash_diag=*/false);
+      });
   PassPipelineRegistration<LowerToCPUOptions>(
       "zb-lower-to-cpu",
       "Lower a model on tensors (linalg, tensor, arith, math) to the LLVM "

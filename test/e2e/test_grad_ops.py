@@ -81,7 +81,10 @@ def test_op_gradient_matches_finite_differences(zb_run, tmp_path, name):
     assert math.isfinite(worst) and worst <= F64_TOL, describe(proc)
 
     grads = np.load(g_path)
-    assert sorted(grads.files) == sorted(params), (grads.files, list(params))
+    # The file holds every parameter's gradient and the step's loss.
+    assert sorted(grads.files) == sorted([*params, "loss"]), (grads.files,
+                                                              list(params))
+    assert grads["loss"].shape == () and np.isfinite(grads["loss"])
     for p, value in params.items():
         g = grads[p]
         assert g.shape == value.shape and g.dtype == np.float64, (p, g.shape,

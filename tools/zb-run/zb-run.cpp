@@ -5,23 +5,35 @@
 // zb-run MODEL.mlir (--eval | --grads) [--params P.npz] [--inputs I.npz]
 //        [--seed S] [--microbatches M] [--metrics M.json]
 //        [--dump-grads G.npz] [--check-grad] [--cache-dir DIR]
+// zb-run MODEL.mlir [--np P] [--schedule NAME] [--chunks V] [--steps K]
+//        [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz] ...
 //
 // Compiles the model for the CPU (caching the shared object by content
 // hash), initialises parameters from the seed or loads them, makes
 // synthetic data or loads it, and runs one step over M microbatches: the
 // forward (--eval) or the forward and backward without an update (--grads),
 // printing the mean loss; gradients are the mean over the microbatches.
+// Without --eval or --grads it trains for --steps steps: in-process for
+// P = 1, and for P > 1 as P MPI processes each running its rank's step
+// function, which the compiler builds with --zb-pipeline.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zb/Autodiff/GradientOpInterface.h"
+#include "zb/Conversion/Passes.h"
+#include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Model/Model.h"
+#include "zb/Schedule/Generators.h"
 #include "zb/Transforms/Passes.h"
 #include "zb/Target/CPUCompiler.h"
 
+#include "zbrt/Comm.h"
 #include "zbrt/Executable.h"
 #include "zbrt/Init.h"
+#include "zbrt/Launch.h"
 #include "zbrt/Npz.h"
+#include "zbrt/Optimizer.h"
+#include "zbrt/zbrt.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -39,6 +51,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -80,8 +93,9 @@ static cl::opt<bool> gradsMode(
     cl::cat(category));
 static cl::opt<std::string> dumpGradsPath(
     "dump-grads",
-    cl::desc("With --grads: write every parameter's gradient (mean over "
-             "the microbatches) to this .npz, keyed by parameter name"),
+    cl::desc("Write every parameter's gradient (mean over the microbatches; "
+             "of the last step when training) and the loss to this .npz, "
+             "keyed by parameter name"),
     cl::value_desc("G.npz"), cl::cat(category));
 static cl::opt<bool> checkGrad(
     "check-grad",
@@ -98,6 +112,37 @@ static cl::opt<int> gradSamples(
     "grad-samples",
     cl::desc("Entries per parameter --check-grad compares (default 6)"),
     cl::init(6), cl::cat(category));
+static cl::opt<int> numRanks(
+    "np",
+    cl::desc("Pipeline ranks P (default 1). Training with P > 1 launches P "
+             "processes through mpirun; P = 1 runs in-process, the "
+             "unpartitioned reference"),
+    cl::init(1), cl::cat(category));
+static cl::opt<std::string>
+    scheduleName("schedule",
+                 cl::desc("Pipeline schedule (default zb-h1; see zb-sched "
+                          "--help)"),
+                 cl::init("zb-h1"), cl::cat(category));
+static cl::opt<int> numChunks(
+    "chunks", cl::desc("Stages per rank V (default: the schedule's)"),
+    cl::init(0), cl::cat(category));
+static cl::opt<int> numSteps("steps", cl::desc("Training steps (default 1)"),
+                             cl::init(1), cl::cat(category));
+static cl::opt<std::string>
+    optimizerName("optimizer", cl::desc("sgd (default) or adamw"),
+                  cl::init("sgd"), cl::cat(category));
+static cl::opt<double> learningRate("lr",
+                                    cl::desc("Learning rate (default 0.01)"),
+                                    cl::init(0.01), cl::cat(category));
+static cl::opt<std::string>
+    dumpParamsPath("dump-params",
+                   cl::desc("After training: write every parameter to this "
+                            ".npz"),
+                   cl::value_desc("F.npz"), cl::cat(category));
+static cl::opt<std::string>
+    backendName("backend",
+                cl::desc("Communication backend: mpi (default, CPU)"),
+                cl::init("mpi"), cl::cat(category));
 static cl::opt<std::string> cacheDir(
     "cache-dir",
     cl::desc("Where compiled models are cached (default: $ZB_CACHE_DIR, "
@@ -213,34 +258,42 @@ static void storeScalar(zbrt::NpyArray &array, int64_t i, double v) {
     array.as<float>()[i] = static_cast<float>(v);
 }
 
-/// A compiled model with its parameters and one step's data.
+/// A model's parameters and data, and the compiled functions that run it.
 class Runner {
 public:
-  Runner(const zb::ModelSignature &signature, zbrt::EntryFn forward,
-         zbrt::EntryFn gradient, zbrt::DType lossType)
-      : signature(signature), forward(forward), gradient(gradient),
-        lossType(lossType), values(signature.args.size()),
-        data(signature.args.size()) {}
+  Runner(const zb::ModelSignature &signature, zbrt::DType lossType)
+      : signature(signature), lossType(lossType),
+        values(signature.args.size()), data(signature.args.size()) {}
 
-  /// Loads or initialises the parameters, and loads or synthesises the
-  /// data. Returns an error message, empty on success.
+  void setEntries(zbrt::EntryFn fwd, zbrt::EntryFn grad) {
+    forward = fwd;
+    gradient = grad;
+  }
+
+  /// Loads or initialises the parameters and loads the data (synthetic data
+  /// is made per step and microbatch). Returns an error message, empty on
+  /// success.
   std::string prepare();
 
-  /// The loss of microbatch `mb`; with `grads`, also accumulates
-  /// the microbatch's parameter gradients into `grads` (one per param).
-  double run(int64_t mb, std::vector<zbrt::NpyArray> *grads);
+  /// The loss of microbatch `mb` of step `step`; with `grads`, also
+  /// accumulates the microbatch's parameter gradients into `grads` (one per
+  /// param, signature order).
+  double run(int64_t step, int64_t mb, std::vector<zbrt::NpyArray> *grads);
 
-  /// The parameters, in signature order (non-params are empty).
+  /// The data argument `arg` of step `step`: all microbatches, [M][shape].
+  zbrt::NpyArray stepData(const zb::ModelArg &arg, int64_t step);
+
+  /// All arguments in signature order (data ones hold the last microbatch).
   std::vector<zbrt::NpyArray> &arguments() { return values; }
 
 private:
-  void bindData(int64_t mb);
+  void bindData(int64_t step, int64_t mb);
 
   const zb::ModelSignature &signature;
-  zbrt::EntryFn forward, gradient;
+  zbrt::EntryFn forward = nullptr, gradient = nullptr;
   zbrt::DType lossType;
   std::vector<zbrt::NpyArray> values;
-  /// Per data argument: all microbatches, [M][shape].
+  /// Per data argument from --inputs: [M][shape] or [K][M][shape].
   std::vector<zbrt::NpyArray> data;
 };
 
@@ -256,9 +309,10 @@ std::string Runner::prepare() {
     zbrt::DType dtype = dtypeOf(arg.type.getElementType());
     value.dtype = dtype;
     std::vector<int64_t> shape = arg.shape();
+    value.shape = shape;
+    value.data.assign(value.numElements() * zbrt::dtypeSize(dtype), 0);
     if (arg.isParam()) {
       if (paramsPath.empty()) {
-        value.shape = shape;
         zbrt::initParam(value, arg.name, seed);
         continue;
       }
@@ -278,34 +332,25 @@ std::string Runner::prepare() {
                zbrt::dtypeDescr(dtype);
       continue;
     }
-    value.shape = shape;
-    zbrt::NpyArray &all = data[arg.position];
-    std::vector<int64_t> expected = shape;
-    expected.insert(expected.begin(), microbatches);
-    if (inputsPath.empty()) {
-      all.dtype = dtype;
-      all.shape = expected;
-      size_t bytes = zbrt::NpyArray{dtype, shape, {}}.numElements() *
-                     zbrt::dtypeSize(dtype);
-      all.data.resize(bytes * microbatches);
-      for (int64_t mb = 0; mb < microbatches; ++mb) {
-        zbrt::synthesizeData(value, arg.name, seed, mb, arg.range);
-        std::copy(value.data.begin(), value.data.end(),
-                  all.data.begin() + mb * bytes);
-      }
+    if (inputsPath.empty())
       continue;
-    }
     auto it = inputs.find(arg.name);
     if (it == inputs.end())
       return "data array '" + arg.name + "' is missing from '" + inputsPath +
              "'";
+    zbrt::NpyArray &all = data[arg.position];
     all = std::move(it->second);
-    if (all.shape != expected)
+    std::vector<int64_t> perStep = shape;
+    perStep.insert(perStep.begin(), microbatches);
+    std::vector<int64_t> allSteps = perStep;
+    allSteps.insert(allSteps.begin(), numSteps);
+    if (all.shape != perStep && all.shape != allSteps)
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has shape " + all.shapeString() + ", but " +
              std::to_string(microbatches) +
              " microbatches of the model's argument need " +
-             shapeString(expected);
+             shapeString(perStep) + " (or " + shapeString(allSteps) +
+             " for " + std::to_string(numSteps) + " steps)";
     if (!convert(all, dtype))
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has dtype " + zbrt::dtypeDescr(all.dtype) +
@@ -315,20 +360,55 @@ std::string Runner::prepare() {
   return "";
 }
 
-void Runner::bindData(int64_t mb) {
+zbrt::NpyArray Runner::stepData(const zb::ModelArg &arg, int64_t step) {
+  zbrt::NpyArray out;
+  out.dtype = dtypeOf(arg.type.getElementType());
+  out.shape = arg.shape();
+  out.shape.insert(out.shape.begin(), microbatches);
+  size_t bytes = out.numElements() * zbrt::dtypeSize(out.dtype);
+  if (inputsPath.empty()) {
+    out.data.resize(bytes);
+    size_t mbBytes = bytes / microbatches;
+    zbrt::NpyArray one{out.dtype, arg.shape(), {}};
+    for (int64_t mb = 0; mb < microbatches; ++mb) {
+      zbrt::synthesizeData(one, arg.name, seed, step * microbatches + mb,
+                           arg.range);
+      std::copy(one.data.begin(), one.data.end(),
+                out.data.begin() + mb * mbBytes);
+    }
+    return out;
+  }
+  const zbrt::NpyArray &all = data[arg.position];
+  size_t offset = all.data.size() > bytes ? step * bytes : 0;
+  out.data.assign(all.data.begin() + offset,
+                  all.data.begin() + offset + bytes);
+  return out;
+}
+
+void Runner::bindData(int64_t step, int64_t mb) {
   for (const zb::ModelArg &arg : signature.args) {
     if (arg.isParam())
       continue;
     zbrt::NpyArray &value = values[arg.position];
-    const zbrt::NpyArray &all = data[arg.position];
     size_t bytes = value.numElements() * zbrt::dtypeSize(value.dtype);
-    value.data.assign(all.data.begin() + mb * bytes,
-                      all.data.begin() + (mb + 1) * bytes);
+    if (inputsPath.empty()) {
+      zbrt::synthesizeData(value, arg.name, seed, step * microbatches + mb,
+                           arg.range);
+      continue;
+    }
+    const zbrt::NpyArray &all = data[arg.position];
+    size_t offset = (all.data.size() > bytes * microbatches
+                         ? step * microbatches + mb
+                         : mb) *
+                    bytes;
+    value.data.assign(all.data.begin() + offset,
+                      all.data.begin() + offset + bytes);
   }
 }
 
-double Runner::run(int64_t mb, std::vector<zbrt::NpyArray> *grads) {
-  bindData(mb);
+double Runner::run(int64_t step, int64_t mb,
+                   std::vector<zbrt::NpyArray> *grads) {
+  bindData(step, mb);
   std::vector<zbrt::NpyArray *> callArgs;
   for (zbrt::NpyArray &value : values)
     callArgs.push_back(&value);
@@ -364,7 +444,7 @@ static int checkGradients(Runner &runner, const zb::ModelSignature &signature,
   auto meanLoss = [&] {
     double sum = 0;
     for (int64_t mb = 0; mb < microbatches; ++mb)
-      sum += runner.run(mb, nullptr);
+      sum += runner.run(0, mb, nullptr);
     return sum / microbatches;
   };
   double worst = 0, tol = gradTol;
@@ -424,20 +504,427 @@ static int checkGradients(Runner &runner, const zb::ModelSignature &signature,
   return 0;
 }
 
+/// Compiles `module` (already transformed) into the cache unless an object
+/// for `key` is there; returns the object's path or an empty string.
+static std::string compileCached(ModuleOp module, const std::string &key,
+                                 const char *argv0, bool compile) {
+  zb::CPUCompileOptions options;
+  std::string dir = cacheDir.empty() ? defaultCacheDir() : cacheDir.getValue();
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+    fail("cannot create cache directory '" + dir + "': " + ec.message());
+    return "";
+  }
+  std::string full = key + "\n" + zb::getCPUCompilerFingerprint(options) +
+                     ";" + compilerIdentity(argv0);
+  std::string hash = llvm::toHex(llvm::SHA256::hash(
+      ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(full.data()),
+                        full.size())));
+  std::string path = dir + "/" + hash.substr(0, 32) + ".so";
+  if (compile && !llvm::sys::fs::exists(path) &&
+      failed(zb::compileToSharedObject(module, path, options))) {
+    fail("compiling '" + modelPath + "' failed");
+    return "";
+  }
+  return path;
+}
+
+/// The optimizer the flags ask for.
+static zbrt::Optimizer makeOptimizer() {
+  return optimizerName == "adamw" ? zbrt::Optimizer::adamw(learningRate)
+                                  : zbrt::Optimizer::sgd(learningRate);
+}
+
+/// Writes `archive` plus the loss (when `withLoss`) to `path`.
+static bool writeArchive(const std::string &path, zbrt::NpzArchive archive,
+                         std::optional<double> loss) {
+  if (loss) {
+    archive["loss"] = zbrt::NpyArray{zbrt::DType::F64, {},
+                                     std::vector<char>(sizeof(double))};
+    *archive["loss"].as<double>() = *loss;
+  }
+  std::string error;
+  if (!zbrt::writeNpz(path, archive, error)) {
+    fail(error);
+    return false;
+  }
+  return true;
+}
+
+static void printStep(int64_t step, double loss, double seconds) {
+  double samplesPerStep = static_cast<double>(microbatches);
+  llvm::outs() << "step " << step + 1 << "/" << numSteps << "  loss "
+               << llvm::format("%.6f", loss) << "  microbatches/s "
+               << llvm::format("%.1f", samplesPerStep / seconds) << "\n";
+  llvm::outs().flush();
+}
+
+static bool writeMetrics(const std::vector<double> &losses,
+                         const std::vector<double> &rates,
+                         const std::vector<double> *microbatchLosses) {
+  if (metricsPath.empty())
+    return true;
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  auto list = [&](const std::vector<double> &values) {
+    os << "[";
+    for (size_t i = 0; i < values.size(); ++i)
+      os << (i ? ", " : "") << llvm::format("%.9g", values[i]);
+    os << "]";
+  };
+  os << "{\"loss\": ";
+  list(losses);
+  if (!rates.empty()) {
+    os << ", \"microbatches_per_s\": ";
+    list(rates);
+  }
+  if (microbatchLosses) {
+    os << ", \"microbatch_loss\": ";
+    list(*microbatchLosses);
+  }
+  os << ", \"ranks\": " << numRanks << ", \"schedule\": \""
+     << (numRanks > 1 ? scheduleName.getValue() : std::string("none"))
+     << "\"}\n";
+  std::string error;
+  if (!zbrt::writeFileAtomically(metricsPath, json, error))
+    return fail(error), false;
+  return true;
+}
+
+/// --eval, --grads, and training on one process.
+static int runSingleProcess(MLIRContext &context, ModuleOp module,
+                            const zb::ModelSignature &signature,
+                            const std::string &modelText, const char *argv0) {
+  bool needGrads = !evalMode;
+  OwningOpRef<ModuleOp> clone = module.clone();
+  if (needGrads) {
+    PassManager pm(&context);
+    pm.addPass(zb::createZBAutodiff());
+    if (failed(pm.run(*clone)))
+      return fail("differentiating '" + modelPath + "' failed");
+  }
+  std::string soPath = compileCached(
+      *clone, modelText + (needGrads ? ";grads" : ";eval"), argv0, true);
+  if (soPath.empty())
+    return 1;
+  std::string errorMessage;
+  std::unique_ptr<zbrt::SharedObject> object =
+      zbrt::SharedObject::open(soPath, errorMessage);
+  if (!object)
+    return fail(errorMessage);
+  func::FuncOp modelFn = signature.func;
+  std::string fnName = modelFn.getSymName().str();
+  zbrt::EntryFn forward =
+      object->lookup(std::string(zb::kEntryPrefix) + fnName, errorMessage);
+  if (!forward)
+    return fail(errorMessage);
+  zbrt::EntryFn gradient = nullptr;
+  if (needGrads) {
+    gradient = object->lookup(std::string(zb::kEntryPrefix) + fnName + "_grad",
+                              errorMessage);
+    if (!gradient)
+      return fail(errorMessage);
+  }
+  auto lossType = dtypeOf(
+      cast<RankedTensorType>(modelFn.getResultTypes()[0]).getElementType());
+  Runner runner(signature, lossType);
+  runner.setEntries(forward, gradient);
+  std::string error = runner.prepare();
+  if (!error.empty())
+    return fail(error);
+
+  bool training = !evalMode && !gradsMode;
+  int64_t steps = training ? numSteps.getValue() : 1;
+  zbrt::Optimizer optimizer = makeOptimizer();
+  std::vector<double> stepLosses, rates, losses;
+  std::vector<zbrt::NpyArray> grads;
+  for (int64_t step = 0; step < steps; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    losses.clear();
+    grads.clear();
+    for (int64_t mb = 0; mb < microbatches; ++mb)
+      losses.push_back(runner.run(step, mb, needGrads ? &grads : nullptr));
+    double mean = 0;
+    for (double l : losses)
+      mean += l;
+    mean /= losses.size();
+    for (zbrt::NpyArray &g : grads)
+      for (int64_t j = 0, e = g.numElements(); j < e; ++j)
+        storeScalar(g, j, loadScalar(g, j) / microbatches);
+    stepLosses.push_back(mean);
+    if (training) {
+      zbrt::NpzArchive paramArchive, gradArchive;
+      size_t g = 0;
+      for (const zb::ModelArg &arg : signature.args)
+        if (arg.isParam()) {
+          paramArchive[arg.name] = runner.arguments()[arg.position];
+          gradArchive[arg.name] = grads[g++];
+        }
+      if (!optimizer.apply(paramArchive, gradArchive, error))
+        return fail(error);
+      for (const zb::ModelArg &arg : signature.args)
+        if (arg.isParam())
+          runner.arguments()[arg.position] = paramArchive[arg.name];
+      double seconds = std::chrono::duration<double>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+      rates.push_back(microbatches / seconds);
+      printStep(step, mean, seconds);
+    }
+  }
+
+  if (!training)
+    llvm::outs() << "zb-run: " << fnName << ": "
+                 << microbatches << " microbatch"
+                 << (microbatches == 1 ? "" : "es") << ", mean loss "
+                 << llvm::format("%.6f", stepLosses.back()) << "\n";
+  if (!writeMetrics(stepLosses, rates, training ? nullptr : &losses))
+    return 1;
+  if (!dumpGradsPath.empty()) {
+    zbrt::NpzArchive archive;
+    size_t g = 0;
+    for (const zb::ModelArg &arg : signature.args)
+      if (arg.isParam())
+        archive[arg.name] = grads[g++];
+    if (!writeArchive(dumpGradsPath, archive, stepLosses.back()))
+      return 1;
+  }
+  if (!dumpParamsPath.empty()) {
+    zbrt::NpzArchive archive;
+    for (const zb::ModelArg &arg : signature.args)
+      if (arg.isParam())
+        archive[arg.name] = runner.arguments()[arg.position];
+    if (!writeArchive(dumpParamsPath, archive, std::nullopt))
+      return 1;
+  }
+  if (checkGrad)
+    return checkGradients(runner, signature, grads);
+  return 0;
+}
+
+/// Rank 0 collects every rank's `archive` parts and writes them to `path`.
+static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
+                          const zbrt::NpzArchive &mine,
+                          std::optional<double> loss) {
+  std::string part = path + ".part" + std::to_string(comm.rank());
+  std::string error;
+  if (!zbrt::writeNpz(part, mine, error))
+    comm.abort(error);
+  comm.barrier();
+  bool ok = true;
+  if (comm.rank() == 0) {
+    zbrt::NpzArchive merged;
+    for (int r = 0; r < comm.size(); ++r) {
+      std::string p = path + ".part" + std::to_string(r);
+      zbrt::NpzArchive partArchive;
+      if (!zbrt::readNpz(p, partArchive, error))
+        comm.abort(error);
+      merged.insert(partArchive.begin(), partArchive.end());
+      std::remove(p.c_str());
+    }
+    ok = writeArchive(path, merged, loss);
+  }
+  comm.barrier();
+  return ok;
+}
+
+/// One rank of a pipelined training run (under mpirun).
+static int runPipelineRank(MLIRContext &context, ModuleOp module,
+                           const zb::ModelSignature &signature,
+                           const std::string &modelText, const char *argv0,
+                           int *argc, char ***argv) {
+  zbrt::initComm(argc, argv);
+  std::string error;
+  std::unique_ptr<zbrt::Comm> comm = zbrt::createMPIComm(error);
+  if (!comm)
+    return fail(error);
+  zbrt_set_comm(comm.get());
+  int rank = comm->rank();
+  if (comm->size() != numRanks)
+    comm->abort("started with " + std::to_string(comm->size()) +
+                " processes, but --np is " + std::to_string(numRanks));
+
+  // Every rank runs the (cheap) MLIR pipeline; rank 0 compiles.
+  OwningOpRef<ModuleOp> lowered = module.clone();
+  PassManager pm(&context);
+  int64_t cuts = 0;
+  func::FuncOp modelFn = signature.func;
+  modelFn.walk([&](zb::pipe::CutOp) { ++cuts; });
+  zb::ZBPipelineOptions options;
+  options.stages = numRanks;
+  options.microbatches = microbatches;
+  options.schedule = scheduleName;
+  options.chunks = numChunks;
+  options.lowerToCPU = false;
+  if (failed(zb::buildZBPipeline(pm, options, error)))
+    comm->abort(error);
+  const zb::schedule::ScheduleInfo *info =
+      zb::schedule::lookupSchedule(scheduleName);
+  int64_t chunks = numChunks ? numChunks.getValue() : info->defaultChunks;
+  if (cuts && cuts + 1 != numRanks * chunks) {
+    // The markers do not fit this many stages: cut by the cost model.
+    if (rank == 0)
+      llvm::outs() << "zb-run: note: " << cuts << " pipe.cut markers do not "
+                   << "make " << numRanks * chunks
+                   << " stages; partitioning by the cost model\n";
+    PassManager stripPm(&context);
+    stripPm.addPass(zb::createZBStripCuts());
+    if (failed(stripPm.run(*lowered)))
+      comm->abort("removing the pipe.cut markers failed");
+  }
+  if (failed(pm.run(*lowered)))
+    comm->abort("compiling the pipeline for '" + modelPath + "' failed");
+  std::string stepName = "zb_rank" + std::to_string(rank) + "_step";
+  auto step = lowered->lookupSymbol<func::FuncOp>(stepName);
+  if (!step)
+    comm->abort("the compiled program has no step function for rank " +
+                std::to_string(rank));
+  SmallVector<std::string> myParams;
+  for (Attribute a : step->getAttrOfType<ArrayAttr>("zb.params"))
+    myParams.push_back(cast<StringAttr>(a).str());
+
+  std::string key = modelText + ";pipeline;np=" + std::to_string(numRanks) +
+                    ";schedule=" + scheduleName.getValue() +
+                    ";chunks=" + std::to_string(chunks) +
+                    ";m=" + std::to_string(microbatches);
+  std::string soPath;
+  if (rank == 0)
+    soPath = compileCached(*lowered, key, argv0, true);
+  int ok = rank == 0 ? !soPath.empty() : 1;
+  comm->broadcast(&ok, sizeof(ok), 0);
+  if (!ok)
+    return 1;
+  if (rank != 0)
+    soPath = compileCached(*lowered, key, argv0, false);
+  std::unique_ptr<zbrt::SharedObject> object =
+      zbrt::SharedObject::open(soPath, error);
+  if (!object)
+    comm->abort(error);
+  zbrt::EntryFn entry =
+      object->lookup(std::string(zb::kEntryPrefix) + stepName, error);
+  if (!entry)
+    comm->abort(error);
+
+  Runner runner(signature, zbrt::DType::F32);
+  error = runner.prepare();
+  if (!error.empty())
+    comm->abort(error);
+  // This rank's parameters, in the step function's order.
+  std::vector<const zb::ModelArg *> params;
+  for (const std::string &name : myParams)
+    for (const zb::ModelArg &arg : signature.args)
+      if (arg.isParam() && arg.name == name)
+        params.push_back(&arg);
+
+  zbrt::Optimizer optimizer = makeOptimizer();
+  std::vector<double> stepLosses, rates;
+  zbrt::NpzArchive lastGrads;
+  double lastLoss = 0;
+  for (int64_t s = 0; s < numSteps; ++s) {
+    auto start = std::chrono::steady_clock::now();
+    std::vector<zbrt::NpyArray> data;
+    for (const zb::ModelArg &arg : signature.args)
+      if (!arg.isParam())
+        data.push_back(runner.stepData(arg, s));
+    std::vector<zbrt::NpyArray *> callArgs;
+    for (const zb::ModelArg *arg : params)
+      callArgs.push_back(&runner.arguments()[arg->position]);
+    for (zbrt::NpyArray &d : data)
+      callArgs.push_back(&d);
+    zbrt::NpyArray loss{zbrt::DType::F32, {}, std::vector<char>(4)};
+    callArgs.push_back(&loss);
+    std::vector<zbrt::NpyArray> grads;
+    for (const zb::ModelArg *arg : params)
+      grads.push_back(zbrt::NpyArray{
+          runner.arguments()[arg->position].dtype, arg->shape(),
+          std::vector<char>(runner.arguments()[arg->position].data.size())});
+    for (zbrt::NpyArray &g : grads)
+      callArgs.push_back(&g);
+    zbrt::callEntry(entry, callArgs);
+    zbrt_step_end();
+
+    double stepLoss = *loss.as<float>();
+    comm->allreduceSum(&stepLoss, 1);
+    zbrt::NpzArchive paramArchive, gradArchive;
+    for (size_t i = 0; i < params.size(); ++i) {
+      paramArchive[params[i]->name] = runner.arguments()[params[i]->position];
+      gradArchive[params[i]->name] = grads[i];
+    }
+    if (!optimizer.apply(paramArchive, gradArchive, error))
+      comm->abort(error);
+    for (const zb::ModelArg *arg : params)
+      runner.arguments()[arg->position] = paramArchive[arg->name];
+    lastGrads = std::move(gradArchive);
+    lastLoss = stepLoss;
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    comm->allreduceMax(&seconds, 1);
+    stepLosses.push_back(stepLoss);
+    rates.push_back(microbatches / seconds);
+    if (rank == 0)
+      printStep(s, stepLoss, seconds);
+  }
+
+  int code = 0;
+  if (rank == 0 && !writeMetrics(stepLosses, rates, nullptr))
+    code = 1;
+  if (!dumpGradsPath.empty() &&
+      !gatherArchive(*comm, dumpGradsPath, lastGrads, lastLoss))
+    code = 1;
+  if (!dumpParamsPath.empty()) {
+    zbrt::NpzArchive mine;
+    for (const zb::ModelArg *arg : params)
+      mine[arg->name] = runner.arguments()[arg->position];
+    if (!gatherArchive(*comm, dumpParamsPath, mine, std::nullopt))
+      code = 1;
+  }
+  comm->barrier();
+  zbrt_set_comm(nullptr);
+  comm.reset();
+  zbrt::finalizeComm();
+  return code;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "zb-run: compile a ZeroBubble model for the CPU and run it\n");
+      "zb-run: compile a ZeroBubble model for the CPU and run or train it\n");
 
-  if (evalMode == gradsMode)
-    return fail("pass exactly one of --eval and --grads");
-  if ((!dumpGradsPath.empty() || checkGrad) && !gradsMode)
-    return fail("--dump-grads and --check-grad need --grads");
+  bool training = !evalMode && !gradsMode;
+  if (evalMode && gradsMode)
+    return fail("pass at most one of --eval and --grads");
+  if (checkGrad && !gradsMode)
+    return fail("--check-grad needs --grads");
   if (microbatches < 1)
     return fail("--microbatches must be at least 1, got " +
                 llvm::Twine(microbatches.getValue()));
+  if (numSteps < 1)
+    return fail("--steps must be at least 1, got " +
+                llvm::Twine(numSteps.getValue()));
+  if (numRanks < 1)
+    return fail("--np must be at least 1, got " +
+                llvm::Twine(numRanks.getValue()));
+  if (numRanks > 1 && !training)
+    return fail("--eval and --grads run on one process; --np needs training");
+  if (optimizerName != "sgd" && optimizerName != "adamw")
+    return fail("unknown --optimizer '" + optimizerName +
+                "' (expected sgd or adamw)");
+  if (backendName != "mpi")
+    return fail("unknown or unavailable --backend '" + backendName +
+                "': this build runs on CPUs with the mpi backend");
+  if (numRanks > 1 && !zb::schedule::lookupSchedule(scheduleName))
+    return fail("unknown --schedule '" + scheduleName + "'; known: " +
+                zb::schedule::knownScheduleNames());
+
+  if (numRanks > 1 && !zbrt::isMPIWorker()) {
+    std::string error;
+    int rc = zbrt::relaunchUnderMPI(numRanks, argc, argv, error);
+    if (rc < 0)
+      return fail(error);
+    return rc;
+  }
 
   // Parse and check the model.
   DialectRegistry registry;
@@ -460,99 +947,8 @@ int main(int argc, char **argv) {
   FailureOr<zb::ModelSignature> signature = zb::analyzeModel(*module);
   if (failed(signature))
     return 1;
-  std::string fnName = signature->func.getSymName().str();
-  auto lossType = dtypeOf(
-      cast<RankedTensorType>(signature->func.getResultTypes()[0])
-          .getElementType());
-
-  // Compile, or reuse the cached shared object.
-  zb::CPUCompileOptions compileOptions;
-  std::string dir = cacheDir.empty() ? defaultCacheDir() : cacheDir.getValue();
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return fail("cannot create cache directory '" + dir + "': " +
-                ec.message());
-  std::string key = modelText + "\n" +
-                    zb::getCPUCompilerFingerprint(compileOptions) + ";" +
-                    compilerIdentity(argv[0]) +
-                    (gradsMode ? ";grads" : ";eval");
-  std::string hash = llvm::toHex(llvm::SHA256::hash(
-      ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(key.data()),
-                        key.size())));
-  std::string soPath = dir + "/" + hash.substr(0, 32) + ".so";
-  if (!llvm::sys::fs::exists(soPath)) {
-    OwningOpRef<ModuleOp> clone = module->clone();
-    if (gradsMode) {
-      PassManager pm(&context);
-      pm.addPass(zb::createZBAutodiff());
-      if (failed(pm.run(*clone)))
-        return fail("differentiating '" + modelPath + "' failed");
-    }
-    if (failed(zb::compileToSharedObject(*clone, soPath, compileOptions)))
-      return fail("compiling '" + modelPath + "' failed");
-  }
-  std::unique_ptr<zbrt::SharedObject> object =
-      zbrt::SharedObject::open(soPath, errorMessage);
-  if (!object)
-    return fail(errorMessage);
-  zbrt::EntryFn forward =
-      object->lookup(std::string(zb::kEntryPrefix) + fnName, errorMessage);
-  if (!forward)
-    return fail(errorMessage);
-  zbrt::EntryFn gradient = nullptr;
-  if (gradsMode) {
-    gradient = object->lookup(std::string(zb::kEntryPrefix) + fnName + "_grad",
-                              errorMessage);
-    if (!gradient)
-      return fail(errorMessage);
-  }
-
-  Runner runner(*signature, forward, gradient, lossType);
-  std::string error = runner.prepare();
-  if (!error.empty())
-    return fail(error);
-
-  std::vector<double> losses;
-  std::vector<zbrt::NpyArray> grads;
-  for (int64_t mb = 0; mb < microbatches; ++mb)
-    losses.push_back(runner.run(mb, gradsMode ? &grads : nullptr));
-  double mean = 0;
-  for (double l : losses)
-    mean += l;
-  mean /= losses.size();
-  for (zbrt::NpyArray &g : grads)
-    for (int64_t j = 0, e = g.numElements(); j < e; ++j)
-      storeScalar(g, j, loadScalar(g, j) / microbatches);
-
-  llvm::outs() << "zb-run: " << fnName << ": " << microbatches
-               << " microbatch" << (microbatches == 1 ? "" : "es")
-               << ", mean loss " << llvm::format("%.6f", mean) << "\n";
-
-  if (!metricsPath.empty()) {
-    std::string json;
-    llvm::raw_string_ostream os(json);
-    os << "{\"loss\": [" << llvm::format("%.9g", mean)
-       << "], \"microbatch_loss\": [";
-    for (size_t i = 0; i < losses.size(); ++i)
-      os << (i ? ", " : "") << llvm::format("%.9g", losses[i]);
-    os << "]}\n";
-    if (!zbrt::writeFileAtomically(metricsPath, json, errorMessage))
-      return fail(errorMessage);
-  }
-  if (!dumpGradsPath.empty()) {
-    zbrt::NpzArchive archive;
-    // The step's mean loss beside the gradients, unless a parameter has
-    // that name.
-    archive["loss"] = zbrt::NpyArray{
-        zbrt::DType::F64, {}, std::vector<char>(sizeof(double))};
-    *archive["loss"].as<double>() = mean;
-    size_t g = 0;
-    for (const zb::ModelArg &arg : signature->args)
-      if (arg.isParam())
-        archive[arg.name] = grads[g++];
-    if (!zbrt::writeNpz(dumpGradsPath, archive, errorMessage))
-      return fail(errorMessage);
-  }
-  if (checkGrad)
-    return checkGradients(runner, *signature, grads);
-  return 0;
+  if (numRanks > 1)
+    return runPipelineRank(context, *module, *signature, modelText, argv[0],
+                           &argc, &argv);
+  return runSingleProcess(context, *module, *signature, modelText, argv[0]);
 }

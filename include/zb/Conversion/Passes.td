@@ -34,6 +34,17 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
+  let summary = "Return each value of a private function once";
+  let description = [{
+    After bufferization two tensor results of a function may become the
+    same buffer. For every private `func.func` whose `return` repeats a
+    value, the repeats are dropped from the signature and every call's
+    extra results replaced by the first one, so that results can become
+    out-parameters.
+  }];
+}
+
 def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
   let summary = "Make public functions callable from the runtime";
   let description = [{
@@ -44,6 +55,39 @@ def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
     `_mlir_ciface_<name>` taking memref descriptors by pointer: the entry
     the runtime and `zb-run` call. Runs before bufferization.
   }];
+}
+
+def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
+  let summary = "Stages to functions, rank programs to step functions";
+  let description = [{
+    Consumes the staged model function and its `sched.program` (with
+    transfers, see `--zb-insert-comm`):
+
+    - each stage region becomes a private function
+      `@zb_stage<s>_forward(inputs, data, params) -> (results, stash)`,
+      `@zb_stage<s>_backward_input(stash, cotangents) -> (d_inputs, w_stash)`,
+      `@zb_stage<s>_backward_weight(w_stash) -> (d_params)` (or
+      `@zb_stage<s>_backward` before the split);
+    - each rank's program becomes a public function
+      `@zb_rank<r>_step(params of rank r..., data...) -> (loss, grads...)`
+      that runs one training step in the program's order: data arguments
+      arrive stacked `[M][shape]` and are sliced per microbatch; forward
+      stashes live from F to B and B→W stashes from B to W; the last
+      stage's backward is seeded with 1/M, so the gradients (accumulated
+      over the microbatches) and the returned loss are means; `sched.send`
+      and `sched.recv` become calls of the runtime's `zbrt_send_f32` /
+      `zbrt_recv_f32` (tag = channel). Its attributes name the rank
+      (`zb.rank`), its parameters (`zb.params`) and the microbatch count.
+
+    The model function and the program are removed; `--zb-lower-to-cpu`
+    then compiles the module unchanged.
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::bufferization::BufferizationDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::tensor::TensorDialect"];
 }
 
 #endif // ZB_CONVERSION_PASSES_TD

@@ -35,6 +35,52 @@ void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
                         const float *b, int64_t ldb, int64_t strideB,
                         float beta, float *c, int64_t ldc, int64_t strideC);
 
+/*===----------------------------------------------------------------------===*\
+|* Point-to-point transfers                                                   *|
+\*===----------------------------------------------------------------------===*/
+
+/* An unranked memref as MLIR passes it through a C interface: the rank and a
+ * pointer to the ranked descriptor
+ *   { T *allocated; T *aligned; int64_t offset;
+ *     int64_t sizes[rank]; int64_t strides[rank]; }. */
+typedef struct zbrt_unranked_memref {
+  int64_t rank;
+  void *descriptor;
+} zbrt_unranked_memref;
+
+/* What compiled code calls for
+ *   func.func private @zbrt_send_f32(memref<*xf32>, i64, i64)
+ *       attributes {llvm.emit_c_interface}
+ * (and recv, and the other element types): send the elements of `buf` (in
+ * row-major order; any strides) to rank `peer` on `channel` (the MPI tag).
+ * A send does not block: the data is copied and the transfer completes by
+ * zbrt_step_end(). A recv blocks until the elements have arrived in `buf`;
+ * its element count must equal the matching send's. The k-th send from one
+ * rank to another on a channel meets the k-th recv there. They use the
+ * communicator set with zbrt_set_comm() (zbrt/Comm.h); errors and timeouts
+ * end the job with "zb-run: error: rank R: ...". */
+void _mlir_ciface_zbrt_send_f32(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_recv_f32(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_send_f64(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_recv_f64(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_send_i32(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_recv_i32(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_send_i64(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+void _mlir_ciface_zbrt_recv_i64(zbrt_unranked_memref *buf, int64_t peer,
+                                int64_t channel);
+
+/* Waits until every send posted so far has completed (call it at the end of
+ * a step, before reusing or freeing anything). Does nothing when no
+ * communicator is set. */
+void zbrt_step_end(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,82 @@
+//===- UniqueResults.cpp - Return each value of a function once -----------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Conversion/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/BitVector.h"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBUNIQUERESULTS
+#include "zb/Conversion/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+
+namespace {
+struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTableCollection symbols;
+    SymbolUserMap users(symbols, module);
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isPublic() || fn.isExternal())
+        continue;
+      SmallVector<func::ReturnOp> returns;
+      fn.walk([&](func::ReturnOp r) { returns.push_back(r); });
+      if (returns.size() != 1)
+        continue;
+      func::ReturnOp ret = returns.front();
+      // firstOf[i]: the first result returning the same value as result i.
+      SmallVector<unsigned> firstOf;
+      llvm::BitVector repeated(ret.getNumOperands());
+      for (unsigned i = 0, e = ret.getNumOperands(); i < e; ++i) {
+        unsigned first = i;
+        for (unsigned j = 0; j < i; ++j)
+          if (ret.getOperand(j) == ret.getOperand(i)) {
+            first = j;
+            break;
+          }
+        firstOf.push_back(first);
+        if (first != i)
+          repeated.set(i);
+      }
+      if (repeated.none())
+        continue;
+      for (Operation *user : users.getUsers(fn)) {
+        auto call = dyn_cast<func::CallOp>(user);
+        if (!call) {
+          fn.emitError("has a repeated result and a use that is not a call");
+          return signalPassFailure();
+        }
+        for (unsigned i : repeated.set_bits())
+          call.getResult(i).replaceAllUsesWith(call.getResult(firstOf[i]));
+        OpBuilder b(call);
+        SmallVector<Type> types;
+        for (unsigned i = 0, e = call.getNumResults(); i < e; ++i)
+          if (!repeated.test(i))
+            types.push_back(call.getResult(i).getType());
+        auto newCall = func::CallOp::create(b, call.getLoc(), fn.getSymName(),
+                                            types, call.getOperands());
+        unsigned next = 0;
+        for (unsigned i = 0, e = call.getNumResults(); i < e; ++i)
+          if (!repeated.test(i))
+            call.getResult(i).replaceAllUsesWith(newCall.getResult(next++));
+        call.erase();
+      }
+      SmallVector<Value> kept;
+      for (unsigned i = 0, e = ret.getNumOperands(); i < e; ++i)
+        if (!repeated.test(i))
+          kept.push_back(ret.getOperand(i));
+      ret->setOperands(kept);
+      fn.setFunctionType(FunctionType::get(
+          &getContext(), fn.getArgumentTypes(), ValueRange(kept).getTypes()));
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,116 @@
+//===- Comm.h - Communication between ranks ---------------------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// One interface for talking to the other ranks of a pipeline-parallel run,
+// with an MPI backend (one process per rank, launched by mpirun) and a
+// single-process backend (rank 0 of 1, the reference run).
+//
+// Failure behaviour: no operation hangs silently. Every MPI error, and every
+// wait that outlasts the timeout (env ZB_TIMEOUT_S, default 300 s), ends the
+// whole job through abort(), which prints
+//   zb-run: error: rank R: <message>
+// on stderr and calls MPI_Abort (or exits with status 1 without MPI).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZBRT_COMM_H
+#define ZBRT_COMM_H
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zbrt {
+
+/// The default for timeoutSeconds() when ZB_TIMEOUT_S is not set.
+constexpr double kDefaultTimeoutSeconds = 300.0;
+
+/// Reads ZB_TIMEOUT_S: unset gives kDefaultTimeoutSeconds, 0 disables the
+/// timeout. On a value that is not a non-negative number returns false and
+/// sets `error`.
+bool readTimeoutFromEnv(double &seconds, std::string &error);
+
+/// A communicator over `size()` ranks. Not thread-safe: call it from one
+/// thread per process.
+class Comm {
+public:
+  virtual ~Comm();
+
+  /// This process's rank in [0, size()).
+  virtual int rank() const = 0;
+  /// The number of ranks.
+  virtual int size() const = 0;
+
+  /// Sends `bytes` bytes at `data` to `peer` with `tag`, without blocking:
+  /// the data is copied, so the caller may reuse its buffer at once.
+  /// Completion is awaited by waitSends(). Messages from one rank to another
+  /// with the same tag arrive in the order they were sent.
+  void send(const void *data, size_t bytes, int peer, int tag);
+  /// Like send(), taking ownership of `buffer` instead of copying it.
+  virtual void sendBuffer(std::vector<char> buffer, int peer, int tag) = 0;
+  /// Receives exactly `bytes` bytes from `peer` with `tag` into `data`,
+  /// blocking until they arrive. A message of another size, or no message
+  /// within the timeout, aborts.
+  virtual void recv(void *data, size_t bytes, int peer, int tag) = 0;
+  /// Waits until every send posted so far has completed.
+  virtual void waitSends() = 0;
+
+  /// Waits until every rank has reached the barrier.
+  virtual void barrier() = 0;
+  /// Replaces `values[0, n)` on every rank by their sum over all ranks.
+  virtual void allreduceSum(double *values, size_t n) = 0;
+  virtual void allreduceSum(float *values, size_t n) = 0;
+  /// Replaces `values[0, n)` on every rank by their maximum over all ranks.
+  virtual void allreduceMax(double *values, size_t n) = 0;
+  /// Copies `bytes` bytes at `data` from rank `root` to every rank.
+  virtual void broadcast(void *data, size_t bytes, int root) = 0;
+  /// Collects one byte string per rank on `root`: there `all[r]` is rank r's
+  /// `mine`; on other ranks `all` is cleared. Strings may differ in length.
+  virtual void gather(const std::string &mine, std::vector<std::string> &all,
+                      int root) = 0;
+
+  /// Prints "zb-run: error: rank R: <message>" on stderr and ends the whole
+  /// job (every rank) with a non-zero exit status.
+  [[noreturn]] virtual void abort(const std::string &message) = 0;
+
+  /// Seconds a blocking operation may wait before it aborts; 0: forever.
+  double timeoutSeconds() const { return timeout; }
+  void setTimeoutSeconds(double seconds) { timeout = seconds; }
+
+protected:
+  Comm();
+  /// Aborts unless `peer` is a rank and `tag` is non-negative; `what` names
+  /// the operation ("send", "recv").
+  void checkPeerAndTag(const char *what, int peer, int tag);
+
+private:
+  double timeout = kDefaultTimeoutSeconds;
+};
+
+/// The single-process communicator: rank 0 of 1. Collectives are the
+/// identity; a send or recv (there is no peer) aborts.
+std::unique_ptr<Comm> createLocalComm();
+
+/// Initialises MPI (MPI_Init_thread, funneled). Call once, early in main,
+/// before createMPIComm(); does nothing when MPI is already initialised.
+void initComm(int *argc, char ***argv);
+/// Finalises MPI if initComm() initialised it. Destroy every MPI
+/// communicator first.
+void finalizeComm();
+/// A communicator over all processes of the MPI job (a duplicate of
+/// MPI_COMM_WORLD with MPI_ERRORS_RETURN, so that errors reach abort()).
+/// The timeout comes from ZB_TIMEOUT_S. On failure returns null and sets
+/// `error`.
+std::unique_ptr<Comm> createMPIComm(std::string &error);
+
+} // namespace zbrt
+
+/// Sets the communicator the C ABI (zbrt_send_f32, ..., zbrt_step_end) uses;
+/// null unsets it. The caller keeps ownership.
+void zbrt_set_comm(zbrt::Comm *comm);
+/// The communicator set by zbrt_set_comm(), or null.
+zbrt::Comm *zbrt_get_comm();
+
+#endif // ZBRT_COMM_H

@@ -1,0 +1,119 @@
+//===- Comm.cpp - Communication between ranks -----------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// The parts of the interface shared by every backend, the single-process
+// backend, and the process-global communicator of the C ABI.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zbrt/Comm.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+using namespace zbrt;
+
+bool zbrt::readTimeoutFromEnv(double &seconds, std::string &error) {
+  seconds = kDefaultTimeoutSeconds;
+  const char *text = std::getenv("ZB_TIMEOUT_S");
+  if (!text || !*text)
+    return true;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text, &end);
+  if (errno || end == text || *end || !std::isfinite(value) || value < 0) {
+    error = "ZB_TIMEOUT_S must be a non-negative number of seconds, got '" +
+            std::string(text) + "'";
+    return false;
+  }
+  seconds = value;
+  return true;
+}
+
+Comm::Comm() = default;
+Comm::~Comm() = default;
+
+void Comm::send(const void *data, size_t bytes, int peer, int tag) {
+  const char *begin = static_cast<const char *>(data);
+  sendBuffer(std::vector<char>(begin, begin + bytes), peer, tag);
+}
+
+void Comm::checkPeerAndTag(const char *what, int peer, int tag) {
+  if (peer < 0 || peer >= size())
+    abort(std::string(what) + " with peer rank " + std::to_string(peer) +
+          ", which is not in [0, " + std::to_string(size()) + ")");
+  if (tag < 0)
+    abort(std::string(what) + " with negative tag " + std::to_string(tag));
+}
+
+//===----------------------------------------------------------------------===//
+// The single-process backend
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class LocalComm final : public Comm {
+public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+
+  void sendBuffer(std::vector<char>, int peer, int tag) override {
+    checkPeerAndTag("send", peer, tag);
+    abort("send to itself (tag " + std::to_string(tag) +
+          "): a single-process run has no peer");
+  }
+  void recv(void *, size_t, int peer, int tag) override {
+    checkPeerAndTag("recv", peer, tag);
+    abort("recv from itself (tag " + std::to_string(tag) +
+          "): a single-process run has no peer");
+  }
+  void waitSends() override {}
+  void barrier() override {}
+  void allreduceSum(double *, size_t) override {}
+  void allreduceSum(float *, size_t) override {}
+  void allreduceMax(double *, size_t) override {}
+  void broadcast(void *, size_t, int root) override {
+    if (root != 0)
+      abort("broadcast from rank " + std::to_string(root) +
+            ", which is not in [0, 1)");
+  }
+  void gather(const std::string &mine, std::vector<std::string> &all,
+              int root) override {
+    if (root != 0)
+      abort("gather to rank " + std::to_string(root) +
+            ", which is not in [0, 1)");
+    all.assign(1, mine);
+  }
+
+  [[noreturn]] void abort(const std::string &message) override {
+    std::fflush(stdout);
+    std::fprintf(stderr, "zb-run: error: rank 0: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::exit(1);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Comm> zbrt::createLocalComm() {
+  auto comm = std::make_unique<LocalComm>();
+  std::string error;
+  double seconds;
+  if (readTimeoutFromEnv(seconds, error))
+    comm->setTimeoutSeconds(seconds);
+  return comm;
+}
+
+//===----------------------------------------------------------------------===//
+// The communicator of the C ABI
+//===----------------------------------------------------------------------===//
+
+static Comm *currentComm = nullptr;
+
+void zbrt_set_comm(Comm *comm) { currentComm = comm; }
+
+Comm *zbrt_get_comm() { return currentComm; }

@@ -1,0 +1,446 @@
+//===- MPIComm.cpp - The MPI communication backend ------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// Every operation is non-blocking underneath (MPI_Isend, MPI_Irecv,
+// MPI_Ibarrier, MPI_Iallreduce, ...) and completed by a loop of MPI_Test
+// calls (yielding the core, later sleeping, in between), so that every wait
+// can time out, and so that a waiting rank does not hold a core an
+// oversubscribed run needs. Errors
+// return (MPI_ERRORS_RETURN) and end the job through abort(), naming the
+// rank and the operation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zbrt/Comm.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+using namespace zbrt;
+
+/// The largest message (in bytes) or collective (in elements) one MPI call
+/// moves; larger ones are split, which MPI's int counts require.
+static constexpr size_t kChunk = size_t(1) << 30;
+
+/// Whether initComm() initialised MPI (and so finalizeComm() finalises it).
+static bool initialisedHere = false;
+
+static std::string mpiErrorString(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return std::string(text, length);
+}
+
+static std::string formatSeconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", seconds);
+  return text;
+}
+
+static bool mpiFinalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized;
+}
+
+namespace {
+
+class MPIComm final : public Comm {
+public:
+  MPIComm(MPI_Comm comm, int rank, int size, int tagUpperBound)
+      : comm(comm), myRank(rank), mySize(size), tagUpperBound(tagUpperBound) {}
+  ~MPIComm() override;
+
+  int rank() const override { return myRank; }
+  int size() const override { return mySize; }
+
+  void sendBuffer(std::vector<char> buffer, int peer, int tag) override;
+  void recv(void *data, size_t bytes, int peer, int tag) override;
+  void waitSends() override;
+  void barrier() override;
+  void allreduceSum(double *values, size_t n) override {
+    allreduce(values, n, MPI_DOUBLE, sizeof(double), MPI_SUM, "sum");
+  }
+  void allreduceSum(float *values, size_t n) override {
+    allreduce(values, n, MPI_FLOAT, sizeof(float), MPI_SUM, "sum");
+  }
+  void allreduceMax(double *values, size_t n) override {
+    allreduce(values, n, MPI_DOUBLE, sizeof(double), MPI_MAX, "max");
+  }
+  void broadcast(void *data, size_t bytes, int root) override;
+  void gather(const std::string &mine, std::vector<std::string> &all,
+              int root) override;
+  [[noreturn]] void abort(const std::string &message) override;
+
+private:
+  /// A posted send: its data stays alive until its requests complete.
+  struct PendingSend {
+    std::vector<char> buffer;
+    std::vector<MPI_Request> requests;
+    int peer;
+    int tag;
+  };
+
+  /// Aborts with "<operation> failed: <MPI's message>" unless `code` is
+  /// MPI_SUCCESS.
+  void check(int code, const std::string &operation) {
+    if (code != MPI_SUCCESS)
+      abort(operation + " failed: " + mpiErrorString(code));
+  }
+  /// Checks the result of MPI_Test{,all}: on MPI_ERR_IN_STATUS the real
+  /// error is in one of the statuses.
+  void checkTest(int code, MPI_Status *statuses, int count,
+                 const std::string &operation);
+  /// Tests `requests` until all complete, aborting with `timeoutMessage()`
+  /// once `deadline` has passed (a deadline of max() never passes).
+  template <typename MessageFn>
+  void waitAll(std::vector<MPI_Request> &requests,
+               std::vector<MPI_Status> &statuses,
+               std::chrono::steady_clock::time_point deadline,
+               const std::string &operation, MessageFn timeoutMessage);
+  std::chrono::steady_clock::time_point deadline() const;
+  /// Completes one non-blocking collective request.
+  void waitCollective(MPI_Request request, const std::string &operation);
+  void allreduce(void *values, size_t n, MPI_Datatype type, size_t typeSize,
+                 MPI_Op op, const char *opName);
+  void checkRoot(const char *what, int root);
+  /// Drops the sends that have completed.
+  void reapSends();
+
+  MPI_Comm comm;
+  int myRank;
+  int mySize;
+  int tagUpperBound;
+  std::vector<PendingSend> pending;
+};
+
+} // namespace
+
+MPIComm::~MPIComm() {
+  if (mpiFinalized())
+    return;
+  waitSends();
+  MPI_Comm_free(&comm);
+}
+
+void MPIComm::abort(const std::string &message) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "zb-run: error: rank %d: %s\n", myRank, message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void MPIComm::checkTest(int code, MPI_Status *statuses, int count,
+                        const std::string &operation) {
+  if (code == MPI_ERR_IN_STATUS) {
+    for (int i = 0; i < count; ++i) {
+      int error = statuses[i].MPI_ERROR;
+      if (error != MPI_SUCCESS && error != MPI_ERR_PENDING)
+        check(error, operation);
+    }
+  }
+  check(code, operation);
+}
+
+std::chrono::steady_clock::time_point MPIComm::deadline() const {
+  using Clock = std::chrono::steady_clock;
+  if (timeoutSeconds() <= 0)
+    return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(timeoutSeconds()));
+}
+
+template <typename MessageFn>
+void MPIComm::waitAll(std::vector<MPI_Request> &requests,
+                      std::vector<MPI_Status> &statuses,
+                      std::chrono::steady_clock::time_point deadline,
+                      const std::string &operation, MessageFn timeoutMessage) {
+  statuses.resize(requests.size());
+  // For the first 100 ms, test and yield the core between tests: a message
+  // is noticed within microseconds, and an oversubscribed run's computing
+  // ranks still get the core (sched_yield). Longer waits (a slow or hung
+  // peer) sleep between tests, backing off from 50 us to 1 ms.
+  using Clock = std::chrono::steady_clock;
+  auto start = Clock::now();
+  auto spinUntil = start + std::chrono::milliseconds(100);
+  std::chrono::microseconds pause(50);
+  while (true) {
+    int done = 0;
+    int code = MPI_Testall(static_cast<int>(requests.size()), requests.data(),
+                           &done, statuses.data());
+    checkTest(code, statuses.data(), static_cast<int>(statuses.size()),
+              operation);
+    if (done)
+      return;
+    auto now = Clock::now();
+    if (now > deadline)
+      abort(timeoutMessage());
+    if (now < spinUntil) {
+      sched_yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+void MPIComm::waitCollective(MPI_Request request,
+                             const std::string &operation) {
+  std::vector<MPI_Request> requests{request};
+  std::vector<MPI_Status> statuses;
+  waitAll(requests, statuses, deadline(), operation, [&] {
+    return "timed out after " + formatSeconds(timeoutSeconds()) +
+           " s waiting for the other ranks in " + operation;
+  });
+}
+
+void MPIComm::reapSends() {
+  std::vector<MPI_Status> statuses;
+  auto completed = [&](PendingSend &send) {
+    statuses.resize(send.requests.size());
+    int done = 0;
+    int code = MPI_Testall(static_cast<int>(send.requests.size()),
+                           send.requests.data(), &done, statuses.data());
+    checkTest(code, statuses.data(), static_cast<int>(statuses.size()),
+              "send to rank " + std::to_string(send.peer) + " (tag " +
+                  std::to_string(send.tag) + ")");
+    return done != 0;
+  };
+  pending.erase(std::remove_if(pending.begin(), pending.end(), completed),
+                pending.end());
+}
+
+void MPIComm::sendBuffer(std::vector<char> buffer, int peer, int tag) {
+  checkPeerAndTag("send", peer, tag);
+  if (tag > tagUpperBound)
+    abort("send with tag " + std::to_string(tag) + " above MPI_TAG_UB (" +
+          std::to_string(tagUpperBound) + ")");
+  // Keep the list of posted sends short between waitSends() calls.
+  if (pending.size() >= 16)
+    reapSends();
+  pending.push_back({std::move(buffer), {}, peer, tag});
+  PendingSend &send = pending.back();
+  std::string operation = "MPI_Isend to rank " + std::to_string(peer) +
+                          " (tag " + std::to_string(tag) + ", " +
+                          std::to_string(send.buffer.size()) + " bytes)";
+  size_t offset = 0;
+  do {
+    size_t count = std::min(kChunk, send.buffer.size() - offset);
+    send.requests.emplace_back();
+    check(MPI_Isend(send.buffer.data() + offset, static_cast<int>(count),
+                    MPI_BYTE, peer, tag, comm, &send.requests.back()),
+          operation);
+    offset += count;
+  } while (offset < send.buffer.size());
+}
+
+void MPIComm::recv(void *data, size_t bytes, int peer, int tag) {
+  checkPeerAndTag("recv", peer, tag);
+  if (tag > tagUpperBound)
+    abort("recv with tag " + std::to_string(tag) + " above MPI_TAG_UB (" +
+          std::to_string(tagUpperBound) + ")");
+  std::string operation = "recv from rank " + std::to_string(peer) + " (tag " +
+                          std::to_string(tag) + ", " + std::to_string(bytes) +
+                          " bytes)";
+  // One request per chunk, as the sender split it. A longer message fails
+  // as truncated; a shorter one is caught by the count check below.
+  std::vector<MPI_Request> requests;
+  std::vector<size_t> expected;
+  char *begin = static_cast<char *>(data);
+  size_t offset = 0;
+  do {
+    size_t count = std::min(kChunk, bytes - offset);
+    requests.emplace_back();
+    expected.push_back(count);
+    check(MPI_Irecv(begin + offset, static_cast<int>(count), MPI_BYTE, peer,
+                    tag, comm, &requests.back()),
+          "MPI_Irecv from rank " + std::to_string(peer) + " (tag " +
+              std::to_string(tag) + ")");
+    offset += count;
+  } while (offset < bytes);
+
+  std::vector<MPI_Status> statuses;
+  waitAll(requests, statuses, deadline(), operation, [&] {
+    return "timed out after " + formatSeconds(timeoutSeconds()) +
+           " s waiting for a message from rank " + std::to_string(peer) +
+           " (tag " + std::to_string(tag) + ")";
+  });
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    int count = 0;
+    check(MPI_Get_count(&statuses[i], MPI_BYTE, &count), operation);
+    if (static_cast<size_t>(count) != expected[i])
+      abort("message from rank " + std::to_string(peer) + " (tag " +
+            std::to_string(tag) + ") has " + std::to_string(count) +
+            " bytes, expected " + std::to_string(bytes));
+  }
+}
+
+void MPIComm::waitSends() {
+  auto until = deadline();
+  std::vector<MPI_Status> statuses;
+  for (PendingSend &send : pending) {
+    std::string operation = "send to rank " + std::to_string(send.peer) +
+                            " (tag " + std::to_string(send.tag) + ")";
+    waitAll(send.requests, statuses, until, operation, [&] {
+      return "timed out after " + formatSeconds(timeoutSeconds()) +
+             " s waiting for rank " + std::to_string(send.peer) +
+             " to receive a message (tag " + std::to_string(send.tag) + ")";
+    });
+  }
+  pending.clear();
+}
+
+void MPIComm::barrier() {
+  MPI_Request request;
+  check(MPI_Ibarrier(comm, &request), "MPI_Ibarrier");
+  waitCollective(request, "a barrier");
+}
+
+void MPIComm::allreduce(void *values, size_t n, MPI_Datatype type,
+                        size_t typeSize, MPI_Op op, const char *opName) {
+  std::string operation = std::string("an allreduce (") + opName + " of " +
+                          std::to_string(n) + " elements)";
+  char *begin = static_cast<char *>(values);
+  size_t offset = 0;
+  do {
+    size_t count = std::min(kChunk, n - offset);
+    MPI_Request request;
+    check(MPI_Iallreduce(MPI_IN_PLACE, begin + offset * typeSize,
+                         static_cast<int>(count), type, op, comm, &request),
+          "MPI_Iallreduce");
+    waitCollective(request, operation);
+    offset += count;
+  } while (offset < n);
+}
+
+void MPIComm::checkRoot(const char *what, int root) {
+  if (root < 0 || root >= mySize)
+    abort(std::string(what) + " with root rank " + std::to_string(root) +
+          ", which is not in [0, " + std::to_string(mySize) + ")");
+}
+
+void MPIComm::broadcast(void *data, size_t bytes, int root) {
+  checkRoot("broadcast", root);
+  std::string operation = "a broadcast from rank " + std::to_string(root) +
+                          " (" + std::to_string(bytes) + " bytes)";
+  char *begin = static_cast<char *>(data);
+  size_t offset = 0;
+  do {
+    size_t count = std::min(kChunk, bytes - offset);
+    MPI_Request request;
+    check(MPI_Ibcast(begin + offset, static_cast<int>(count), MPI_BYTE, root,
+                     comm, &request),
+          "MPI_Ibcast");
+    waitCollective(request, operation);
+    offset += count;
+  } while (offset < bytes);
+}
+
+void MPIComm::gather(const std::string &mine, std::vector<std::string> &all,
+                     int root) {
+  checkRoot("gather", root);
+  if (mine.size() > static_cast<size_t>(INT_MAX))
+    abort("gather of " + std::to_string(mine.size()) +
+          " bytes: more than MPI's int counts allow");
+  int mySizeBytes = static_cast<int>(mine.size());
+  bool isRoot = myRank == root;
+  std::vector<int> sizes(isRoot ? mySize : 0);
+  MPI_Request request;
+  check(MPI_Igather(&mySizeBytes, 1, MPI_INT, sizes.data(), 1, MPI_INT, root,
+                    comm, &request),
+        "MPI_Igather");
+  waitCollective(request, "a gather to rank " + std::to_string(root));
+
+  std::vector<int> displacements(sizes.size());
+  long long total = 0;
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    if (total > INT_MAX)
+      break;
+    displacements[r] = static_cast<int>(total);
+    total += sizes[r];
+  }
+  if (total > INT_MAX)
+    abort("gather of " + std::to_string(total) +
+          " bytes in all: more than MPI's int counts allow");
+  std::vector<char> buffer(isRoot ? static_cast<size_t>(total) : 0);
+  check(MPI_Igatherv(mine.data(), mySizeBytes, MPI_BYTE, buffer.data(),
+                     sizes.data(), displacements.data(), MPI_BYTE, root, comm,
+                     &request),
+        "MPI_Igatherv");
+  waitCollective(request, "a gather to rank " + std::to_string(root));
+
+  all.clear();
+  for (size_t r = 0; r < sizes.size(); ++r)
+    all.emplace_back(buffer.data() + displacements[r], sizes[r]);
+}
+
+//===----------------------------------------------------------------------===//
+// Initialisation
+//===----------------------------------------------------------------------===//
+
+void zbrt::initComm(int *argc, char ***argv) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised)
+    return;
+  int provided = 0;
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  initialisedHere = true;
+}
+
+void zbrt::finalizeComm() {
+  if (!initialisedHere || mpiFinalized())
+    return;
+  MPI_Finalize();
+  initialisedHere = false;
+}
+
+std::unique_ptr<Comm> zbrt::createMPIComm(std::string &error) {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised || mpiFinalized()) {
+    error = "MPI is not initialised (call zbrt::initComm first)";
+    return nullptr;
+  }
+  double timeout;
+  if (!readTimeoutFromEnv(timeout, error))
+    return nullptr;
+
+  // Errors on the world communicator (MPI_Abort's) and on the duplicate
+  // (which inherits the handler) return, so that they reach abort().
+  int code = MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (code == MPI_SUCCESS)
+    code = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  int rank = 0, size = 0;
+  if (code == MPI_SUCCESS)
+    code = MPI_Comm_rank(comm, &rank);
+  if (code == MPI_SUCCESS)
+    code = MPI_Comm_size(comm, &size);
+  if (code != MPI_SUCCESS) {
+    error = "cannot set up the MPI communicator: " + mpiErrorString(code);
+    return nullptr;
+  }
+  int tagUpperBound = 32767; // The least MPI guarantees.
+  void *attribute = nullptr;
+  int found = 0;
+  if (MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attribute, &found) ==
+          MPI_SUCCESS &&
+      found)
+    tagUpperBound = *static_cast<int *>(attribute);
+
+  auto result = std::make_unique<MPIComm>(comm, rank, size, tagUpperBound);
+  result->setTimeoutSeconds(timeout);
+  return result;
+}

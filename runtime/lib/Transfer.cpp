@@ -1,0 +1,205 @@
+//===- Transfer.cpp - Point-to-point transfers of the C ABI ---------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// The send/recv entry points compiled rank programs call with memref
+// descriptors. A contiguous descriptor goes straight to the communicator; a
+// strided one is packed into (or unpacked from) a row-major buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zbrt/Comm.h"
+#include "zbrt/zbrt.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace zbrt;
+
+namespace {
+
+/// A ranked descriptor read out of an unranked memref.
+struct View {
+  char *data = nullptr; // aligned + offset, in bytes
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides; // in elements
+  size_t elementSize = 0;
+
+  int64_t numElements() const {
+    int64_t n = 1;
+    for (int64_t size : sizes)
+      n *= size;
+    return n;
+  }
+
+  /// Whether the elements are dense in row-major order.
+  bool isContiguous() const {
+    int64_t expected = 1;
+    for (size_t i = sizes.size(); i-- > 0;) {
+      if (sizes[i] == 1)
+        continue;
+      if (strides[i] != expected)
+        return false;
+      expected *= sizes[i];
+    }
+    return true;
+  }
+
+  /// Calls `fn(pointer)` for each element in row-major order.
+  template <typename Fn> void forEach(Fn fn) const {
+    if (numElements() == 0)
+      return;
+    size_t rank = sizes.size();
+    if (rank == 0) {
+      fn(data);
+      return;
+    }
+    std::vector<int64_t> index(rank, 0);
+    int64_t innerSize = sizes[rank - 1];
+    int64_t innerStride = strides[rank - 1] * static_cast<int64_t>(elementSize);
+    while (true) {
+      int64_t start = 0;
+      for (size_t d = 0; d + 1 < rank; ++d)
+        start += index[d] * strides[d];
+      char *p = data + start * static_cast<int64_t>(elementSize);
+      for (int64_t i = 0; i < innerSize; ++i, p += innerStride)
+        fn(p);
+      // Advance the outer index like an odometer.
+      size_t d = rank - 1;
+      while (d > 0) {
+        --d;
+        if (++index[d] < sizes[d])
+          break;
+        index[d] = 0;
+        if (d == 0)
+          return;
+      }
+      if (rank == 1)
+        return;
+    }
+  }
+};
+
+} // namespace
+
+[[noreturn]] static void fail(const char *function, const std::string &what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "zb-run: error: %s: %s\n", function, what.c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+static Comm &requireComm(const char *function) {
+  Comm *comm = zbrt_get_comm();
+  if (!comm)
+    fail(function, "called before a communicator was set (zbrt_set_comm)");
+  return *comm;
+}
+
+static View readView(const char *function, Comm &comm,
+                     const zbrt_unranked_memref *memref, size_t elementSize) {
+  if (!memref || !memref->descriptor)
+    comm.abort(std::string(function) + ": null memref descriptor");
+  if (memref->rank < 0 || memref->rank > 64)
+    comm.abort(std::string(function) + ": memref rank " +
+               std::to_string(memref->rank) + " is not valid");
+  // { T *allocated; T *aligned; int64_t offset; int64_t sizes[rank];
+  //   int64_t strides[rank]; }
+  const char *raw = static_cast<const char *>(memref->descriptor);
+  View view;
+  view.elementSize = elementSize;
+  char *aligned;
+  int64_t offset;
+  std::memcpy(&aligned, raw + sizeof(void *), sizeof(void *));
+  std::memcpy(&offset, raw + 2 * sizeof(void *), sizeof(int64_t));
+  size_t rank = static_cast<size_t>(memref->rank);
+  view.sizes.resize(rank);
+  view.strides.resize(rank);
+  const char *sizes = raw + 2 * sizeof(void *) + sizeof(int64_t);
+  std::memcpy(view.sizes.data(), sizes, rank * sizeof(int64_t));
+  std::memcpy(view.strides.data(), sizes + rank * sizeof(int64_t),
+              rank * sizeof(int64_t));
+  for (int64_t size : view.sizes)
+    if (size < 0)
+      comm.abort(std::string(function) + ": memref has a negative size");
+  view.data = aligned + offset * static_cast<int64_t>(elementSize);
+  return view;
+}
+
+static void checkPeerAndChannel(const char *function, Comm &comm, int64_t peer,
+                                int64_t channel) {
+  if (peer < 0 || peer >= comm.size())
+    comm.abort(std::string(function) + ": peer rank " + std::to_string(peer) +
+               " is not in [0, " + std::to_string(comm.size()) + ")");
+  if (channel < 0 || channel > INT_MAX)
+    comm.abort(std::string(function) + ": channel " + std::to_string(channel) +
+               " is not a valid tag");
+}
+
+static void sendMemRef(const char *function, zbrt_unranked_memref *memref,
+                       size_t elementSize, int64_t peer, int64_t channel) {
+  Comm &comm = requireComm(function);
+  checkPeerAndChannel(function, comm, peer, channel);
+  View view = readView(function, comm, memref, elementSize);
+  size_t bytes = static_cast<size_t>(view.numElements()) * elementSize;
+  if (view.isContiguous()) {
+    comm.send(view.data, bytes, static_cast<int>(peer),
+              static_cast<int>(channel));
+    return;
+  }
+  std::vector<char> buffer(bytes);
+  char *out = buffer.data();
+  view.forEach([&](const char *element) {
+    std::memcpy(out, element, elementSize);
+    out += elementSize;
+  });
+  comm.sendBuffer(std::move(buffer), static_cast<int>(peer),
+                  static_cast<int>(channel));
+}
+
+static void recvMemRef(const char *function, zbrt_unranked_memref *memref,
+                       size_t elementSize, int64_t peer, int64_t channel) {
+  Comm &comm = requireComm(function);
+  checkPeerAndChannel(function, comm, peer, channel);
+  View view = readView(function, comm, memref, elementSize);
+  size_t bytes = static_cast<size_t>(view.numElements()) * elementSize;
+  if (view.isContiguous()) {
+    comm.recv(view.data, bytes, static_cast<int>(peer),
+              static_cast<int>(channel));
+    return;
+  }
+  std::vector<char> buffer(bytes);
+  comm.recv(buffer.data(), bytes, static_cast<int>(peer),
+            static_cast<int>(channel));
+  const char *in = buffer.data();
+  view.forEach([&](char *element) {
+    std::memcpy(element, in, elementSize);
+    in += elementSize;
+  });
+}
+
+#define ZBRT_DEFINE_TRANSFER(SUFFIX, TYPE)                                     \
+  void _mlir_ciface_zbrt_send_##SUFFIX(zbrt_unranked_memref *buf,              \
+                                       int64_t peer, int64_t channel) {        \
+    sendMemRef("zbrt_send_" #SUFFIX, buf, sizeof(TYPE), peer, channel);        \
+  }                                                                            \
+  void _mlir_ciface_zbrt_recv_##SUFFIX(zbrt_unranked_memref *buf,              \
+                                       int64_t peer, int64_t channel) {        \
+    recvMemRef("zbrt_recv_" #SUFFIX, buf, sizeof(TYPE), peer, channel);        \
+  }
+
+ZBRT_DEFINE_TRANSFER(f32, float)
+ZBRT_DEFINE_TRANSFER(f64, double)
+ZBRT_DEFINE_TRANSFER(i32, int32_t)
+ZBRT_DEFINE_TRANSFER(i64, int64_t)
+
+#undef ZBRT_DEFINE_TRANSFER
+
+void zbrt_step_end(void) {
+  if (Comm *comm = zbrt_get_comm())
+    comm->waitSends();
+}
