@@ -112,8 +112,9 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
       the number of markers it depends on).
     - Without markers, a cost model (FLOPs per op, see CostModel.h) and a
       dynamic program over the valid cut points (positions in program order
-      where a single tensor is live across the boundary) minimise the most
-      expensive stage; ties go to the smaller transfer.
+      where at most two tensors, the activation and a residual, are live
+      across the boundary) minimise the most expensive stage; ties go to the
+      smaller transfer.
 
     Values crossing a boundary become the stage's `inputs` and the previous
     stage's results (values skipping a stage are handed through it);

@@ -1,0 +1,276 @@
+// RUN: zb-opt %s --zb-autodiff -split-input-file | FileCheck %s
+
+// A plain model function gets @f_grad: the loss, then one gradient per
+// {zb.param} in argument order (w before b, although the reverse sweep
+// reaches b first). The data argument %x gets no gradient, and the matmul's
+// weight gradient is a contraction (mul/add body over a reduction dim).
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+#all = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func @f(
+// CHECK-NOT: zb.gradient_of
+// CHECK: return
+// CHECK-LABEL: func.func @f_grad(
+// CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8x16xf32> {zb.param = "w"}, %[[B:[^:]*]]: tensor<16xf32> {zb.param = "b"})
+// CHECK-SAME: -> (tensor<f32>, tensor<8x16xf32>, tensor<16xf32>) attributes {zb.gradient_of = @f}
+// CHECK: %[[LOSS:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// CHECK: arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NOT: -> tensor<4x8xf32>
+// CHECK: %[[DB:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK-SAME: outs(%{{.*}} : tensor<16xf32>)
+// CHECK-NOT: -> tensor<4x8xf32>
+// CHECK: %[[DW:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel", "parallel"]
+// CHECK-SAME: ins({{.*}}%[[X]]
+// CHECK: arith.mulf
+// CHECK: %[[ACC:.*]] = arith.addf
+// CHECK-NEXT: linalg.yield %[[ACC]]
+// CHECK-NEXT: } -> tensor<8x16xf32>
+// CHECK-NEXT: return %[[LOSS]], %[[DW]], %[[DB]] : tensor<f32>, tensor<8x16xf32>, tensor<16xf32>
+func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x16xf32> {zb.param = "w"}, %b: tensor<16xf32> {zb.param = "b"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x16xf32>) outs(%z : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %a = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<4x16xf32>, tensor<16xf32>) outs(%e : tensor<4x16xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    %r = math.tanh %s : f32
+    linalg.yield %r : f32
+  } -> tensor<4x16xf32>
+  %el = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%el : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%a : tensor<4x16xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%p: f32, %acc: f32):
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Activity analysis: the one-hot mask built from integer labels (index,
+// index_cast, cmpi, uitofp) is data; its generic gets no adjoint and the
+// backward reads the forward's mask as it is. One gradient generic (for
+// the parameter), none for the data %x.
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#all = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func @masked_grad(
+// CHECK-SAME: -> (tensor<f32>, tensor<4x8xf32>)
+// CHECK: %[[MASK:.*]] = linalg.generic
+// CHECK: linalg.index 1
+// CHECK: arith.uitofp
+// CHECK: %[[LOSS:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// CHECK: arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NOT: linalg.index
+// CHECK-NOT: arith.uitofp
+// CHECK-NOT: arith.cmpi
+// CHECK: %[[DW:.*]] = linalg.generic {{.*}}ins({{.*}}, %[[MASK]] :
+// CHECK-NOT: linalg.index
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[LOSS]], %[[DW]] : tensor<f32>, tensor<4x8xf32>
+func.func @masked(%x: tensor<4x8xf32>, %lab: tensor<4xi64>, %w: tensor<4x8xf32> {zb.param}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %mask = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%lab : tensor<4xi64>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%l: i64, %o: f32):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i64
+    %hit = arith.cmpi eq, %ji, %l : i64
+    %f = arith.uitofp %hit : i1 to f32
+    linalg.yield %f : f32
+  } -> tensor<4x8xf32>
+  %p = linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %w, %mask : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %m: f32, %o: f32):
+    %s = arith.mulf %a, %b : f32
+    %t = arith.mulf %s, %m : f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  %el = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%el : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%p : tensor<4x8xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// A stage: the forward yields its stash (matmul result, input, weight); the
+// backward's arguments are that stash, then the cotangent of the result; it
+// yields d_input, then d_param, both as contractions over the stashed
+// values. Costs and the stash bytes (input + matmul result = 2 * 128 bytes;
+// the parameter is not counted) are recorded.
+#id = affine_map<(i, j) -> (i, j)>
+// CHECK-LABEL: func.func @matmul_stage
+// CHECK: pipe.stage 1 on rank 1 inputs(%{{.*}} : tensor<4x8xf32>) params(%{{.*}} : tensor<8x8xf32>) -> tensor<4x8xf32>
+// CHECK-SAME: attributes {cost_b = {{[0-9.]+}}e+{{[0-9]+}} : f64, cost_f = {{[0-9.]+}}e+{{[0-9]+}} : f64, mem_b = 256 : i64} forward {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<8x8xf32>):
+// CHECK: %[[M:.*]] = linalg.matmul ins(%[[A]], %[[B]]
+// CHECK: %[[E:.*]] = linalg.generic
+// CHECK: math.exp
+// CHECK: pipe.yield %[[E]] : tensor<4x8xf32> stash(%[[M]], %[[A]], %[[B]] : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT: } backward {
+// CHECK-NEXT: ^bb0(%[[SM:.*]]: tensor<4x8xf32>, %[[SA:.*]]: tensor<4x8xf32>, %[[SB:.*]]: tensor<8x8xf32>, %[[DY:.*]]: tensor<4x8xf32>):
+// CHECK: %[[DM:.*]] = linalg.generic {{.*}} ins(%[[DY]], %[[SM]] :
+// CHECK: math.exp
+// CHECK: %[[DA:.*]] = linalg.generic {{.*}}"reduction"{{.*}} ins(%[[DM]], {{.*}}%[[SB]] :
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: } -> tensor<4x8xf32>
+// CHECK: %[[DB:.*]] = linalg.generic {{.*}}"reduction"{{.*}} ins(%[[DM]], %[[SA]]
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: } -> tensor<8x8xf32>
+// CHECK: pipe.yield %[[DA]], %[[DB]] : tensor<4x8xf32>, tensor<8x8xf32>
+func.func @matmul_stage(%x: tensor<4x8xf32>, %w: tensor<8x8xf32> {zb.param}) -> tensor<4x8xf32> {
+  %y = pipe.stage 1 on rank 1 inputs(%x : tensor<4x8xf32>) params(%w : tensor<8x8xf32>) -> tensor<4x8xf32>
+    forward {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<4x8xf32>
+      %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+      %m = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+      %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+          ins(%m : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+      ^bb0(%p: f32, %o: f32):
+        %t = math.exp %p : f32
+        linalg.yield %t : f32
+      } -> tensor<4x8xf32>
+      pipe.yield %r : tensor<4x8xf32>
+    }
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Constants are rematerialised in the backward, never stashed: the stash
+// holds only the two block arguments (mem_b counts the input alone).
+#id = affine_map<(i, j) -> (i, j)>
+// CHECK-LABEL: func.func @constant_operand
+// CHECK: mem_b = 128 : i64
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4x8xf32>):
+// CHECK: pipe.yield %{{.*}} : tensor<4x8xf32> stash(%[[A]], %[[B]] : tensor<4x8xf32>, tensor<4x8xf32>)
+// CHECK-NEXT: } backward {
+// CHECK-NEXT: ^bb0(%{{[^:]*}}: tensor<4x8xf32>, %{{[^:]*}}: tensor<4x8xf32>, %{{[^:]*}}: tensor<4x8xf32>):
+// CHECK: %[[C:.*]] = arith.constant dense<3.000000e+00> : tensor<4x8xf32>
+// CHECK: linalg.generic {{.*}}ins({{.*}}, %[[C]] :
+func.func @constant_operand(%x: tensor<4x8xf32>, %w: tensor<4x8xf32> {zb.param}) -> tensor<4x8xf32> {
+  %y = pipe.stage 0 on rank 0 inputs(%x : tensor<4x8xf32>) params(%w : tensor<4x8xf32>) -> tensor<4x8xf32>
+    forward {
+    ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>):
+      %c = arith.constant dense<3.0> : tensor<4x8xf32>
+      %e = tensor.empty() : tensor<4x8xf32>
+      %r = linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+          ins(%a, %b, %c : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+      ^bb0(%p: f32, %q: f32, %k: f32, %o: f32):
+        %t = arith.mulf %p, %q : f32
+        %u = arith.mulf %t, %k : f32
+        linalg.yield %u : f32
+      } -> tensor<4x8xf32>
+      pipe.yield %r : tensor<4x8xf32>
+    }
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// A stage's data operand gets no gradient: the backward yields d_input and
+// d_param only.
+#id = affine_map<(i, j) -> (i, j)>
+// CHECK-LABEL: func.func @data_operand
+// CHECK: } backward {
+// CHECK: pipe.yield %{{[^,]*}}, %{{[^,]*}} : tensor<4x8xf32>, tensor<4x8xf32>{{$}}
+func.func @data_operand(%x: tensor<4x8xf32>, %mask: tensor<4x8xf32>, %w: tensor<4x8xf32> {zb.param}) -> tensor<4x8xf32> {
+  %y = pipe.stage 1 on rank 1 inputs(%x : tensor<4x8xf32>) data(%mask : tensor<4x8xf32>) params(%w : tensor<4x8xf32>) -> tensor<4x8xf32>
+    forward {
+    ^bb0(%a: tensor<4x8xf32>, %m: tensor<4x8xf32>, %b: tensor<4x8xf32>):
+      %e = tensor.empty() : tensor<4x8xf32>
+      %r = linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+          ins(%a, %b, %m : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+      ^bb0(%p: f32, %q: f32, %k: f32, %o: f32):
+        %t = arith.addf %p, %q : f32
+        %u = arith.mulf %t, %k : f32
+        linalg.yield %u : f32
+      } -> tensor<4x8xf32>
+      pipe.yield %r : tensor<4x8xf32>
+    }
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// linalg.softmax: the forward stashes its output y; the backward is
+// y * (dy - sum(dy * y)) along the softmax dimension.
+// CHECK-LABEL: func.func @softmax_stage
+// CHECK: %[[Y:.*]] = linalg.softmax dimension(1)
+// CHECK: pipe.yield %[[Y]] : tensor<4x8xf32> stash(%[[Y]] : tensor<4x8xf32>)
+// CHECK-NEXT: } backward {
+// CHECK-NEXT: ^bb0(%[[SY:.*]]: tensor<4x8xf32>, %[[DY:.*]]: tensor<4x8xf32>):
+// CHECK: %[[DOT:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[DY]], %[[SY]] : {{.*}}) outs(%{{.*}} : tensor<4xf32>)
+// CHECK: %[[DX:.*]] = linalg.generic {{.*}}ins(%[[SY]], %[[DY]], %[[DOT]] :
+// CHECK-NEXT: ^bb0(%[[Y0:.*]]: f32, %[[DY0:.*]]: f32, %[[S0:.*]]: f32, %{{.*}}: f32):
+// CHECK-NEXT: %[[D:.*]] = arith.subf %[[DY0]], %[[S0]]
+// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[Y0]], %[[D]]
+// CHECK: pipe.yield %[[DX]] : tensor<4x8xf32>
+func.func @softmax_stage(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %y = pipe.stage 0 on rank 0 inputs(%x : tensor<4x8xf32>) -> tensor<4x8xf32>
+    forward {
+    ^bb0(%a: tensor<4x8xf32>):
+      %e = tensor.empty() : tensor<4x8xf32>
+      %s = linalg.softmax dimension(1) ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+      pipe.yield %s : tensor<4x8xf32>
+    }
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// An embedding lookup (tensor.extract from the table at an integer id
+// inside a generic) differentiates into a scatter-add: a zero-filled table
+// updated in an scf.for nest with tensor.insert.
+#row = affine_map<(i, j) -> (i)>
+#id = affine_map<(i, j) -> (i, j)>
+#all = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func @embedding_grad(
+// CHECK-SAME: %[[IDS:[^:]*]]: tensor<4xi64>, %[[WTE:[^:]*]]: tensor<10x8xf32> {zb.param = "wte"})
+// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<10x8xf32>
+// CHECK: %[[OUTER:.*]] = scf.for %[[I:.*]] = {{.*}} iter_args(%[[T0:.*]] = %[[ZERO]]) -> (tensor<10x8xf32>)
+// CHECK: scf.for %[[J:.*]] = {{.*}} iter_args(%[[T:.*]] = %[[T0]]) -> (tensor<10x8xf32>)
+// CHECK-DAG: %[[ID:.*]] = tensor.extract %[[IDS]][%[[I]]] : tensor<4xi64>
+// CHECK-DAG: %[[ROW:.*]] = arith.index_cast %[[ID]] : i64 to index
+// CHECK: %[[OLD:.*]] = tensor.extract %[[T]][%[[ROW]], %[[J]]]
+// CHECK: %[[NEW:.*]] = arith.addf %[[OLD]],
+// CHECK: %[[INS:.*]] = tensor.insert %[[NEW]] into %[[T]][%[[ROW]], %[[J]]]
+// CHECK: scf.yield %[[INS]]
+// CHECK: return %{{.*}}, %[[OUTER]] : tensor<f32>, tensor<10x8xf32>
+func.func @embedding(%ids: tensor<4xi64>, %wte: tensor<10x8xf32> {zb.param = "wte"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %g = linalg.generic {indexing_maps = [#row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%ids : tensor<4xi64>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%t: i64, %o: f32):
+    %c = linalg.index 1 : index
+    %r = arith.index_cast %t : i64 to index
+    %v = tensor.extract %wte[%r, %c] : tensor<10x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %el = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%el : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%g : tensor<4x8xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %m = arith.mulf %a, %a : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
+}

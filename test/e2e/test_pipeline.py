@@ -1,0 +1,149 @@
+"""Multi-process pipeline training equals training on one process.
+
+For the MLP and GPT examples, `zb-run --np P --schedule S` (P processes under
+mpirun, each running its rank's compiled step function) must give the same
+per-step losses, final parameters and last-step gradients as `zb-run` on one
+process (the unpartitioned model), after 3 SGD steps, to 1e-5 relative.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+STEPS = 3
+MICROBATCHES = 4
+SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-auto",
+             "zb-v"]
+RTOL = 1e-5
+
+
+def train(zb_run, model, out_dir, tag, *extra):
+    out_dir = Path(out_dir)
+    metrics = out_dir / f"{tag}-metrics.json"
+    params = out_dir / f"{tag}-params.npz"
+    grads = out_dir / f"{tag}-grads.npz"
+    proc = zb_run(model, "--steps", STEPS, "--microbatches", MICROBATCHES,
+                  "--seed", 3, "--lr", 0.05, "--metrics", metrics,
+                  "--dump-params", params, "--dump-grads", grads, *extra)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return (json.loads(metrics.read_text())["loss"], np.load(params),
+            np.load(grads))
+
+
+def assert_close(name, ours, ref):
+    scale = max(float(np.max(np.abs(ref))), 1e-12)
+    err = float(np.max(np.abs(ours - ref))) / scale
+    assert err <= RTOL, f"{name}: relative error {err:.2e}"
+
+
+@pytest.fixture(scope="module")
+def references(zb_run, examples_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference")
+    return {m: train(zb_run, examples_dir / f"{m}.mlir", out, m)
+            for m in ("mlp", "gpt")}
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("model", ["mlp", "gpt"])
+def test_pipeline_equals_one_process(zb_run, examples_dir, references,
+                                     tmp_path, model, schedule, ranks):
+    ref_losses, ref_params, ref_grads = references[model]
+    losses, params, grads = train(zb_run, examples_dir / f"{model}.mlir",
+                                  tmp_path, f"{model}-{schedule}-{ranks}",
+                                  "--np", ranks, "--schedule", schedule)
+    assert len(losses) == STEPS
+    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+    assert sorted(params.files) == sorted(ref_params.files)
+    for name in ref_params.files:
+        assert_close(f"param {name}", params[name], ref_params[name])
+    assert sorted(grads.files) == sorted(ref_grads.files)
+    for name in ref_grads.files:
+        assert_close(f"grad {name}", grads[name], ref_grads[name])
+
+
+def test_training_lowers_the_loss(zb_run, examples_dir, tmp_path):
+    """Same data every step: the loss must fall (AdamW, 2 ranks, zb-h1)."""
+    rng = np.random.default_rng(0)
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, arg0=rng.standard_normal((MICROBATCHES, 8, 16)),
+             arg1=rng.integers(0, 10, (MICROBATCHES, 8)))
+    metrics = tmp_path / "m.json"
+    proc = zb_run(examples_dir / "mlp.mlir", "--np", 2, "--steps", 20,
+                  "--microbatches", MICROBATCHES, "--inputs", inputs,
+                  "--optimizer", "adamw", "--lr", 0.01, "--metrics", metrics)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    losses = json.loads(metrics.read_text())["loss"]
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def _worker_pids(marker):
+    """(pid, rank) of the MPI workers whose command line holds `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() not in cmdline or b"zb-run" not in cmdline:
+            continue
+        for entry in environ:
+            if entry.startswith(b"OMPI_COMM_WORLD_RANK="):
+                found.append((int(proc.name), int(entry.split(b"=")[1])))
+    return found
+
+
+def test_killed_rank_stops_every_rank(repo_root, examples_dir, tmp_path):
+    """Killing one rank mid-run: the run exits non-zero with a message."""
+    exe = Path(os.environ.get("ZB_BIN_DIR", repo_root / "build" / "bin"))
+    marker = str(tmp_path / "kill-metrics.json")
+    env = dict(os.environ, ZB_TIMEOUT_S="30")
+    proc = subprocess.Popen(
+        [str(exe / "zb-run"), str(examples_dir / "mlp.mlir"), "--np", "2",
+         "--steps", "100000", "--microbatches", "2", "--metrics", marker],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        stdin=subprocess.DEVNULL)
+    try:
+        # Wait until both ranks are training, then kill rank 1.
+        deadline = time.time() + 120
+        victim = None
+        while time.time() < deadline and victim is None:
+            time.sleep(0.5)
+            pids = dict((r, p) for p, r in _worker_pids(marker))
+            if len(pids) == 2:
+                time.sleep(2)
+                victim = pids[1]
+        assert victim is not None, "the ranks did not start"
+        os.kill(victim, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode != 0
+    assert "rank" in out and ("signal" in out or "error" in out), out
+
+
+@pytest.mark.parametrize("model", ["mlp", "gpt"])
+def test_split_backward_has_the_same_bits(zb_run, examples_dir, references,
+                                          tmp_path, model):
+    """B followed by W (the split stages of a 2-rank zb-h1 run) computes
+    exactly what the unsplit backward of the one-process model computes:
+    the same bits on the CPU, gradients and updated parameters alike."""
+    ref_losses, ref_params, ref_grads = references[model]
+    losses, params, grads = train(zb_run, examples_dir / f"{model}.mlir",
+                                  tmp_path, f"{model}-bits", "--np", 2,
+                                  "--schedule", "zb-h1")
+    for name in ref_grads.files:
+        assert np.array_equal(grads[name], ref_grads[name]), name
+    for name in ref_params.files:
+        assert np.array_equal(params[name], ref_params[name]), name
