@@ -1,17 +1,20 @@
 // RUN: zb-opt %s -split-input-file --zb-partition-stages="stages=4" | FileCheck %s --check-prefixes=CHECK,FOUR
 // RUN: zb-opt %s -split-input-file --zb-partition-stages="stages=2 chunks=2" | FileCheck %s --check-prefixes=CHECK,LOOP
 // RUN: zb-opt %s -split-input-file --zb-partition-stages="stages=2 chunks=2 placement=v" | FileCheck %s --check-prefixes=CHECK,V
+// RUN: zb-opt %s -split-input-file --zb-partition-stages="stages=4" | FileCheck %s --check-prefix=NOCUT
+
+// No marker survives anywhere in the output.
+// NOCUT-NOT: pipe.cut
 
 // Three pipe.cut markers make four stages, whatever the placement: each op
-// lands in the stage given by the markers before it, the markers disappear,
-// each parameter goes to the one stage that uses it, values crossing a
-// boundary become the next stage's inputs (%h0 skips stage 1, which hands
-// it through), and the data %x goes to both stages that read it, %t to the
-// last only. The placement maps stages to ranks: one per rank (FOUR),
+// lands in the stage given by the markers before it, the markers disappear
+// (NOCUT), each parameter goes to the one stage that uses it, values
+// crossing a boundary become the next stage's inputs (%h0 skips stage 1,
+// which hands it through), and the data %x goes to both stages that read
+// it, %t to the last only. The placement maps stages to ranks: one per rank (FOUR),
 // s mod 2 (LOOP), or s and 3-s on one rank (V).
 // CHECK-LABEL: func.func @markers(
 // CHECK-SAME: %[[X:[^:]*]]: tensor<4x8xf32>, %[[T:[^:]*]]: tensor<4x8xf32>, %[[W0:[^:]*]]: tensor<4x8xf32> {zb.param = "w0"}, %[[W1:[^:]*]]: tensor<4x8xf32> {zb.param = "w1"}, %[[W2:[^:]*]]: tensor<4x8xf32> {zb.param = "w2"}, %[[W3:[^:]*]]: tensor<4x8xf32> {zb.param = "w3"})
-// CHECK-NOT: pipe.cut
 // FOUR: %[[S0:.*]] = pipe.stage 0 on rank 0 data(%[[X]] : tensor<4x8xf32>) params(%[[W0]] : tensor<4x8xf32>) -> tensor<4x8xf32> forward {
 // LOOP: %[[S0:.*]] = pipe.stage 0 on rank 0 data(%[[X]] : tensor<4x8xf32>) params(%[[W0]] : tensor<4x8xf32>) -> tensor<4x8xf32> forward {
 // V:    %[[S0:.*]] = pipe.stage 0 on rank 0 data(%[[X]] : tensor<4x8xf32>) params(%[[W0]] : tensor<4x8xf32>) -> tensor<4x8xf32> forward {
@@ -44,7 +47,6 @@
 // CHECK: %[[L:.*]] = linalg.reduce ins(%[[E]]
 // CHECK: pipe.yield %[[L]] : tensor<f32>
 // CHECK: return %[[S3]] : tensor<f32>
-// CHECK-NOT: pipe.cut
 func.func @markers(%x: tensor<4x8xf32>, %t: tensor<4x8xf32>, %w0: tensor<4x8xf32> {zb.param = "w0"}, %w1: tensor<4x8xf32> {zb.param = "w1"}, %w2: tensor<4x8xf32> {zb.param = "w2"}, %w3: tensor<4x8xf32> {zb.param = "w3"}) -> tensor<f32> {
   %a = arith.mulf %x, %w0 : tensor<4x8xf32>
   %h0 = pipe.cut %a : tensor<4x8xf32>
