@@ -1,0 +1,17 @@
+// RUN: zb-opt %s --zb-prepare-entry-points | FileCheck %s
+
+// Public functions get a C entry and read-only tensor arguments.
+// CHECK-LABEL: func.func @model
+// CHECK-SAME: (%{{.*}}: tensor<4xf32> {bufferization.writable = false, zb.param = "w"}, %{{.*}}: i64)
+// CHECK-SAME: attributes {llvm.emit_c_interface}
+func.func @model(%w: tensor<4xf32> {zb.param = "w"}, %n: i64) -> tensor<4xf32> {
+  return %w : tensor<4xf32>
+}
+
+// Private helpers and declarations are left alone.
+// CHECK-LABEL: func.func private @helper
+// CHECK-NOT: emit_c_interface
+// CHECK-NOT: bufferization.writable
+func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}

@@ -1,0 +1,27 @@
+// RUN: zb-opt %s --zb-unique-results | FileCheck %s
+
+// A private function returning one buffer twice returns it once; callers
+// use the first result for both.
+// CHECK-LABEL: func.func private @twice
+// CHECK-SAME: -> memref<4xf32>
+// CHECK: return %{{.*}} : memref<4xf32>
+func.func private @twice(%a: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  %b = memref.alloc() : memref<4xf32>
+  memref.copy %a, %b : memref<4xf32> to memref<4xf32>
+  return %b, %b : memref<4xf32>, memref<4xf32>
+}
+
+// CHECK-LABEL: func.func @caller
+// CHECK: %[[R:.*]] = call @twice(%{{.*}}) : (memref<4xf32>) -> memref<4xf32>
+// CHECK: return %[[R]], %[[R]]
+func.func @caller(%a: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  %r:2 = call @twice(%a) : (memref<4xf32>) -> (memref<4xf32>, memref<4xf32>)
+  return %r#0, %r#1 : memref<4xf32>, memref<4xf32>
+}
+
+// Public functions keep their signature.
+// CHECK-LABEL: func.func @public_twice
+// CHECK-SAME: -> (memref<4xf32>, memref<4xf32>)
+func.func @public_twice(%a: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
+  return %a, %a : memref<4xf32>, memref<4xf32>
+}

@@ -1,0 +1,81 @@
+// RUN: zb-opt %s --zb-fuse-elementwise | FileCheck %s
+
+#id = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+
+// A bias add feeding a ReLU becomes one generic; the matmul keeps its named
+// form (it must still become a gemm call).
+// CHECK-LABEL: func.func @bias_relu
+// CHECK: linalg.matmul
+// CHECK: linalg.generic
+// CHECK:   arith.addf
+// CHECK:   arith.maximumf
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @bias_relu(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.maximumf %p, %zero : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// A producer used twice is not fused (it would be computed twice).
+// CHECK-LABEL: func.func @shared_producer
+// CHECK-COUNT-3: linalg.generic
+func.func @shared_producer(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %a = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = math.exp %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %b = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.negf %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %c = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.mulf %p, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %b, %c : tensor<4xf32>, tensor<4xf32>
+}
+
+// A producer whose body reads its own output is not fused into a consumer
+// with more loops (the output would be re-read and rewritten per extra
+// iteration).
+// CHECK-LABEL: func.func @reads_own_output
+// CHECK-COUNT-2: linalg.generic
+func.func @reads_own_output(%x: tensor<4xf32>, %y: tensor<4x3xf32>, %init: tensor<4xf32>) -> tensor<4x3xf32> {
+  %a = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  %e = tensor.empty() : tensor<4x3xf32>
+  %b = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %y : tensor<4xf32>, tensor<4x3xf32>) outs(%e : tensor<4x3xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.mulf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<4x3xf32>
+  return %b : tensor<4x3xf32>
+}
