@@ -7,6 +7,7 @@
 #include "zb/Autodiff/Autodiff.h"
 
 #include "zb/Autodiff/GradientOpInterface.h"
+#include "zb/Dialect/Pipe/PipeOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -76,11 +77,24 @@ static SetVector<Value> inputsOf(Operation *op) {
 
 /// "parameter 'l1.weight'", "%arg3" or "%12" for diagnostics.
 static std::string nameOf(Value value) {
-  if (auto arg = dyn_cast<BlockArgument>(value))
-    if (auto fn = dyn_cast<FunctionOpInterface>(arg.getOwner()->getParentOp()))
+  if (auto arg = dyn_cast<BlockArgument>(value)) {
+    Operation *owner = arg.getOwner()->getParentOp();
+    // A stage's forward argument: an input, data, or a model parameter.
+    if (auto stage = dyn_cast<zb::pipe::StageOp>(owner)) {
+      unsigned i = arg.getArgNumber();
+      unsigned numInputs = stage.getInputs().size();
+      unsigned numData = stage.getData().size();
+      if (i < numInputs)
+        return "input #" + std::to_string(i) + " of stage " +
+               std::to_string(stage.getStage());
+      if (i >= numInputs + numData)
+        return nameOf(stage.getParams()[i - numInputs - numData]);
+    }
+    if (auto fn = dyn_cast<FunctionOpInterface>(owner))
       if (auto name = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
                                                       "zb.param"))
         return ("parameter '" + name.getValue() + "'").str();
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   OpPrintingFlags flags;

@@ -153,15 +153,32 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
   // activation (and, inside a residual block, the residual stream), not a
   // fan of intermediates.
   constexpr int64_t kMaxLive = 2;
+  // A parameter belongs to one stage: no cut between its first and last
+  // user.
+  SmallVector<bool> splitsParam(n, false);
+  for (BlockArgument arg : fn.getArguments()) {
+    if (!fn.getArgAttr(arg.getArgNumber(), kParamAttr))
+      continue;
+    int64_t first = -1, last = -1;
+    for (unsigned i = 0; i < n; ++i)
+      if (readsOf(graph.ops[i]).contains(arg)) {
+        if (first < 0)
+          first = i;
+        last = i;
+      }
+    for (int64_t b = first; b >= 0 && b < last; ++b)
+      splitsParam[b] = true;
+  }
   SmallVector<unsigned> cuts;
   for (unsigned b = 0; b + 1 < n; ++b)
-    if (liveCount[b] >= 1 && liveCount[b] <= kMaxLive)
+    if (liveCount[b] >= 1 && liveCount[b] <= kMaxLive && !splitsParam[b])
       cuts.push_back(b);
   if (cuts.size() < static_cast<size_t>(numStages - 1))
     return fn.emitError("only ")
            << cuts.size() << " points in '" << fn.getSymName()
            << "' have at most " << kMaxLive
-           << " values live across them; " << numStages
+           << " values live across them and split no parameter's users; "
+           << numStages
            << " stages need " << numStages - 1
            << " (place pipe.cut markers to choose the cuts)";
 

@@ -116,7 +116,7 @@ func.func @too_small(%x: tensor<4xf32>) -> tensor<f32> {
 // the three-result generic three values cross, leaving one valid point.
 #id = affine_map<(i) -> (i)>
 #all = affine_map<(i) -> ()>
-// expected-error @below {{only 1 points in 'fan' have at most 2 values live across them; 3 stages need 2 (place pipe.cut markers to choose the cuts)}}
+// expected-error @below {{only 1 points in 'fan' have at most 2 values live across them and split no parameter's users; 3 stages need 2 (place pipe.cut markers to choose the cuts)}}
 func.func @fan(%x: tensor<4xf32>) -> tensor<f32> {
   %a = arith.mulf %x, %x : tensor<4xf32>
   %e = tensor.empty() : tensor<4xf32>
