@@ -28,6 +28,7 @@ next to this directory). The goal (issue 6): the full pipeline for the
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -132,6 +133,13 @@ def run_once(cmd, timeout):
     except subprocess.TimeoutExpired:
         return Run(time.perf_counter() - start, timed_out=True)
     seconds = time.perf_counter() - start
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return Run(seconds, error=f"killed by {name} after {seconds:.0f} s "
+                   f"(not by this script)", report=proc.stderr)
     if proc.returncode != 0:
         return Run(seconds, error=f"exit {proc.returncode}: "
                    + proc.stderr.strip()[-2000:], report=proc.stderr)
@@ -153,7 +161,8 @@ def measure(zb_opt, model, stages, microbatches, schedule, lower, args):
                  f"run {i + 1}: ")
         if last.error or last.timed_out:
             print(label + ("timed out after %.0f s" % last.seconds
-                           if last.timed_out else "FAILED"), flush=True)
+                           if last.timed_out else "FAILED after %.0f s"
+                           % last.seconds), flush=True)
             return None, i + 1, last
         print(label + "%.2f s" % last.seconds, flush=True)
         times.append(last.seconds)
@@ -165,7 +174,9 @@ def measure(zb_opt, model, stages, microbatches, schedule, lower, args):
 def fmt_seconds(value, run, timeout):
     if value is not None:
         return "%.2f" % value
-    return "> %.0f (timeout)" % timeout if run.timed_out else "FAILED"
+    if run.timed_out:
+        return "> %.0f (timeout)" % timeout
+    return "FAILED after %.0f" % run.seconds
 
 
 def fmt_ratio(value, base):
@@ -246,14 +257,13 @@ def main():
         for kind, what in (("lower", "full pipeline (with CPU lowering)"),
                            ("passes", "pipeline passes alone")):
             value, _, run = goal[kind]
+            verdict = ("met" if value is not None and value < GOAL_SECONDS
+                       else "NOT MET")
+            shown = fmt_seconds(value, run, args.timeout) + " s"
             if value is None:
-                verdict = ("NOT MET (timed out)" if run.timed_out
-                           else "NOT MET (failed)")
-            else:
-                verdict = "met" if value < GOAL_SECONDS else "NOT MET"
-            shown = fmt_seconds(value, run, args.timeout)
+                verdict, shown = "NOT MET", shown.replace("FAILED", "failed")
             print(f"goal: {what} at P=8 M=64 under {GOAL_SECONDS:.0f} s: "
-                  f"{verdict} ({shown} s)")
+                  f"{verdict} ({shown})")
 
     report_row = goal or rows[-1]
     p, m = report_row["config"]
