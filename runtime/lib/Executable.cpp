@@ -39,7 +39,8 @@ EntryFn SharedObject::lookup(const std::string &symbol,
   return fn;
 }
 
-void zbrt::callEntry(EntryFn entry, const std::vector<NpyArray *> &arrays) {
+void zbrt::callEntry(EntryFn entry, const std::vector<NpyArray *> &arrays,
+                     const std::vector<void *> *pointers) {
   // Descriptor of rank r: {allocated, aligned, offset, sizes[r], strides[r]}.
   std::vector<std::vector<int64_t>> descriptors(arrays.size());
   std::vector<void *> args(arrays.size());
@@ -48,7 +49,8 @@ void zbrt::callEntry(EntryFn entry, const std::vector<NpyArray *> &arrays) {
     size_t rank = array.shape.size();
     std::vector<int64_t> &d = descriptors[i];
     d.resize(3 + 2 * rank);
-    auto ptr = reinterpret_cast<int64_t>(array.data.data());
+    auto ptr = reinterpret_cast<int64_t>(
+        pointers ? (*pointers)[i] : static_cast<void *>(array.data.data()));
     d[0] = d[1] = ptr;
     d[2] = 0;
     int64_t stride = 1;

@@ -46,8 +46,10 @@ public:
   /// Sends `bytes` bytes at `data` to `peer` with `tag`, without blocking:
   /// the data is copied, so the caller may reuse its buffer at once.
   /// Completion is awaited by waitSends(). Messages from one rank to another
-  /// with the same tag arrive in the order they were sent.
-  void send(const void *data, size_t bytes, int peer, int tag);
+  /// with the same tag arrive in the order they were sent. The default
+  /// copies into a host buffer for sendBuffer(); a backend that takes device
+  /// memory overrides it.
+  virtual void send(const void *data, size_t bytes, int peer, int tag);
   /// Like send(), taking ownership of `buffer` instead of copying it.
   virtual void sendBuffer(std::vector<char> buffer, int peer, int tag) = 0;
   /// Receives exactly `bytes` bytes from `peer` with `tag` into `data`,

@@ -42,8 +42,11 @@ private:
 
 /// Calls `entry` with one memref descriptor per array, in order (the
 /// function's arguments, then its out-parameters). Arrays are dense, C
-/// order, and must outlive the call.
-void callEntry(EntryFn entry, const std::vector<NpyArray *> &arrays);
+/// order, and must outlive the call. With `pointers`, descriptor i points at
+/// `(*pointers)[i]` (e.g. device memory of the same size) instead of the
+/// array's data, which then only gives the shape.
+void callEntry(EntryFn entry, const std::vector<NpyArray *> &arrays,
+               const std::vector<void *> *pointers = nullptr);
 
 } // namespace zbrt
 

@@ -81,6 +81,25 @@ void _mlir_ciface_zbrt_recv_i64(zbrt_unranked_memref *buf, int64_t peer,
  * communicator is set. */
 void zbrt_step_end(void);
 
+/*===----------------------------------------------------------------------===*\
+|* Action records and memory                                                  *|
+\*===----------------------------------------------------------------------===*/
+
+/* Compiled rank programs call these around every scheduled action: `phase`
+ * 0 F, 1 B, 2 W, 3 BW (fused backward), with its stage and microbatch. The
+ * runtime records the start and end (steady clock) and the bytes compiled
+ * code holds at the end; zb-run reads the records (zbrt/Trace.h) for the
+ * trace, the profile, the bubble rate and the stash memory. */
+void zbrt_action_begin(int32_t phase, int64_t stage, int64_t microbatch);
+void zbrt_action_end(int32_t phase, int64_t stage, int64_t microbatch);
+
+/* The allocator of compiled code: MLIR's generic allocation functions
+ * (`finalize-memref-to-llvm{use-generic-functions=1}`), which count the
+ * bytes live and their peak (zbrt/Trace.h). Blocks come from malloc. */
+void *_mlir_memref_to_llvm_alloc(uint64_t size);
+void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size);
+void _mlir_memref_to_llvm_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif
