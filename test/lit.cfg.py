@@ -31,3 +31,27 @@ config.environment["ZB_CACHE_DIR"] = os.path.join(config.zb_obj_root, "cache")
 tool_dirs = [config.zb_tools_dir, config.llvm_tools_dir]
 tools = ["zb-opt", "zb-sched", "zb-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# The GPU runtime (libzbrt_cuda.so) is built where CMake found the CUDA
+# toolkit and NCCL: feature `zbrt-cuda`. `REQUIRES: cuda` tests run a GPU:
+# they also need a usable NVIDIA GPU (nvidia-smi lists one), not only the
+# toolkit; elsewhere lit reports them UNSUPPORTED.
+def _have_usable_gpu():
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        listed = subprocess.run([smi, "-L"], capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return listed.returncode == 0 and b"GPU" in listed.stdout
+
+
+if os.path.exists(os.path.join(config.zb_obj_root, "lib", "libzbrt_cuda.so")):
+    config.available_features.add("zbrt-cuda")
+    if _have_usable_gpu():
+        config.available_features.add("cuda")
+config.substitutions.append(("%python", config.python_executable))

@@ -2,9 +2,14 @@
 //
 // Part of ZeroBubble MLIR.
 //
+// One matcher for both targets: --zb-lower-gemm-to-runtime (host BLAS) and
+// --zb-lower-gemm-to-cublas (cuBLAS) differ only in the callee.
+//
 //===----------------------------------------------------------------------===//
 
+#include "zb/Conversion/GPUPasses.h"
 #include "zb/Conversion/Passes.h"
+#include "zb/Conversion/Transforms.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -20,11 +25,11 @@
 namespace zb {
 #define GEN_PASS_DEF_ZBLOWERGEMMTORUNTIME
 #include "zb/Conversion/Passes.h.inc"
+#define GEN_PASS_DEF_ZBLOWERGEMMTOCUBLAS
+#include "zb/Conversion/GPUPasses.h.inc"
 } // namespace zb
 
 using namespace mlir;
-
-static constexpr StringLiteral kGemmFn = "zbrt_sgemm_batched";
 
 namespace {
 /// A contraction recognised as a (batched) row-major GEMM
@@ -124,9 +129,9 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
   return plan;
 }
 
-/// Declares the runtime's batched gemm in `module` if it is not there yet.
-static func::FuncOp declareGemm(ModuleOp module) {
-  if (auto fn = module.lookupSymbol<func::FuncOp>(kGemmFn))
+/// Declares the batched gemm `name` in `module` if it is not there yet.
+static func::FuncOp declareGemm(ModuleOp module, StringRef name) {
+  if (auto fn = module.lookupSymbol<func::FuncOp>(name))
     return fn;
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
@@ -136,7 +141,7 @@ static func::FuncOp declareGemm(ModuleOp module) {
                                  i64, ptr, i64, i64, f32, ptr, i64, i64},
                                 {});
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), kGemmFn, type);
+  auto fn = func::FuncOp::create(b, module.getLoc(), name, type);
   fn.setPrivate();
   return fn;
 }
@@ -181,29 +186,48 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
                                   sb, one, pc, ldc, sc});
 }
 
+unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee) {
+  SmallVector<std::pair<linalg::LinalgOp, GemmPlan>> gemms;
+  module.walk([&](linalg::LinalgOp op) {
+    FailureOr<GemmPlan> plan = planGemm(op);
+    if (succeeded(plan))
+      gemms.emplace_back(op, *plan);
+    else
+      LLVM_DEBUG(if (linalg::isaContractionOpInterface(op)) llvm::dbgs()
+                 << "not a runtime gemm: " << op << "\n");
+  });
+  if (gemms.empty())
+    return 0;
+  func::FuncOp fn = declareGemm(module, callee);
+  IRRewriter rewriter(module.getContext());
+  for (auto &[op, plan] : gemms) {
+    rewriter.setInsertionPoint(op);
+    emitGemmCall(rewriter, op, plan, fn);
+    rewriter.eraseOp(op);
+  }
+  return gemms.size();
+}
+
 namespace {
 struct LowerGemmToRuntimePass
     : zb::impl::ZBLowerGemmToRuntimeBase<LowerGemmToRuntimePass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<std::pair<linalg::LinalgOp, GemmPlan>> gemms;
-    module.walk([&](linalg::LinalgOp op) {
-      FailureOr<GemmPlan> plan = planGemm(op);
-      if (succeeded(plan))
-        gemms.emplace_back(op, *plan);
-      else
-        LLVM_DEBUG(if (linalg::isaContractionOpInterface(op)) llvm::dbgs()
-                   << "not a runtime gemm: " << op << "\n");
-    });
-    if (gemms.empty())
-      return;
-    func::FuncOp callee = declareGemm(module);
-    IRRewriter rewriter(&getContext());
-    for (auto &[op, plan] : gemms) {
-      rewriter.setInsertionPoint(op);
-      emitGemmCall(rewriter, op, plan, callee);
-      rewriter.eraseOp(op);
+    zb::lowerGemmsToCalls(getOperation(), zb::kHostGemmFn);
+  }
+};
+
+struct LowerGemmToCUBLASPass
+    : zb::impl::ZBLowerGemmToCUBLASBase<LowerGemmToCUBLASPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (dtype != "f32" && dtype != "bf16") {
+      getOperation().emitError("zb-lower-gemm-to-cublas: unknown dtype '")
+          << dtype.getValue() << "'; known: f32, bf16";
+      return signalPassFailure();
     }
+    zb::lowerGemmsToCalls(getOperation(), dtype == "bf16" ? zb::kGPUGemmBF16Fn
+                                                          : zb::kGPUGemmFn);
   }
 };
 } // namespace

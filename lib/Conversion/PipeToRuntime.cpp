@@ -9,6 +9,7 @@
 #include "zb/Autodiff/Autodiff.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/SchedOps.h"
+#include "zb/Dialect/Sched/ScheduleInterop.h"
 #include "zb/Model/Model.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -80,7 +81,7 @@ private:
   std::map<std::tuple<int, int64_t, int64_t>, SmallVector<Value>> received;
   llvm::MapVector<Value, Value> gradSums; // model param -> running sum
   Value lossSum;
-  func::FuncOp sendFn, recvFn;
+  func::FuncOp sendFn, recvFn, beginFn, endFn;
 };
 } // namespace
 
@@ -229,6 +230,8 @@ FailureOr<func::FuncOp> RankLowering::lower(sched::ProgramOp program,
   ModuleOp module = model->getParentOfType<ModuleOp>();
   sendFn = module.lookupSymbol<func::FuncOp>("zbrt_send_f32");
   recvFn = module.lookupSymbol<func::FuncOp>("zbrt_recv_f32");
+  beginFn = module.lookupSymbol<func::FuncOp>("zbrt_action_begin");
+  endFn = module.lookupSymbol<func::FuncOp>("zbrt_action_end");
 
   // Signature: this rank's parameters (model order), then all data.
   SmallVector<Value> params, data;
@@ -281,6 +284,15 @@ FailureOr<func::FuncOp> RankLowering::lower(sched::ProgramOp program,
       if (compute.getPhase() == sched::Phase::Optimizer)
         continue; // The runtime steps the optimizer after the step.
       int64_t mb = *compute.getMicrobatch();
+      // The runtime records every action (zbrt_action_begin/end).
+      SmallVector<Value> action = {
+          arith::ConstantIntOp::create(
+              b, loc,
+              static_cast<int64_t>(sched::toActionKind(compute.getPhase())),
+              32),
+          arith::ConstantIntOp::create(b, loc, s, 64),
+          arith::ConstantIntOp::create(b, loc, mb, 64)};
+      func::CallOp::create(b, loc, beginFn, action);
       LogicalResult result = success();
       switch (compute.getPhase()) {
       case sched::Phase::F:
@@ -300,6 +312,7 @@ FailureOr<func::FuncOp> RankLowering::lower(sched::ProgramOp program,
       }
       if (failed(result))
         return failure();
+      func::CallOp::create(b, loc, endFn, action);
       continue;
     }
     bool isSend = isa<sched::SendOp>(op);
@@ -428,6 +441,37 @@ static Outlined outline(OpBuilder &b, Region &region, StringRef name,
   return result;
 }
 
+/// Records what the runtime needs to know of the stages as the module
+/// attribute `zb.stages`: per stage (in stage order) its rank and its
+/// cost_f/b/w and mem_b/w (0 where absent).
+static void recordStageTable(ModuleOp module, ArrayRef<pipe::StageOp> ops) {
+  SmallVector<pipe::StageOp> stages(ops.begin(), ops.end());
+  llvm::sort(stages, [](pipe::StageOp a, pipe::StageOp b) {
+    return a.getStage() < b.getStage();
+  });
+  SmallVector<int64_t> ranks, memB, memW;
+  SmallVector<double> costF, costB, costW;
+  for (pipe::StageOp stage : stages) {
+    ranks.push_back(stage.getRank());
+    auto cost = [](FloatAttr a) { return a ? a.getValueAsDouble() : 0.0; };
+    auto mem = [](IntegerAttr a) { return a ? a.getInt() : int64_t(0); };
+    costF.push_back(cost(stage.getCostFAttr()));
+    costB.push_back(cost(stage.getCostBAttr()));
+    costW.push_back(cost(stage.getCostWAttr()));
+    memB.push_back(mem(stage.getMemBAttr()));
+    memW.push_back(mem(stage.getMemWAttr()));
+  }
+  Builder b(module.getContext());
+  module->setAttr(
+      "zb.stages",
+      b.getDictionaryAttr({b.getNamedAttr("rank", b.getDenseI64ArrayAttr(ranks)),
+                           b.getNamedAttr("cost_f", b.getDenseF64ArrayAttr(costF)),
+                           b.getNamedAttr("cost_b", b.getDenseF64ArrayAttr(costB)),
+                           b.getNamedAttr("cost_w", b.getDenseF64ArrayAttr(costW)),
+                           b.getNamedAttr("mem_b", b.getDenseI64ArrayAttr(memB)),
+                           b.getNamedAttr("mem_w", b.getDenseI64ArrayAttr(memW))}));
+}
+
 namespace {
 struct LowerToRuntimePass
     : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
@@ -469,6 +513,16 @@ struct LowerToRuntimePass
       fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                   UnitAttr::get(ctx));
     }
+
+    auto i32 = IntegerType::get(ctx, 32);
+    for (StringRef name : {"zbrt_action_begin", "zbrt_action_end"}) {
+      if (module.lookupSymbol(name))
+        continue;
+      func::FuncOp::create(b, model.getLoc(), name,
+                           FunctionType::get(ctx, {i32, i64, i64}, {}))
+          .setPrivate();
+    }
+    recordStageTable(module, stageOps);
 
     std::vector<StageFunctions> stages(stageOps.size());
     for (pipe::StageOp stage : stageOps) {

@@ -23,8 +23,7 @@
 
 using namespace mlir;
 
-void zb::buildLowerToCPUPipeline(OpPassManager &pm,
-                                 const LowerToCPUOptions &options) {
+void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
   // A single-process model: stage markers are identities.
   pm.addPass(zb::createZBStripCuts());
   pm.addPass(zb::createZBDecomposeAggregates());
@@ -43,9 +42,12 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
-  bufferization::BufferDeallocationPipelineOptions dealloc;
-  bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+  pm.addPass(zb::createZBDeallocateBuffers());
+}
 
+void zb::buildLowerToCPUPipeline(OpPassManager &pm,
+                                 const LowerToCPUOptions &options) {
+  buildBufferizeModelPipeline(pm);
   if (options.useRuntimeGemm)
     pm.addPass(zb::createZBLowerGemmToRuntime());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
@@ -58,6 +60,10 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   expand.opMnemonics = {"rsqrt"};
   pm.addPass(math::createMathExpandOpsPass(expand));
   pm.addPass(createConvertMathToLibmPass());
+  // Compiled code allocates through the runtime, which counts its memory.
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = true;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
   pm.addPass(createConvertToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
@@ -66,7 +72,18 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
 LogicalResult zb::buildZBPipeline(OpPassManager &pm,
                                   const ZBPipelineOptions &options,
                                   std::string &error) {
-  const schedule::ScheduleInfo *info = schedule::lookupSchedule(options.schedule);
+  if (options.target != "cpu" && options.target != "gpu") {
+    error = "unknown target '" + options.target.getValue() +
+            "'; known: cpu, gpu";
+    return failure();
+  }
+  if (options.dtype != "f32" && options.dtype != "bf16") {
+    error =
+        "unknown dtype '" + options.dtype.getValue() + "'; known: f32, bf16";
+    return failure();
+  }
+  const schedule::ScheduleInfo *info =
+      schedule::lookupSchedule(options.schedule);
   if (!info) {
     error = "unknown schedule '" + options.schedule.getValue() +
             "'; known: " + schedule::knownScheduleNames();
@@ -95,11 +112,19 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   scheduleOptions.scheduleName = options.schedule;
   scheduleOptions.numMicrobatches = options.microbatches;
   scheduleOptions.memLimit = options.memLimit;
+  scheduleOptions.costsFile = options.costs;
   pm.addPass(sched::createZBSchedule(scheduleOptions));
   pm.addPass(sched::createZBInsertComm());
   pm.addPass(createZBLowerToRuntime());
-  if (options.lowerToCPU)
+  if (!options.lowerToCPU)
+    return success();
+  if (options.target == "gpu") {
+    LowerToGPUOptions gpu;
+    gpu.dtype = options.dtype.getValue();
+    buildLowerToGPUPipeline(pm, gpu);
+  } else {
     buildLowerToCPUPipeline(pm, LowerToCPUOptions());
+  }
   return success();
 }
 
@@ -108,7 +133,7 @@ void zb::registerZBPipelines() {
       "zb-pipeline",
       "From a model to per-rank step functions: partition, autodiff, B/W "
       "split, schedule, send/recv, lowering (options: stages, microbatches, "
-      "schedule, chunks, mem-limit, lower-to-cpu)",
+      "schedule, chunks, mem-limit, costs, target, dtype, lower-to-cpu)",
       [](OpPassManager &pm, const ZBPipelineOptions &options) {
         std::string error;
         if (failed(buildZBPipeline(pm, options, error)))
@@ -120,4 +145,5 @@ void zb::registerZBPipelines() {
       "Lower a model on tensors (linalg, tensor, arith, math) to the LLVM "
       "dialect for the CPU: fusion, bufferization, runtime gemm, loops",
       buildLowerToCPUPipeline);
+  registerZBGPUPipeline();
 }

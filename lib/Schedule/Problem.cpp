@@ -154,3 +154,17 @@ bool Problem::verify(std::string &error) const {
 }
 
 } // namespace zb::schedule
+
+void zb::schedule::setStageMemory(Problem &problem,
+                                  const std::vector<int> &stageRanks,
+                                  const std::vector<double> &stageMemB,
+                                  const std::vector<double> &stageMemW) {
+  std::vector<double> memB(problem.numRanks, 0.0), memW(problem.numRanks, 0.0);
+  for (std::size_t s = 0; s < stageRanks.size(); ++s) {
+    memB[stageRanks[s]] += stageMemB[s];
+    memW[stageRanks[s]] += stageMemW[s];
+  }
+  problem.memB = *std::max_element(memB.begin(), memB.end());
+  problem.memW =
+      std::min(problem.memB, *std::max_element(memW.begin(), memW.end()));
+}

@@ -14,8 +14,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/SmallString.h"
@@ -38,8 +37,9 @@ void zb::registerCPUCompilerDependencies(DialectRegistry &registry) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  // Builtin and LLVM for the host; GPU and NVVM for target=gpu (kernels,
+  // embedded binaries and launches).
+  registerAllGPUToLLVMIRTranslations(registry);
 }
 
 /// The host's feature string, e.g. "+avx2,+fma,-avx512f".
@@ -54,7 +54,10 @@ std::string zb::getCPUCompilerFingerprint(const CPUCompileOptions &options) {
   return "zb-cpu-1;llvm-" LLVM_VERSION_STRING ";" +
          llvm::sys::getProcessTriple() + ";" +
          llvm::sys::getHostCPUName().str() + ";" + hostFeatures() + ";O" +
-         std::to_string(options.optLevel);
+         std::to_string(options.optLevel) +
+         (options.target == "gpu"
+              ? ";gpu-" + options.gpuChip + "-" + options.gpuDtype
+              : std::string());
 }
 
 /// Adds `void zb_entry_<name>(void **args)` calling `_mlir_ciface_<name>`
@@ -89,7 +92,17 @@ static void addPackedEntries(llvm::Module &module) {
 LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
                                         const CPUCompileOptions &options) {
   PassManager pm(module.getContext());
-  buildLowerToCPUPipeline(pm, LowerToCPUOptions());
+  if (options.target == "gpu") {
+    LowerToGPUOptions gpu;
+    gpu.chip = options.gpuChip;
+    gpu.dtype = options.gpuDtype;
+    buildLowerToGPUPipeline(pm, gpu);
+  } else if (options.target == "cpu") {
+    buildLowerToCPUPipeline(pm, LowerToCPUOptions());
+  } else {
+    return module.emitError("unknown compile target '")
+           << options.target << "'; known: cpu, gpu";
+  }
   if (failed(pm.run(module)))
     return failure();
 

@@ -11,10 +11,14 @@
 // 1F1B each BW runs B then W at once; ZB-H1 defers rank 1's Ws to the end,
 // so their B->W stash lives from B to W.
 
+// The stage table the runtime reads for its measurements:
+// CHECK: module attributes {zb.stages = {cost_b = array<f64: 0.000000e+00, 1.760000e+02>, cost_f = array<f64: 6.400000e+01, 8.800000e+01>, cost_w = array<f64: 1.280000e+02, 1.280000e+02>, mem_b = array<i64: 32, 96>, mem_w = array<i64: 64, 64>, rank = array<i64: 0, 1>}}
 // CHECK-NOT: pipe.stage
 // CHECK-NOT: sched.program
 // CHECK-DAG: func.func private @zbrt_send_f32(memref<*xf32>, i64, i64) attributes {llvm.emit_c_interface}
 // CHECK-DAG: func.func private @zbrt_recv_f32(memref<*xf32>, i64, i64) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @zbrt_action_begin(i32, i64, i64)
+// CHECK-DAG: func.func private @zbrt_action_end(i32, i64, i64)
 
 // Stage 0 (data x, param w0); its B has no input gradient to produce.
 // CHECK-LABEL: func.func private @zb_stage0_forward(
@@ -35,8 +39,14 @@
 // CHECK-LABEL: func.func @zb_rank0_step(
 // CHECK-SAME: %[[W0:[^:]*]]: tensor<4x4xf32>, %[[X:[^:]*]]: tensor<2x2x4xf32>, %[[T:[^:]*]]: tensor<2x2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>)
 // CHECK-SAME: attributes {zb.microbatches = 2 : i64, zb.params = ["w0"], zb.rank = 0 : i64}
-// CHECK: %[[X0:.*]] = tensor.extract_slice %[[X]][0, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x2x4xf32> to tensor<2x4xf32>
-// CHECK: call @zb_stage0_forward(%[[X0]], %[[W0]])
+// Every action is recorded: phase (0 = F), stage, microbatch.
+// CHECK-DAG: %[[PF:.*]] = arith.constant 0 : i32
+// CHECK-DAG: %[[S0:.*]] = arith.constant 0 : i64
+// CHECK-DAG: %[[MB0:.*]] = arith.constant 0 : i64
+// CHECK: call @zbrt_action_begin(%[[PF]], %[[S0]], %[[MB0]])
+// CHECK-NEXT: %[[X0:.*]] = tensor.extract_slice %[[X]][0, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x2x4xf32> to tensor<2x4xf32>
+// CHECK-NEXT: call @zb_stage0_forward(%[[X0]], %[[W0]])
+// CHECK-NEXT: call @zbrt_action_end(%[[PF]], %[[S0]], %[[MB0]])
 // CHECK-DAG: %[[P:.*]] = arith.constant 1 : i64
 // CHECK-DAG: %[[C:.*]] = arith.constant 0 : i64
 // CHECK: call @zbrt_send_f32(%{{.*}}, %[[P]], %[[C]])
@@ -49,14 +59,14 @@
 // CHECK-DAG: %[[C:.*]] = arith.constant 1 : i64
 // CHECK: call @zbrt_recv_f32(%{{.*}}, %[[P]], %[[C]])
 // CHECK-NEXT: %[[G0:.*]] = bufferization.to_tensor
-// CHECK-NEXT: call @zb_stage0_backward_input(%[[X0]], %[[W0]], %[[G0]])
-// CHECK-NEXT: %[[DW0:.*]] = call @zb_stage0_backward_weight(%[[G0]], %[[X0]], %[[W0]])
+// CHECK: call @zb_stage0_backward_input(%[[X0]], %[[W0]], %[[G0]])
+// CHECK: %[[DW0:.*]] = call @zb_stage0_backward_weight(%[[G0]], %[[X0]], %[[W0]])
 // CHECK-DAG: %[[P:.*]] = arith.constant 1 : i64
 // CHECK-DAG: %[[C:.*]] = arith.constant 1 : i64
 // CHECK: call @zbrt_recv_f32(%{{.*}}, %[[P]], %[[C]])
 // CHECK-NEXT: %[[G1:.*]] = bufferization.to_tensor
-// CHECK-NEXT: call @zb_stage0_backward_input(%[[X1]], %[[W0]], %[[G1]])
-// CHECK-NEXT: %[[DW1:.*]] = call @zb_stage0_backward_weight(%[[G1]], %[[X1]], %[[W0]])
+// CHECK: call @zb_stage0_backward_input(%[[X1]], %[[W0]], %[[G1]])
+// CHECK: %[[DW1:.*]] = call @zb_stage0_backward_weight(%[[G1]], %[[X1]], %[[W0]])
 // Gradients accumulate over the microbatches; the first stage's loss is 0.
 // CHECK: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DW0]], %[[DW1]] :
 // CHECK: arith.addf
@@ -70,11 +80,11 @@
 // CHECK-DAG: %[[C:.*]] = arith.constant 0 : i64
 // CHECK: call @zbrt_recv_f32(%{{.*}}, %[[P]], %[[C]])
 // CHECK-NEXT: %[[H0:.*]] = bufferization.to_tensor
-// CHECK-NEXT: %[[T0:.*]] = tensor.extract_slice %[[T]][0, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x2x4xf32> to tensor<2x4xf32>
-// CHECK-NEXT: %[[F0:.*]]:2 = call @zb_stage1_forward(%[[H0]], %[[T0]], %[[W1]])
-// CHECK-NEXT: %[[SEED0:.*]] = arith.constant dense<5.000000e-01> : tensor<f32>
-// CHECK-NEXT: %[[B0:.*]]:2 = call @zb_stage1_backward_input(%[[F0]]#1, %[[T0]], %[[H0]], %[[W1]], %[[SEED0]])
-// ONEF-NEXT: %[[DW0:.*]] = call @zb_stage1_backward_weight(%[[B0]]#1, %[[H0]], %[[W1]])
+// CHECK: %[[T0:.*]] = tensor.extract_slice %[[T]][0, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x2x4xf32> to tensor<2x4xf32>
+// CHECK: %[[F0:.*]]:2 = call @zb_stage1_forward(%[[H0]], %[[T0]], %[[W1]])
+// CHECK: %[[SEED0:.*]] = arith.constant dense<5.000000e-01> : tensor<f32>
+// CHECK: %[[B0:.*]]:2 = call @zb_stage1_backward_input(%[[F0]]#1, %[[T0]], %[[H0]], %[[W1]], %[[SEED0]])
+// ONEF: %[[DW0:.*]] = call @zb_stage1_backward_weight(%[[B0]]#1, %[[H0]], %[[W1]])
 // H1-NOT: @zb_stage1_backward_weight
 // CHECK-DAG: %[[P:.*]] = arith.constant 0 : i64
 // CHECK-DAG: %[[C:.*]] = arith.constant 1 : i64
@@ -85,21 +95,21 @@
 // CHECK-DAG: %[[C:.*]] = arith.constant 0 : i64
 // CHECK: call @zbrt_recv_f32(%{{.*}}, %[[P]], %[[C]])
 // CHECK-NEXT: %[[H1:.*]] = bufferization.to_tensor
-// CHECK-NEXT: %[[T1:.*]] = tensor.extract_slice %[[T]][1, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x2x4xf32> to tensor<2x4xf32>
-// CHECK-NEXT: %[[F1:.*]]:2 = call @zb_stage1_forward(%[[H1]], %[[T1]], %[[W1]])
+// CHECK: %[[T1:.*]] = tensor.extract_slice %[[T]][1, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<2x2x4xf32> to tensor<2x4xf32>
+// CHECK: %[[F1:.*]]:2 = call @zb_stage1_forward(%[[H1]], %[[T1]], %[[W1]])
 // The losses are summed here, then averaged at the end.
-// CHECK-NEXT: tensor.empty() : tensor<f32>
+// CHECK: tensor.empty() : tensor<f32>
 // CHECK-NEXT: %[[LS:.*]] = linalg.generic {{.*}} ins(%[[F0]]#0, %[[F1]]#0 :
 // CHECK: %[[SEED1:.*]] = arith.constant dense<5.000000e-01> : tensor<f32>
-// CHECK-NEXT: %[[B1:.*]]:2 = call @zb_stage1_backward_input(%[[F1]]#1, %[[T1]], %[[H1]], %[[W1]], %[[SEED1]])
-// ONEF-NEXT: %[[DW1:.*]] = call @zb_stage1_backward_weight(%[[B1]]#1, %[[H1]], %[[W1]])
+// CHECK: %[[B1:.*]]:2 = call @zb_stage1_backward_input(%[[F1]]#1, %[[T1]], %[[H1]], %[[W1]], %[[SEED1]])
+// ONEF: %[[DW1:.*]] = call @zb_stage1_backward_weight(%[[B1]]#1, %[[H1]], %[[W1]])
 // ONEF: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DW0]], %[[DW1]] :
 // CHECK-DAG: %[[P:.*]] = arith.constant 0 : i64
 // CHECK-DAG: %[[C:.*]] = arith.constant 1 : i64
 // CHECK: %[[DX1:.*]] = bufferization.to_buffer %[[B1]]#0
 // CHECK: call @zbrt_send_f32(%{{.*}}, %[[P]], %[[C]])
-// H1-NEXT: %[[DW0:.*]] = call @zb_stage1_backward_weight(%[[B0]]#1, %[[H0]], %[[W1]])
-// H1-NEXT: %[[DW1:.*]] = call @zb_stage1_backward_weight(%[[B1]]#1, %[[H1]], %[[W1]])
+// H1: %[[DW0:.*]] = call @zb_stage1_backward_weight(%[[B0]]#1, %[[H0]], %[[W1]])
+// H1: %[[DW1:.*]] = call @zb_stage1_backward_weight(%[[B1]]#1, %[[H1]], %[[W1]])
 // H1: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DW0]], %[[DW1]] :
 // CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK-NEXT: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[LS]] : tensor<f32>)

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Autodiff/GradientOpInterface.h"
+#include "zb/Conversion/GPUPasses.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Pipe/PipeDialect.h"
 #include "zb/Dialect/Sched/SchedDialect.h"
@@ -18,18 +19,22 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
   zb::registerZBPasses();
   zb::registerZBConversionPasses();
+  zb::registerZBGPUPasses();
   zb::registerZBPipelines();
   zb::sched::registerSchedPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // --gpu-module-to-binary (in --zb-lower-to-gpu) translates kernels.
+  mlir::registerAllGPUToLLVMIRTranslations(registry);
   registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
   zb::autodiff::registerGradientExternalModels(registry);
 

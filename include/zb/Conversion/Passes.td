@@ -45,6 +45,31 @@ def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
   }];
 }
 
+def ZBDeallocateBuffers : Pass<"zb-deallocate-buffers", "mlir::ModuleOp"> {
+  let summary = "Free every local allocation after its last use";
+  let description = [{
+    The buffer deallocation of the lowering pipelines, for the code they
+    produce after bufferization and `--buffer-results-to-out-params`:
+    functions that return no memrefs. For every `memref.alloc` the pass
+    follows its aliases (every memref or tensor result of an op that uses
+    an alias: views, casts, `bufferization.to_tensor`, ...) and inserts one
+    `memref.dealloc` right after the last operation of the allocation's
+    block that uses an alias (an operation with regions counts as a use when
+    a use is inside them). Calls are taken not to capture their arguments,
+    which holds for the functions the pipelines produce and the runtime's.
+
+    Cost: linear in the number of uses. The upstream ownership-based
+    pipeline handles arbitrary control flow, but its simplification pass is
+    quadratic in the size of a function, which made large unrolled step
+    functions take minutes to compile.
+
+    An allocation with an alias that reaches a block terminator (returned,
+    yielded or branched to another block) is an error naming the op.
+    Allocations that the input already frees are left alone.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
   let summary = "Make public functions callable from the runtime";
   let description = [{

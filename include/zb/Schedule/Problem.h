@@ -85,6 +85,14 @@ struct Problem {
   bool verify(std::string &error) const;
 };
 
+/// Sets `problem.memB` / `memW` from per-stage activation bytes (what one
+/// microbatch holds from F to B, and from B to W, on each stage): the
+/// library holds memory per rank, so this takes the busiest rank's sums
+/// (memW capped at memB). `stageRanks[s]` is the rank of stage s.
+void setStageMemory(Problem &problem, const std::vector<int> &stageRanks,
+                    const std::vector<double> &stageMemB,
+                    const std::vector<double> &stageMemW);
+
 } // namespace zb::schedule
 
 #endif // ZB_SCHEDULE_PROBLEM_H

@@ -24,6 +24,14 @@ inline constexpr llvm::StringLiteral kEntryPrefix = "zb_entry_";
 struct CPUCompileOptions {
   /// LLVM optimisation level, 0 to 3.
   unsigned optLevel = 3;
+  /// Where the model's computation runs: "cpu" (--zb-lower-to-cpu) or "gpu"
+  /// (--zb-lower-to-gpu: host code for this CPU launching kernels embedded
+  /// for `gpuChip`; the shared object then needs libzbrt_cuda.so loaded
+  /// with RTLD_GLOBAL, see zbrt::loadCUDARuntime()).
+  std::string target = "cpu";
+  /// target=gpu: the GPU architecture and the matmul precision (f32, bf16).
+  std::string gpuChip = "sm_90";
+  std::string gpuDtype = "f32";
 };
 
 /// Registers the dialects, extensions and LLVM IR translations that
@@ -34,7 +42,8 @@ void registerCPUCompilerDependencies(mlir::DialectRegistry &registry);
 /// any cache of compiled objects.
 std::string getCPUCompilerFingerprint(const CPUCompileOptions &options);
 
-/// Lowers `module` in place with --zb-lower-to-cpu, translates it to LLVM
+/// Lowers `module` in place with --zb-lower-to-cpu (or --zb-lower-to-gpu
+/// for target "gpu"), translates it to LLVM
 /// IR with a packed entry point per public function, optimises it for the
 /// host CPU, and links a shared object at `outputPath` (written atomically).
 /// Emits diagnostics on failure.

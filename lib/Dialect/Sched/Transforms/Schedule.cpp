@@ -163,11 +163,8 @@ void SchedulePass::readMemory(Operation *func,
                               ArrayRef<zb::pipe::StageOp> stages,
                               const std::vector<int> &stageRanks,
                               zs::Problem &problem) {
-  // The library holds memory per rank (a stage takes 1/v of it): use the
-  // busiest rank's sums.
-  std::vector<double> memB(problem.numRanks, 0.0), memW(problem.numRanks, 0.0);
-  for (auto [index, constStage] : llvm::enumerate(stages)) {
-    zb::pipe::StageOp stage = constStage;
+  std::vector<double> memB, memW;
+  for (zb::pipe::StageOp stage : stages) {
     if (!stage.getMemBAttr()) {
       if (memLimit > 0)
         func->emitRemark() << "stage " << stage.getStage()
@@ -175,12 +172,10 @@ void SchedulePass::readMemory(Operation *func,
                               "microbatches' activations per rank";
       return;
     }
-    memB[stageRanks[index]] += stage.getMemBAttr().getInt();
-    if (stage.getMemWAttr())
-      memW[stageRanks[index]] += stage.getMemWAttr().getInt();
+    memB.push_back(stage.getMemBAttr().getInt());
+    memW.push_back(stage.getMemWAttr() ? stage.getMemWAttr().getInt() : 0);
   }
-  problem.memB = *llvm::max_element(memB);
-  problem.memW = std::min(problem.memB, *llvm::max_element(memW));
+  zs::setStageMemory(problem, stageRanks, memB, memW);
 }
 
 LogicalResult SchedulePass::schedule() {

@@ -1,0 +1,73 @@
+//===- GPUPasses.td - ZeroBubble GPU conversion passes -----*- tablegen -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_CONVERSION_GPUPASSES_TD
+#define ZB_CONVERSION_GPUPASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ZBLowerGemmToCUBLAS : Pass<"zb-lower-gemm-to-cublas", "mlir::ModuleOp"> {
+  let summary = "Lower f32 matmul-family linalg ops on device buffers to "
+                "cuBLAS calls through the runtime";
+  let description = [{
+    The GPU counterpart of `--zb-lower-gemm-to-runtime`: the same ops are
+    recognised (by the same code) and become calls of the runtime's
+    `zbrt_gpu_sgemm_batched`, which runs cuBLAS on the compute stream, with
+    the signature of `zbrt_sgemm_batched`. The operands are device pointers.
+
+    With `dtype=bf16` the callee is `zbrt_gpu_sgemm_batched_bf16`: the
+    operands stay f32 in memory, the products use bf16 tensor cores and
+    accumulate in f32 (cuBLAS `CUBLAS_COMPUTE_32F_FAST_16BF`).
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"f32\"",
+           "Multiply in f32 or bf16 (accumulating in f32)">,
+  ];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::LLVM::LLVMDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
+  let summary = "Put buffers on the device and map linalg ops on buffers to "
+                "GPU-mapped parallel loops";
+  let description = [{
+    Prepares bufferized host functions for `--convert-parallel-loops-to-gpu`
+    so that every buffer lives on the device and all computation runs in
+    kernels; the host only launches, allocates and copies:
+
+    - `memref.alloc`/`memref.alloca` become `gpu.alloc` (an alloca is freed
+      at the end of its block), `memref.dealloc` becomes `gpu.dealloc`, and
+      a `memref.get_global` becomes a device buffer filled from the global
+      by `gpu.memcpy` (freed at the end of its block);
+    - `memref.copy` becomes `linalg.copy`, so that it runs as a kernel;
+    - every linalg op becomes loops: its parallel dimensions one
+      `scf.parallel`, its reductions sequential `scf.for` loops inside (an
+      op without parallel dimensions gets a one-iteration `scf.parallel`);
+    - each outermost `scf.parallel` is collapsed to one dimension and tiled
+      by `block-size`, then mapped: tiles to blocks, iterations of a tile
+      to threads (`gpu.loop_dim_map` attributes).
+
+    Run after bufferization, `--zb-deallocate-buffers` and
+    `--zb-lower-gemm-to-cublas`. Elementwise chains are fused on tensors
+    before (`--zb-fuse-elementwise`), so one fused `linalg.generic` is one
+    kernel. A host-level `memref.load` or `memref.store` (device memory the
+    host cannot read) is an error that names the op.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block">,
+  ];
+  let dependentDialects = ["mlir::gpu::GPUDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::affine::AffineDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+#endif // ZB_CONVERSION_GPUPASSES_TD

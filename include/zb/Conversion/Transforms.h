@@ -1,0 +1,35 @@
+//===- Transforms.h - ZeroBubble conversion entry points --------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// The transformations behind the conversion passes, as functions, so that
+// passes for different targets share them.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_CONVERSION_TRANSFORMS_H
+#define ZB_CONVERSION_TRANSFORMS_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+
+namespace zb {
+
+/// The runtime's host BLAS gemm (`--zb-lower-gemm-to-runtime`).
+inline constexpr llvm::StringLiteral kHostGemmFn = "zbrt_sgemm_batched";
+/// The runtime's cuBLAS gemms (`--zb-lower-gemm-to-cublas`): f32, and f32
+/// storage with bf16 products accumulated in f32.
+inline constexpr llvm::StringLiteral kGPUGemmFn = "zbrt_gpu_sgemm_batched";
+inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
+    "zbrt_gpu_sgemm_batched_bf16";
+
+/// Rewrites every linalg op on buffers in `module` that is a plain f32
+/// (batched) GEMM into a call of `callee`, a function with the signature of
+/// `zbrt_sgemm_batched` (zbrt.h), declared privately in `module` when
+/// needed. Other linalg ops are left alone. Returns the number of ops
+/// rewritten.
+unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee);
+
+} // namespace zb
+
+#endif // ZB_CONVERSION_TRANSFORMS_H

@@ -1,0 +1,99 @@
+//===- GPUPipeline.cpp - The GPU lowering pipeline ------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// --zb-lower-to-gpu: a bufferized model to host LLVM code that launches
+// embedded NVVM kernels and calls cuBLAS through the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Conversion/GPUPasses.h"
+#include "zb/Conversion/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+/// The CUDA toolkit whose ptxas and libdevice compile the kernels: the
+/// `toolkit` option, else $CUDA_ROOT, $CUDA_HOME or $CUDA_PATH, else
+/// /usr/local/cuda when it exists. Without libdevice, kernels calling math
+/// functions (expf, logf, erff, ...) do not link.
+static std::string findToolkit(StringRef option) {
+  if (!option.empty())
+    return option.str();
+  for (const char *name : {"CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *path = std::getenv(name); path && *path)
+      return path;
+  if (llvm::sys::fs::is_directory("/usr/local/cuda"))
+    return "/usr/local/cuda";
+  return "";
+}
+
+void zb::buildLowerToGPUPipeline(OpPassManager &pm,
+                                 const LowerToGPUOptions &options) {
+  buildBufferizeModelPipeline(pm);
+  pm.addPass(createConvertBufferizationToMemRefPass());
+
+  // Matmuls to cuBLAS; everything else to mapped parallel loops on device
+  // buffers, then to kernels.
+  ZBLowerGemmToCUBLASOptions gemm;
+  gemm.dtype = options.dtype;
+  pm.addPass(createZBLowerGemmToCUBLAS(gemm));
+  ZBMapToGPUOptions map;
+  map.blockSize = options.blockSize;
+  pm.addPass(createZBMapToGPU(map));
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  // Launches, allocations and copies become asynchronous on the function's
+  // stream (the runtime's compute stream), with one wait at its end.
+  pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());
+
+  // Kernels: NVVM, then PTX and a binary for the chip.
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  math::MathExpandOpsPassOptions expand;
+  expand.opMnemonics = {"rsqrt"};
+  pm.addPass(math::createMathExpandOpsPass(expand));
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCanonicalizerPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createCSEPass());
+  pm.addNestedPass<gpu::GPUModuleOp>(createReconcileUnrealizedCastsPass());
+
+  // Host: launches to the mgpu* ABI, kernels embedded as binaries.
+  pm.addPass(createGpuToLLVMConversionPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  binary.toolkitPath = findToolkit(options.toolkit);
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+}
+
+void zb::registerZBGPUPipeline() {
+  PassPipelineRegistration<LowerToGPUOptions>(
+      "zb-lower-to-gpu",
+      "Lower a model on tensors (linalg, tensor, arith, math) for NVIDIA "
+      "GPUs: fusion, bufferization, cuBLAS gemm, kernels compiled to PTX and "
+      "a cubin, host code calling the runtime's CUDA wrappers",
+      buildLowerToGPUPipeline);
+}

@@ -1,0 +1,202 @@
+//===- MapToGPU.cpp - Buffers to the device, linalg to mapped loops -------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// Prepares bufferized host functions for --convert-parallel-loops-to-gpu:
+// device buffers, one collapsed and tiled scf.parallel per linalg op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Conversion/GPUPasses.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Linalg/Utils/Utils.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/Support/Debug.h"
+
+#include <numeric>
+
+#define DEBUG_TYPE "zb-map-to-gpu"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBMAPTOGPU
+#include "zb/Conversion/GPUPasses.h.inc"
+} // namespace zb
+
+using namespace mlir;
+
+/// Whether `op` is device code already (inside a launch or a GPU module).
+static bool isDeviceCode(Operation *op) {
+  return op->getParentOfType<gpu::LaunchOp>() ||
+         op->getParentOfType<gpu::GPUModuleOp>();
+}
+
+/// The host-level ops of type `OpTy` in `fn`, in program order.
+template <typename OpTy>
+static SmallVector<OpTy> collectHostOps(func::FuncOp fn) {
+  SmallVector<OpTy> ops;
+  fn.walk([&](OpTy op) {
+    if (!isDeviceCode(op))
+      ops.push_back(op);
+  });
+  return ops;
+}
+
+/// Frees `buffer` on the device right before the terminator of the block
+/// that holds `op`.
+static void deallocAtBlockEnd(RewriterBase &rewriter, Operation *op,
+                              Value buffer) {
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(op->getBlock()->getTerminator());
+  gpu::DeallocOp::create(rewriter, op->getLoc(), /*asyncToken=*/Type(),
+                         ValueRange(), buffer);
+}
+
+/// Allocations, frees, globals and copies on the device.
+static void moveBuffersToDevice(RewriterBase &rewriter, func::FuncOp fn) {
+  for (auto alloc : collectHostOps<memref::AllocOp>(fn)) {
+    rewriter.setInsertionPoint(alloc);
+    auto device = gpu::AllocOp::create(
+        rewriter, alloc.getLoc(), alloc.getType(), /*asyncToken=*/Type(),
+        ValueRange(), alloc.getDynamicSizes(), alloc.getSymbolOperands());
+    rewriter.replaceOp(alloc, device.getMemref());
+  }
+  for (auto alloca : collectHostOps<memref::AllocaOp>(fn)) {
+    rewriter.setInsertionPoint(alloca);
+    auto device = gpu::AllocOp::create(
+        rewriter, alloca.getLoc(), alloca.getType(), /*asyncToken=*/Type(),
+        ValueRange(), alloca.getDynamicSizes(), alloca.getSymbolOperands());
+    deallocAtBlockEnd(rewriter, alloca, device.getMemref());
+    rewriter.replaceOp(alloca, device.getMemref());
+  }
+  for (auto dealloc : collectHostOps<memref::DeallocOp>(fn)) {
+    rewriter.setInsertionPoint(dealloc);
+    gpu::DeallocOp::create(rewriter, dealloc.getLoc(), /*asyncToken=*/Type(),
+                           ValueRange(), dealloc.getMemref());
+    rewriter.eraseOp(dealloc);
+  }
+  // Constants stay host globals; each use reads a device copy.
+  for (auto global : collectHostOps<memref::GetGlobalOp>(fn)) {
+    rewriter.setInsertionPointAfter(global);
+    auto device = gpu::AllocOp::create(
+        rewriter, global.getLoc(), global.getType(), /*asyncToken=*/Type(),
+        ValueRange(), ValueRange(), ValueRange());
+    rewriter.replaceAllUsesWith(global.getResult(), device.getMemref());
+    gpu::MemcpyOp::create(rewriter, global.getLoc(), /*asyncToken=*/Type(),
+                          ValueRange(), device.getMemref(), global.getResult());
+    deallocAtBlockEnd(rewriter, global, device.getMemref());
+  }
+  // A copy is a kernel, whatever the strides.
+  for (auto copy : collectHostOps<memref::CopyOp>(fn)) {
+    rewriter.setInsertionPoint(copy);
+    linalg::makeMemRefCopyOp(rewriter, copy.getLoc(), copy.getSource(),
+                             copy.getTarget());
+    rewriter.eraseOp(copy);
+  }
+}
+
+/// Lowers each linalg op to one scf.parallel over its parallel dimensions
+/// (a one-iteration loop when it has none) with its reductions inside.
+static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
+                                                func::FuncOp fn) {
+  for (auto op : collectHostOps<linalg::LinalgOp>(fn)) {
+    if (!op.hasPureBufferSemantics())
+      return op->emitOpError("zb-map-to-gpu: expected an op on buffers");
+    Location loc = op.getLoc();
+    if (op.getNumParallelLoops() == 0) {
+      rewriter.setInsertionPoint(op);
+      Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+      Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+      auto wrapper = scf::ParallelOp::create(rewriter, loc, ValueRange{zero},
+                                             ValueRange{one}, ValueRange{one});
+      rewriter.moveOpBefore(op, wrapper.getBody()->getTerminator());
+    }
+    rewriter.setInsertionPoint(op);
+    if (failed(linalg::linalgOpToParallelLoops(rewriter, op)))
+      return op->emitOpError("zb-map-to-gpu: cannot lower to loops");
+    rewriter.eraseOp(op);
+  }
+  return success();
+}
+
+/// Collapses each outermost host-level scf.parallel to one dimension, tiles
+/// it by `blockSize` and maps tiles to blocks, iterations to threads.
+static void tileAndMapParallelLoops(RewriterBase &rewriter, func::FuncOp fn,
+                                    int64_t blockSize) {
+  SmallVector<scf::ParallelOp> roots;
+  for (auto loop : collectHostOps<scf::ParallelOp>(fn))
+    if (!loop->getParentOfType<scf::ParallelOp>())
+      roots.push_back(loop);
+  MLIRContext *ctx = fn.getContext();
+  auto mapping = [&](gpu::Processor processor) {
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(1, ctx);
+    return gpu::ParallelLoopDimMappingAttr::get(ctx, processor, identity,
+                                                identity);
+  };
+  for (scf::ParallelOp loop : roots) {
+    if (loop.getNumLoops() > 1) {
+      // The collapsed loop replaces `loop` right before its successor.
+      Operation *next = loop->getNextNode();
+      std::vector<unsigned> dims(loop.getNumLoops());
+      std::iota(dims.begin(), dims.end(), 0);
+      rewriter.setInsertionPoint(loop);
+      collapseParallelLoops(rewriter, loop, {dims});
+      loop = cast<scf::ParallelOp>(next->getPrevNode());
+    }
+    auto [outer, inner] =
+        scf::tileParallelLoop(loop, {blockSize}, /*noMinMaxBounds=*/true);
+    outer->setAttr(gpu::getMappingAttrName(),
+                   ArrayAttr::get(ctx, {mapping(gpu::Processor::BlockX)}));
+    inner->setAttr(gpu::getMappingAttrName(),
+                   ArrayAttr::get(ctx, {mapping(gpu::Processor::ThreadX)}));
+    // Loops nested deeper (none come from linalg) run in each thread.
+    inner.getBody()->walk([&](scf::ParallelOp nested) {
+      SmallVector<Attribute> sequential(nested.getNumLoops(),
+                                        mapping(gpu::Processor::Sequential));
+      nested->setAttr(gpu::getMappingAttrName(),
+                      ArrayAttr::get(ctx, sequential));
+    });
+  }
+}
+
+/// Fails on a host-level load or store: device memory the host cannot read.
+static LogicalResult checkNoHostAccess(func::FuncOp fn) {
+  WalkResult result = fn.walk([&](Operation *op) {
+    if (!isa<memref::LoadOp, memref::StoreOp>(op) || isDeviceCode(op) ||
+        op->getParentOfType<scf::ParallelOp>())
+      return WalkResult::advance();
+    op->emitOpError("zb-map-to-gpu: host code accesses a device buffer "
+                    "outside a kernel");
+    return WalkResult::interrupt();
+  });
+  return failure(result.wasInterrupted());
+}
+
+namespace {
+struct MapToGPUPass : zb::impl::ZBMapToGPUBase<MapToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (blockSize < 1 || blockSize > 1024) {
+      getOperation().emitError("zb-map-to-gpu: block-size ")
+          << blockSize.getValue() << " is not in [1, 1024]";
+      return signalPassFailure();
+    }
+    IRRewriter rewriter(&getContext());
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      moveBuffersToDevice(rewriter, fn);
+      if (failed(lowerLinalgToParallelLoops(rewriter, fn)) ||
+          failed(checkNoHostAccess(fn)))
+        return signalPassFailure();
+      tileAndMapParallelLoops(rewriter, fn, blockSize);
+    }
+  }
+};
+} // namespace

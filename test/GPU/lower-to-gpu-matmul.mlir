@@ -1,0 +1,23 @@
+// Matmul-family ops become cuBLAS calls through the runtime: the buffers are
+// device buffers, the call's operands device pointers.
+// RUN: zb-opt %s --zb-lower-to-gpu="format=isa" | FileCheck %s
+// RUN: zb-opt %s --zb-lower-to-gpu="format=isa dtype=bf16" | FileCheck %s --check-prefix=BF16
+
+func.func @mm(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x32xf32>
+  %c = linalg.fill ins(%zero : f32) outs(%e : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %r = linalg.matmul ins(%a, %b : tensor<8x16xf32>, tensor<16x32xf32>)
+                     outs(%c : tensor<8x32xf32>) -> tensor<8x32xf32>
+  return %r : tensor<8x32xf32>
+}
+
+// CHECK-LABEL: llvm.func @mm(
+// The fill is a kernel, the matmul a call on the same stream.
+// CHECK: gpu.launch_func
+// CHECK: llvm.call @zbrt_gpu_sgemm_batched({{.*}}) : (i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64) -> ()
+// CHECK: gpu.binary
+// CHECK-SAME: .target sm_90
+// CHECK-SAME: st.global
+
+// BF16: llvm.call @zbrt_gpu_sgemm_batched_bf16(

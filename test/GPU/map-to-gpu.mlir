@@ -1,0 +1,87 @@
+// RUN: zb-opt %s --zb-map-to-gpu -split-input-file | FileCheck %s
+
+// Buffers move to the device; a copy becomes a loop nest like any other op.
+// CHECK-LABEL: func.func @buffers(
+// CHECK-SAME: %[[IN:.*]]: memref<4x8xf32>, %[[OUT:.*]]: memref<4x8xf32>
+// CHECK: %[[T:.*]] = gpu.alloc () : memref<4x8xf32>
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+// CHECK: %[[V:.*]] = memref.load %[[IN]]
+// CHECK: memref.store %[[V]], %[[T]]
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+// CHECK: %[[W:.*]] = memref.load %[[T]]
+// CHECK: memref.store %[[W]], %[[OUT]]
+// CHECK: gpu.dealloc %[[T]] : memref<4x8xf32>
+// CHECK-NOT: memref.copy
+// CHECK-NOT: memref.dealloc
+func.func @buffers(%in: memref<4x8xf32>, %out: memref<4x8xf32>) {
+  %t = memref.alloc() : memref<4x8xf32>
+  memref.copy %in, %t : memref<4x8xf32> to memref<4x8xf32>
+  memref.copy %t, %out : memref<4x8xf32> to memref<4x8xf32>
+  memref.dealloc %t : memref<4x8xf32>
+  return
+}
+
+// -----
+
+// A 2-D elementwise op: one loop, collapsed to 1-D, tiled by 256 and mapped
+// to blocks and threads; the tile's tail is guarded.
+// CHECK-LABEL: func.func @elementwise(
+// CHECK: scf.parallel (%[[B:.*]]) = (%{{.*}}) to (%[[N:.*]]) step (%[[STEP:.*]]) {
+// CHECK: scf.parallel (%[[T:.*]]) = (%{{.*}}) to (%[[STEP]]) step
+// CHECK: %[[I:.*]] = arith.addi %[[T]], %[[B]] : index
+// CHECK: arith.cmpi ult, %{{.*}}, %[[N]] : index
+// CHECK: scf.if
+// CHECK: arith.remsi %[[I]], %c300
+// CHECK: arith.divsi %[[I]], %c300
+// CHECK: math.exp
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = thread_x, map = (d0) -> (d0), bound = (d0) -> (d0)>]}
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = block_x, map = (d0) -> (d0), bound = (d0) -> (d0)>]}
+#id = affine_map<(i, j) -> (i, j)>
+func.func @elementwise(%x: memref<64x300xf32>, %y: memref<64x300xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<64x300xf32>) outs(%y : memref<64x300xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// Without parallel dimensions the op runs in a one-iteration loop.
+// CHECK-LABEL: func.func @total(
+// CHECK: scf.parallel
+// CHECK: scf.parallel
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK: scf.for
+// CHECK: arith.addf
+// CHECK: processor = thread_x
+// CHECK: processor = block_x
+func.func @total(%x: memref<64x300xf32>, %s: memref<f32>) {
+  linalg.reduce ins(%x : memref<64x300xf32>) outs(%s : memref<f32>) dimensions = [0, 1]
+    (%a: f32, %acc: f32) {
+      %r = arith.addf %a, %acc : f32
+      linalg.yield %r : f32
+    }
+  return
+}
+
+// -----
+
+// A constant global is copied to a device buffer for its uses.
+memref.global "private" constant @cst : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+// CHECK-LABEL: func.func @global(
+// CHECK: %[[G:.*]] = memref.get_global @cst : memref<4xf32>
+// CHECK: %[[D:.*]] = gpu.alloc () : memref<4xf32>
+// CHECK: gpu.memcpy %[[D]], %[[G]] : memref<4xf32>, memref<4xf32>
+// CHECK: memref.load %[[D]]
+// CHECK: gpu.dealloc %[[D]]
+func.func @global(%out: memref<4xf32>) {
+  %g = memref.get_global @cst : memref<4xf32>
+  memref.copy %g, %out : memref<4xf32> to memref<4xf32>
+  return
+}

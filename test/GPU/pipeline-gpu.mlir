@@ -1,0 +1,29 @@
+// --zb-pipeline with target=gpu: per-rank step functions whose stages launch
+// kernels embedded as sm_90 cubins, call cuBLAS for the matmuls, and pass
+// device buffers to the runtime's send/recv.
+// RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu" | FileCheck %s
+// RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu dtype=bf16" | FileCheck %s --check-prefix=BF16
+// RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=gpu dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
+
+// CHECK-DAG: llvm.func @zbrt_gpu_sgemm_batched(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
+// CHECK-DAG: llvm.func @_mlir_ciface_zbrt_send_f32(!llvm.ptr, i64, i64)
+// CHECK-DAG: llvm.func @_mlir_ciface_zbrt_recv_f32(!llvm.ptr, i64, i64)
+// CHECK-LABEL: llvm.func @zb_stage0_forward(
+// CHECK: gpu.launch_func
+// CHECK: llvm.call @zbrt_gpu_sgemm_batched(
+// Each kernel is embedded as a cubin for sm_90.
+// CHECK: gpu.binary @zb_stage0_forward_kernel [#gpu.object<#nvvm.target<chip = "sm_90">
+// CHECK-SAME: bin = "\7FELF
+// The step function allocates activations and stash on the device and sends
+// device buffers.
+// CHECK-LABEL: llvm.func @zb_rank0_step(
+// CHECK: llvm.call @mgpuMemAlloc(
+// CHECK: llvm.call @zb_stage0_forward(
+// CHECK: llvm.call @zbrt_send_f32(
+// CHECK: llvm.call @mgpuMemFree(
+
+// BF16: llvm.call @zbrt_gpu_sgemm_batched_bf16(
+
+// TARGET: --zb-pipeline: unknown target 'tpu'; known: cpu, gpu
+// DTYPE: --zb-pipeline: unknown dtype 'f16'; known: f32, bf16
