@@ -22,8 +22,26 @@ np.savez(sys.argv[1], tokens=tokens, targets=(tokens + 1) % 64)
 PY
 "$BIN/zb-run" examples/gpt.mlir --np 2 --schedule zb-h1 --microbatches 4 \
   --steps 30 --optimizer adamw --lr 0.01 --inputs "$OUT/gpt-batch.npz" \
-  --metrics "$OUT/gpt-train.json" --dump-params "$OUT/gpt-params.npz"
+  --metrics "$OUT/gpt-train.json" --dump-params "$OUT/gpt-params.npz" \
+  --trace "$OUT/gpt-zb-h1.trace.json"
 echo "per-step losses in $OUT/gpt-train.json, trained parameters in $OUT/gpt-params.npz"
+echo "Chrome trace of every rank's actions (chrome://tracing, ui.perfetto.dev): $OUT/gpt-zb-h1.trace.json"
+
+say "2b. Measured vs simulated bubble rate on 2 ranks, 8 microbatches, 8 steps"
+printf '%-8s %10s %12s %11s %s\n' schedule "step ms" "bubble meas" "simulated" "peak stash per rank (measured / predicted bytes)"
+for s in 1f1b zb-h1; do
+  "$BIN/zb-run" examples/gpt.mlir --np 2 --schedule $s --microbatches 8 \
+    --steps 8 --metrics "$OUT/gpt-$s-metrics.json" >/dev/null
+  python3 - "$OUT/gpt-$s-metrics.json" $s <<'PY'
+import json, statistics, sys
+m = json.load(open(sys.argv[1]))
+ms = statistics.median(8 / r * 1e3 for r in m["microbatches_per_s"][1:])
+stash = ", ".join(f"{a} / {b}" for a, b in zip(m["peak_stash_bytes"], m["predicted_stash_bytes"]))
+print(f"{sys.argv[2]:<8} {ms:10.2f} {m['bubble_rate']:12.3f} {m['simulated_bubble_rate']:11.3f} {stash}")
+PY
+done
+echo "(simulated: the schedule that ran, with the measured F/B/W times and free transfers;"
+echo " on tiny stages the measured rate is dominated by the cost of each transfer)"
 
 say "3. Partition into 4 stages at its pipe.cut markers, differentiate, split B/W"
 "$BIN/zb-opt" examples/gpt.mlir \

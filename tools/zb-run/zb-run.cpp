@@ -27,12 +27,17 @@
 #include "zb/Transforms/Passes.h"
 #include "zb/Target/CPUCompiler.h"
 
+#include "Measure.h"
+
+#include "zbrt/Checkpoint.h"
+#include "zbrt/CUDA.h"
 #include "zbrt/Comm.h"
 #include "zbrt/Executable.h"
 #include "zbrt/Init.h"
 #include "zbrt/Launch.h"
 #include "zbrt/Npz.h"
 #include "zbrt/Optimizer.h"
+#include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -55,6 +60,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <sstream>
 
 using namespace mlir;
 
@@ -141,13 +147,42 @@ static cl::opt<std::string>
                    cl::value_desc("F.npz"), cl::cat(category));
 static cl::opt<std::string>
     backendName("backend",
-                cl::desc("Communication backend: mpi (default, CPU)"),
+                cl::desc("Communication backend: mpi (default; the model "
+                         "runs on the CPU) or nccl (the model runs on one "
+                         "GPU per rank, transfers through NCCL)"),
                 cl::init("mpi"), cl::cat(category));
 static cl::opt<std::string> cacheDir(
     "cache-dir",
     cl::desc("Where compiled models are cached (default: $ZB_CACHE_DIR, "
              "else $XDG_CACHE_HOME/zerobubble, else ~/.cache/zerobubble)"),
     cl::cat(category));
+
+static cl::opt<std::string> tracePath(
+    "trace",
+    cl::desc("With --np > 1: write every rank's actions of every step as one "
+             "Chrome trace (the format of zb-sched --format=trace)"),
+    cl::value_desc("T.json"), cl::cat(category));
+static cl::opt<std::string> profilePath(
+    "profile",
+    cl::desc("With --np > 1: write the measured mean F/B/W milliseconds per "
+             "stage as JSON, for --zb-pipeline=\"costs=...\" and "
+             "--zb-schedule"),
+    cl::value_desc("PROFILE.json"), cl::cat(category));
+static cl::opt<std::string> checkpointDir(
+    "checkpoint",
+    cl::desc("Write the training state (parameters, optimizer state, step) "
+             "to this directory, atomically, at the end and every "
+             "--checkpoint-every steps"),
+    cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<int> checkpointEvery(
+    "checkpoint-every",
+    cl::desc("With --checkpoint: also write it after every N steps"),
+    cl::init(0), cl::value_desc("N"), cl::cat(category));
+static cl::opt<std::string> resumeDir(
+    "resume",
+    cl::desc("Continue training from the newest state in this checkpoint "
+             "directory, up to --steps steps in all"),
+    cl::value_desc("DIR"), cl::cat(category));
 
 /// Prints "zb-run: error: <message>" and returns the exit code for errors.
 static int fail(const llvm::Twine &message) {
@@ -507,8 +542,11 @@ static int checkGradients(Runner &runner, const zb::ModelSignature &signature,
 /// Compiles `module` (already transformed) into the cache unless an object
 /// for `key` is there; returns the object's path or an empty string.
 static std::string compileCached(ModuleOp module, const std::string &key,
-                                 const char *argv0, bool compile) {
+                                 const char *argv0, bool compile,
+                                 bool gpu = false) {
   zb::CPUCompileOptions options;
+  if (gpu)
+    options.target = "gpu";
   std::string dir = cacheDir.empty() ? defaultCacheDir() : cacheDir.getValue();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     fail("cannot create cache directory '" + dir + "': " + ec.message());
@@ -560,7 +598,8 @@ static void printStep(int64_t step, double loss, double seconds) {
 
 static bool writeMetrics(const std::vector<double> &losses,
                          const std::vector<double> &rates,
-                         const std::vector<double> *microbatchLosses) {
+                         const std::vector<double> *microbatchLosses,
+                         const std::string &extra = "") {
   if (metricsPath.empty())
     return true;
   std::string json;
@@ -581,6 +620,7 @@ static bool writeMetrics(const std::vector<double> &losses,
     os << ", \"microbatch_loss\": ";
     list(*microbatchLosses);
   }
+  os << extra;
   os << ", \"ranks\": " << numRanks << ", \"schedule\": \""
      << (numRanks > 1 ? scheduleName.getValue() : std::string("none"))
      << "\"}\n";
@@ -588,6 +628,71 @@ static bool writeMetrics(const std::vector<double> &losses,
   if (!zbrt::writeFileAtomically(metricsPath, json, error))
     return fail(error), false;
   return true;
+}
+
+/// What a checkpoint belongs to: the model and the optimizer.
+static std::string checkpointConfig(const std::string &modelText) {
+  std::string hash = llvm::toHex(llvm::SHA256::hash(ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(modelText.data()), modelText.size())));
+  return "model-sha256=" + hash.substr(0, 32) + ";optimizer=" +
+         optimizerName.getValue();
+}
+
+/// Reads and checks the state --resume names, before anything is written.
+/// Returns an error message, empty on success (or without --resume).
+static std::string readResumeState(const std::string &modelText,
+                                   const zb::ModelSignature &signature,
+                                   zbrt::Checkpoint &checkpoint) {
+  if (resumeDir.empty())
+    return "";
+  std::string error;
+  if (!zbrt::readCheckpoint(resumeDir, checkpoint, error))
+    return "cannot resume: " + error;
+  std::string prefix = "cannot resume from '" + resumeDir + "': ";
+  if (checkpoint.config != checkpointConfig(modelText))
+    return prefix + "it was written for another model or optimizer (" +
+           checkpoint.config + "; this run: " + checkpointConfig(modelText) +
+           ")";
+  if (checkpoint.step >= numSteps)
+    return prefix + "it is at step " + std::to_string(checkpoint.step) +
+           ", and --steps " + std::to_string(numSteps) +
+           " (the total) leaves nothing to run";
+  for (const zb::ModelArg &arg : signature.args) {
+    if (!arg.isParam())
+      continue;
+    auto it = checkpoint.params.find(arg.name);
+    if (it == checkpoint.params.end())
+      return prefix + "parameter '" + arg.name + "' is missing";
+    if (it->second.shape != arg.shape())
+      return prefix + "parameter '" + arg.name + "' has shape " +
+             it->second.shapeString() + ", but the model expects " +
+             shapeString(arg.shape());
+    if (!convert(it->second, dtypeOf(arg.type.getElementType())))
+      return prefix + "parameter '" + arg.name + "' has dtype " +
+             zbrt::dtypeDescr(it->second.dtype);
+  }
+  return "";
+}
+
+/// Continues from `checkpoint`: the parameters named in `params` take its
+/// values and `optimizer` its state for them.
+static std::string resumeFrom(const zbrt::Checkpoint &checkpoint,
+                              zbrt::NpzArchive &params,
+                              zbrt::Optimizer &optimizer) {
+  for (auto &[name, value] : params)
+    value = checkpoint.params.at(name);
+  std::string error;
+  if (!optimizer.importState(checkpoint.optimizer, error, &params))
+    return "cannot resume from '" + resumeDir + "': " + error;
+  return "";
+}
+
+/// Whether a checkpoint is due after step `step` (0-based).
+static bool checkpointDue(int64_t step) {
+  if (checkpointDir.empty())
+    return false;
+  return step + 1 == numSteps ||
+         (checkpointEvery > 0 && (step + 1) % checkpointEvery == 0);
 }
 
 /// --eval, --grads, and training on one process.
@@ -635,9 +740,30 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
   bool training = !evalMode && !gradsMode;
   int64_t steps = training ? numSteps.getValue() : 1;
   zbrt::Optimizer optimizer = makeOptimizer();
+  auto currentParams = [&] {
+    zbrt::NpzArchive archive;
+    for (const zb::ModelArg &arg : signature.args)
+      if (arg.isParam())
+        archive[arg.name] = runner.arguments()[arg.position];
+    return archive;
+  };
+  int64_t firstStep = 0;
+  if (training && !resumeDir.empty()) {
+    zbrt::Checkpoint checkpoint;
+    error = readResumeState(modelText, signature, checkpoint);
+    zbrt::NpzArchive params = currentParams();
+    if (error.empty())
+      error = resumeFrom(checkpoint, params, optimizer);
+    if (!error.empty())
+      return fail(error);
+    for (const zb::ModelArg &arg : signature.args)
+      if (arg.isParam())
+        runner.arguments()[arg.position] = params[arg.name];
+    firstStep = checkpoint.step;
+  }
   std::vector<double> stepLosses, rates, losses;
   std::vector<zbrt::NpyArray> grads;
-  for (int64_t step = 0; step < steps; ++step) {
+  for (int64_t step = firstStep; step < steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     losses.clear();
     grads.clear();
@@ -669,6 +795,12 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
                            .count();
       rates.push_back(microbatches / seconds);
       printStep(step, mean, seconds);
+      if (checkpointDue(step)) {
+        zbrt::Checkpoint checkpoint{step + 1, checkpointConfig(modelText),
+                                    currentParams(), optimizer.exportState()};
+        if (!zbrt::writeCheckpoint(checkpointDir, checkpoint, error))
+          return fail(error);
+      }
     }
   }
 
@@ -701,30 +833,75 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
   return 0;
 }
 
-/// Rank 0 collects every rank's `archive` parts and writes them to `path`.
-static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
-                          const zbrt::NpzArchive &mine,
-                          std::optional<double> loss) {
-  std::string part = path + ".part" + std::to_string(comm.rank());
+/// Rank 0 gets the union of every rank's `mine` in `merged`, passed through
+/// the files `<scratch>.part<r>`.
+static void collectArchive(zbrt::Comm &comm, const std::string &scratch,
+                           const zbrt::NpzArchive &mine,
+                           zbrt::NpzArchive &merged) {
+  std::string part = scratch + ".part" + std::to_string(comm.rank());
   std::string error;
   if (!zbrt::writeNpz(part, mine, error))
     comm.abort(error);
   comm.barrier();
-  bool ok = true;
   if (comm.rank() == 0) {
-    zbrt::NpzArchive merged;
     for (int r = 0; r < comm.size(); ++r) {
-      std::string p = path + ".part" + std::to_string(r);
+      std::string p = scratch + ".part" + std::to_string(r);
       zbrt::NpzArchive partArchive;
       if (!zbrt::readNpz(p, partArchive, error))
         comm.abort(error);
       merged.insert(partArchive.begin(), partArchive.end());
       std::remove(p.c_str());
     }
-    ok = writeArchive(path, merged, loss);
   }
+}
+
+/// Rank 0 collects every rank's `archive` parts and writes them to `path`.
+static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
+                          const zbrt::NpzArchive &mine,
+                          std::optional<double> loss) {
+  zbrt::NpzArchive merged;
+  collectArchive(comm, path, mine, merged);
+  bool ok = comm.rank() != 0 || writeArchive(path, merged, loss);
   comm.barrier();
   return ok;
+}
+
+/// The JSON fields of the measured figures, for the metrics file.
+static std::string measurementJson(const zb::run::RunMeasurement &m) {
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  auto list = [&](const auto &values) {
+    os << "[";
+    for (size_t i = 0; i < values.size(); ++i)
+      os << (i ? ", " : "") << llvm::formatv("{0}", values[i]);
+    os << "]";
+  };
+  os << ", \"bubble_rate\": " << llvm::format("%.6f", m.bubble)
+     << ", \"simulated_bubble_rate\": "
+     << llvm::format("%.6f", m.simulatedBubble) << ", \"step_bubble_rate\": ";
+  list(m.stepBubble);
+  os << ", \"peak_stash_bytes\": ";
+  list(m.peakStash);
+  os << ", \"predicted_stash_bytes\": ";
+  list(m.predictedStash);
+  os << ", \"peak_memory_bytes\": ";
+  list(m.peakMemory);
+  os << ", \"microbatch_stash_bytes\": ";
+  list(m.microbatchStash);
+  return json;
+}
+
+/// Prints the measured figures after a pipelined run.
+static void printMeasurement(const zb::run::RunMeasurement &m) {
+  llvm::outs() << "zb-run: bubble rate " << llvm::format("%.3f", m.bubble)
+               << " measured, " << llvm::format("%.3f", m.simulatedBubble)
+               << " simulated for " << scheduleName
+               << " with the measured stage times\n";
+  for (size_t r = 0; r < m.peakStash.size(); ++r)
+    llvm::outs() << "zb-run: rank " << r << ": peak stash "
+                 << m.peakStash[r] << " bytes measured, "
+                 << m.predictedStash[r] << " predicted; peak memory "
+                 << m.peakMemory[r] << " bytes\n";
 }
 
 /// One rank of a pipelined training run (under mpirun).
@@ -732,11 +909,28 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                            const zb::ModelSignature &signature,
                            const std::string &modelText, const char *argv0,
                            int *argc, char ***argv) {
-  zbrt::initComm(argc, argv);
   std::string error;
-  std::unique_ptr<zbrt::Comm> comm = zbrt::createMPIComm(error);
+  std::unique_ptr<zbrt::Comm> comm;
+  if (numRanks > 1) {
+    zbrt::initComm(argc, argv);
+    comm = zbrt::createMPIComm(error);
+  } else {
+    comm = zbrt::createLocalComm();
+  }
   if (!comm)
     return fail(error);
+  // --backend nccl: the model runs on this rank's GPU; NCCL moves values.
+  bool gpu = backendName == "nccl";
+  const zbrt::CUDARuntime *cuda = nullptr;
+  if (gpu) {
+    cuda = zbrt::loadCUDARuntime(error);
+    if (!cuda ||
+        !cuda->init(zbrt::selectCUDADevice(cuda->deviceCount()), error))
+      comm->abort("--backend nccl: " + error);
+    comm = cuda->createNCCLComm(std::move(comm), error);
+    if (!comm)
+      return fail("--backend nccl: " + error);
+  }
   zbrt_set_comm(comm.get());
   int rank = comm->rank();
   if (comm->size() != numRanks)
@@ -785,16 +979,17 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   std::string key = modelText + ";pipeline;np=" + std::to_string(numRanks) +
                     ";schedule=" + scheduleName.getValue() +
                     ";chunks=" + std::to_string(chunks) +
-                    ";m=" + std::to_string(microbatches);
+                    ";m=" + std::to_string(microbatches) +
+                    (gpu ? ";gpu" : "");
   std::string soPath;
   if (rank == 0)
-    soPath = compileCached(*lowered, key, argv0, true);
+    soPath = compileCached(*lowered, key, argv0, true, gpu);
   int ok = rank == 0 ? !soPath.empty() : 1;
   comm->broadcast(&ok, sizeof(ok), 0);
   if (!ok)
     return 1;
   if (rank != 0)
-    soPath = compileCached(*lowered, key, argv0, false);
+    soPath = compileCached(*lowered, key, argv0, false, gpu);
   std::unique_ptr<zbrt::SharedObject> object =
       zbrt::SharedObject::open(soPath, error);
   if (!object)
@@ -816,11 +1011,47 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
         params.push_back(&arg);
 
   zbrt::Optimizer optimizer = makeOptimizer();
+  auto currentParams = [&] {
+    zbrt::NpzArchive archive;
+    for (const zb::ModelArg *arg : params)
+      archive[arg->name] = runner.arguments()[arg->position];
+    return archive;
+  };
+  int64_t firstStep = 0;
+  if (!resumeDir.empty()) {
+    zbrt::Checkpoint checkpoint;
+    error = readResumeState(modelText, signature, checkpoint);
+    zbrt::NpzArchive mine = currentParams();
+    if (error.empty())
+      error = resumeFrom(checkpoint, mine, optimizer);
+    if (!error.empty())
+      comm->abort(error);
+    for (const zb::ModelArg *arg : params)
+      runner.arguments()[arg->position] = mine[arg->name];
+    firstStep = checkpoint.step;
+  }
+
+  zb::run::StageTable stageTable;
+  if (!zb::run::readStageTable(*lowered, stageTable, error))
+    comm->abort(error);
+  std::vector<std::vector<zb::run::RankStep>> measuredSteps;
+  std::vector<void *> devicePointers;
+  double firstOrigin = 0;
   std::vector<double> stepLosses, rates;
   zbrt::NpzArchive lastGrads;
   double lastLoss = 0;
-  for (int64_t s = 0; s < numSteps; ++s) {
+  for (int64_t s = firstStep; s < numSteps; ++s) {
+    // Every rank starts the step together: the records of all ranks share
+    // the time base of this barrier.
+    comm->barrier();
     auto start = std::chrono::steady_clock::now();
+    double origin = zbrt::traceClock();
+    if (s == firstStep)
+      firstOrigin = origin;
+    zbrt::takeActionRecords();
+    zb::run::RankStep mine;
+    mine.baseBytes = zbrt::liveBytes();
+    zbrt::resetPeakLiveBytes();
     std::vector<zbrt::NpyArray> data;
     for (const zb::ModelArg &arg : signature.args)
       if (!arg.isParam())
@@ -839,8 +1070,48 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
           std::vector<char>(runner.arguments()[arg->position].data.size())});
     for (zbrt::NpyArray &g : grads)
       callArgs.push_back(&g);
-    zbrt::callEntry(entry, callArgs);
-    zbrt_step_end();
+    if (gpu) {
+      // Every argument through device memory: inputs copied up, the
+      // outputs (loss, gradients) back; the optimizer stays on the host.
+      if (devicePointers.empty())
+        for (zbrt::NpyArray *array : callArgs) {
+          devicePointers.push_back(cuda->alloc(array->data.size(), error));
+          if (!devicePointers.back())
+            comm->abort("--backend nccl: " + error);
+        }
+      size_t numInputs = params.size() + data.size();
+      for (size_t i = 0; i < numInputs; ++i)
+        if (!cuda->copyToDevice(devicePointers[i], callArgs[i]->data.data(),
+                                callArgs[i]->data.size(), error))
+          comm->abort("--backend nccl: " + error);
+      zbrt::callEntry(entry, callArgs, &devicePointers);
+      zbrt_step_end();
+      for (size_t i = numInputs; i < callArgs.size(); ++i)
+        if (!cuda->copyToHost(callArgs[i]->data.data(), devicePointers[i],
+                              callArgs[i]->data.size(), error))
+          comm->abort("--backend nccl: " + error);
+    } else {
+      zbrt::callEntry(entry, callArgs);
+      zbrt_step_end();
+    }
+    mine.actions = zbrt::takeActionRecords();
+    for (zbrt::ActionRecord &a : mine.actions) {
+      a.start -= origin;
+      a.end -= origin;
+    }
+    mine.peakBytes = zbrt::peakLiveBytes();
+    std::vector<std::string> parts;
+    comm->gather(zb::run::serialize(mine), parts, 0);
+    if (rank == 0) {
+      std::vector<zb::run::RankStep> all(numRanks);
+      for (int r = 0; r < numRanks; ++r) {
+        if (!zb::run::deserialize(parts[r], all[r]))
+          comm->abort("rank " + std::to_string(r) +
+                      " sent malformed action records");
+        all[r].offset = origin - firstOrigin;
+      }
+      measuredSteps.push_back(std::move(all));
+    }
 
     double stepLoss = *loss.as<float>();
     comm->allreduceSum(&stepLoss, 1);
@@ -863,11 +1134,47 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     rates.push_back(microbatches / seconds);
     if (rank == 0)
       printStep(s, stepLoss, seconds);
+    if (checkpointDue(s)) {
+      zbrt::Checkpoint checkpoint{s + 1, checkpointConfig(modelText), {}, {}};
+      if (std::error_code ec =
+              llvm::sys::fs::create_directories(checkpointDir))
+        comm->abort("cannot create checkpoint directory '" + checkpointDir +
+                    "': " + ec.message());
+      collectArchive(*comm, checkpointDir + "/.params", currentParams(),
+                     checkpoint.params);
+      collectArchive(*comm, checkpointDir + "/.optimizer",
+                     optimizer.exportState(), checkpoint.optimizer);
+      int written = rank != 0 ||
+                    zbrt::writeCheckpoint(checkpointDir, checkpoint, error);
+      comm->broadcast(&written, sizeof(written), 0);
+      if (!written)
+        comm->abort(error.empty() ? "writing the checkpoint failed" : error);
+    }
   }
 
   int code = 0;
-  if (rank == 0 && !writeMetrics(stepLosses, rates, nullptr))
-    code = 1;
+  if (rank == 0) {
+    zb::schedule::Problem layout;
+    layout.numRanks = numRanks;
+    layout.numChunks = chunks;
+    layout.placement = info->defaultPlacement;
+    layout.numMicrobatches = microbatches;
+    zb::run::RunMeasurement measured =
+        zb::run::measure(measuredSteps, stageTable, layout, scheduleName);
+    printMeasurement(measured);
+    if (!writeMetrics(stepLosses, rates, nullptr, measurementJson(measured)))
+      code = 1;
+    if (!tracePath.empty()) {
+      std::ostringstream trace;
+      zb::schedule::writeChromeTrace(measured.trace, trace);
+      if (!zbrt::writeFileAtomically(tracePath, trace.str(), error))
+        code = fail(error);
+    }
+    if (!profilePath.empty() &&
+        !zbrt::writeFileAtomically(profilePath, zb::run::profileJson(measured),
+                                   error))
+      code = fail(error);
+  }
   if (!dumpGradsPath.empty() &&
       !gatherArchive(*comm, dumpGradsPath, lastGrads, lastLoss))
     code = 1;
@@ -879,6 +1186,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       code = 1;
   }
   comm->barrier();
+  for (void *pointer : devicePointers)
+    cuda->free(pointer);
   zbrt_set_comm(nullptr);
   comm.reset();
   zbrt::finalizeComm();
@@ -908,12 +1217,25 @@ int main(int argc, char **argv) {
                 llvm::Twine(numRanks.getValue()));
   if (numRanks > 1 && !training)
     return fail("--eval and --grads run on one process; --np needs training");
+  if ((!tracePath.empty() || !profilePath.empty()) && numRanks < 2)
+    return fail("--trace and --profile record a pipelined run: they need "
+                "--np 2 or more");
+  if ((!checkpointDir.empty() || !resumeDir.empty()) && !training)
+    return fail("--checkpoint and --resume are for training, not --eval or "
+                "--grads");
+  if (checkpointEvery < 0)
+    return fail("--checkpoint-every must be positive, got " +
+                llvm::Twine(checkpointEvery.getValue()));
+  if (checkpointEvery > 0 && checkpointDir.empty())
+    return fail("--checkpoint-every needs --checkpoint DIR");
   if (optimizerName != "sgd" && optimizerName != "adamw")
     return fail("unknown --optimizer '" + optimizerName +
                 "' (expected sgd or adamw)");
-  if (backendName != "mpi")
-    return fail("unknown or unavailable --backend '" + backendName +
-                "': this build runs on CPUs with the mpi backend");
+  if (backendName != "mpi" && backendName != "nccl")
+    return fail("unknown --backend '" + backendName +
+                "' (expected mpi or nccl)");
+  if (backendName == "nccl" && !training)
+    return fail("--backend nccl trains; --eval and --grads run on the CPU");
   if (numRanks > 1 && !zb::schedule::lookupSchedule(scheduleName))
     return fail("unknown --schedule '" + scheduleName + "'; known: " +
                 zb::schedule::knownScheduleNames());
@@ -947,7 +1269,7 @@ int main(int argc, char **argv) {
   FailureOr<zb::ModelSignature> signature = zb::analyzeModel(*module);
   if (failed(signature))
     return 1;
-  if (numRanks > 1)
+  if (numRanks > 1 || backendName == "nccl")
     return runPipelineRank(context, *module, *signature, modelText, argv[0],
                            &argc, &argv);
   return runSingleProcess(context, *module, *signature, modelText, argv[0]);

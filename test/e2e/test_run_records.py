@@ -1,0 +1,194 @@
+"""What zb-run records and keeps: checkpoints that resume to the same loss
+curve, the Chrome trace and the profile of a pipelined run, and the measured
+figures of the metrics file.
+
+The CPU runs are deterministic with one BLAS thread (the suite sets
+OPENBLAS_NUM_THREADS=1), so a resumed run must reproduce the uninterrupted
+run's losses and parameters bit for bit.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+
+def check(proc):
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def losses(path):
+    return json.loads(path.read_text())["loss"]
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_resume_reproduces_the_run(zb_run, examples_dir, tmp_path, ranks,
+                                   optimizer):
+    model = examples_dir / "mlp.mlir"
+    common = ["--np", ranks, "--microbatches", 4, "--optimizer", optimizer,
+              "--lr", 0.05]
+    check(zb_run(model, *common, "--steps", 6, "--metrics",
+                 tmp_path / "straight.json", "--dump-params",
+                 tmp_path / "straight.npz"))
+    ckpt = tmp_path / "ckpt"
+    check(zb_run(model, *common, "--steps", 3, "--checkpoint", ckpt))
+    assert (ckpt / "latest").is_file()
+    resumed = check(zb_run(model, *common, "--steps", 6, "--resume", ckpt,
+                           "--metrics", tmp_path / "resumed.json",
+                           "--dump-params", tmp_path / "resumed.npz"))
+    assert "step 4/6" in resumed.stdout
+    assert losses(tmp_path / "resumed.json") == \
+        losses(tmp_path / "straight.json")[3:]
+    straight = np.load(tmp_path / "straight.npz")
+    again = np.load(tmp_path / "resumed.npz")
+    assert sorted(straight.files) == sorted(again.files)
+    for name in straight.files:
+        assert np.array_equal(straight[name], again[name]), name
+
+
+def test_checkpoint_every_keeps_the_newest_state(zb_run, examples_dir,
+                                                 tmp_path):
+    ckpt = tmp_path / "ckpt"
+    check(zb_run(examples_dir / "mlp.mlir", "--steps", 5, "--checkpoint",
+                 ckpt, "--checkpoint-every", 2))
+    states = [p.name for p in ckpt.iterdir() if p.name.startswith("state-")]
+    assert len(states) == 1, states
+    assert (ckpt / "latest").read_text().strip() == states[0]
+    assert json.loads((ckpt / states[0] / "state.json").read_text())[
+        "step"] == 5
+
+
+def test_bad_resume_is_refused_before_writing(zb_run, examples_dir, tmp_path):
+    model = examples_dir / "mlp.mlir"
+    params = tmp_path / "params.npz"
+    params.write_bytes(b"keep me")
+    cases = {
+        "missing": (tmp_path / "nothing-here", "not a directory"),
+        "empty": (tmp_path / "empty", "no 'latest' file"),
+    }
+    (tmp_path / "empty").mkdir()
+    for name, (directory, message) in cases.items():
+        proc = zb_run(model, "--steps", 4, "--resume", directory,
+                      "--dump-params", params, "--checkpoint", directory)
+        assert proc.returncode != 0, name
+        assert message in proc.stderr, (name, proc.stderr)
+        assert params.read_bytes() == b"keep me"
+
+    # A state of another optimizer, and one already past --steps.
+    ckpt = tmp_path / "ckpt"
+    check(zb_run(model, "--steps", 2, "--checkpoint", ckpt))
+    proc = zb_run(model, "--steps", 4, "--optimizer", "adamw", "--resume",
+                  ckpt, "--dump-params", params)
+    assert proc.returncode != 0
+    assert "written for another model or optimizer" in proc.stderr
+    proc = zb_run(model, "--steps", 2, "--resume", ckpt)
+    assert proc.returncode != 0
+    assert "leaves nothing to run" in proc.stderr
+    assert params.read_bytes() == b"keep me"
+
+    # A damaged state: the parameters file is not an .npz.
+    state = ckpt / (ckpt / "latest").read_text().strip()
+    (state / "params.npz").write_bytes(b"garbage")
+    proc = zb_run(model, "--steps", 4, "--resume", ckpt)
+    assert proc.returncode != 0
+    assert "checkpoint '" in proc.stderr and "params.npz" in proc.stderr
+
+
+@pytest.mark.parametrize("schedule,kinds", [("1f1b", {"F", "BW"}),
+                                            ("zb-h1", {"F", "B", "W"})])
+def test_trace_profile_and_metrics(zb_run, examples_dir, tmp_path, repo_root,
+                                   schedule, kinds):
+    steps, microbatches, ranks = 3, 4, 2
+    metrics = tmp_path / "m.json"
+    trace = tmp_path / "t.json"
+    profile = tmp_path / "p.json"
+    proc = check(zb_run(examples_dir / "gpt.mlir", "--np", ranks,
+                        "--schedule", schedule, "--steps", steps,
+                        "--microbatches", microbatches, "--metrics", metrics,
+                        "--trace", trace, "--profile", profile))
+    assert "bubble rate" in proc.stdout and "simulated" in proc.stdout
+
+    # Every action of every step on every rank, in zb-sched's trace format.
+    events = json.loads(trace.read_text())["traceEvents"]
+    actions = [e for e in events if e["ph"] == "X"]
+    stages = 2 * ranks if schedule == "interleaved-1f1b" else ranks
+    per_microbatch = 3 if "W" in kinds else 2
+    assert len(actions) == steps * microbatches * stages * per_microbatch
+    assert {e["cat"] for e in actions} == kinds
+    assert {e["tid"] for e in actions} == set(range(ranks))
+    for rank in range(ranks):
+        mine = sorted((e["ts"], e["ts"] + e["dur"]) for e in actions
+                      if e["tid"] == rank)
+        assert all(end <= nxt + 1e-3 for (_, end), (nxt, _) in
+                   zip(mine, mine[1:])), "actions of one rank overlap"
+
+    # The profile: one entry per stage, positive F times.
+    entries = json.loads(profile.read_text())["stages"]
+    assert [e["stage"] for e in entries] == list(range(stages))
+    assert all(e["f"] > 0 and e["b"] >= 0 and e["w"] >= 0 for e in entries)
+
+    m = json.loads(metrics.read_text())
+    assert len(m["loss"]) == steps
+    assert 0 <= m["bubble_rate"] < 1 and 0 <= m["simulated_bubble_rate"] < 1
+    assert len(m["step_bubble_rate"]) == steps
+    for key in ("peak_stash_bytes", "predicted_stash_bytes",
+                "peak_memory_bytes"):
+        assert len(m[key]) == ranks and all(v > 0 for v in m[key]), key
+    assert all(s <= p for s, p in zip(m["peak_stash_bytes"],
+                                      m["peak_memory_bytes"]))
+
+
+def test_profile_feeds_the_compiler(zb_run, examples_dir, tmp_path):
+    """A profile written by --profile is what --zb-pipeline costs= reads
+    (the MLP's two pipe.cut markers make 3 stages: zb-run, like this test,
+    drops them for 2 ranks and partitions by the cost model)."""
+    import subprocess
+    from conftest import bin_dir
+
+    profile = tmp_path / "p.json"
+    check(zb_run(examples_dir / "mlp.mlir", "--np", 2, "--steps", 2,
+                 "--microbatches", 4, "--profile", profile))
+    out = subprocess.run(
+        [str(bin_dir() / "zb-opt"), str(examples_dir / "mlp.mlir"),
+         "--zb-strip-cuts", "--zb-pipeline=stages=2 microbatches=4 schedule=zb-h1 "
+         f"costs={profile} lower-to-cpu=false"],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "zb_rank1_step" in out.stdout
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1", "zb-h2"])
+def test_measured_stash_matches_the_simulator(zb_run, examples_dir, tmp_path,
+                                              schedule):
+    """The stash the runtime measures is the simulator's prediction from the
+    stages' mem_b/mem_w plus at most the gradient sums (one per parameter)
+    and a received value; and 1F1B and ZB-H1 keep within the paper's bound
+    of P microbatches' mem_b per rank."""
+    ranks, microbatches = 2, 8
+    metrics = tmp_path / "m.json"
+    params = tmp_path / "params.npz"
+    check(zb_run(examples_dir / "gpt.mlir", "--np", ranks, "--schedule",
+                 schedule, "--steps", 2, "--microbatches", microbatches,
+                 "--metrics", metrics, "--dump-params", params))
+    m = json.loads(metrics.read_text())
+    param_bytes = sum(a.nbytes for a in np.load(params).values())
+    for rank in range(ranks):
+        measured = m["peak_stash_bytes"][rank]
+        predicted = m["predicted_stash_bytes"][rank]
+        assert predicted <= measured <= predicted + param_bytes + 16384, \
+            (rank, measured, predicted, param_bytes)
+        if schedule in ("1f1b", "zb-h1"):
+            assert predicted <= ranks * m["microbatch_stash_bytes"][rank]
+    if schedule == "gpipe":
+        # Every microbatch's stash is held at once.
+        assert m["predicted_stash_bytes"] == [
+            microbatches * b for b in m["microbatch_stash_bytes"]]
+
+
+def test_trace_needs_a_pipeline(zb_run, examples_dir, tmp_path):
+    proc = zb_run(examples_dir / "mlp.mlir", "--steps", 1, "--trace",
+                  tmp_path / "t.json")
+    assert proc.returncode != 0
+    assert "need --np 2 or more" in proc.stderr

@@ -1,0 +1,232 @@
+//===- Measure.cpp - What a pipelined run measured ------------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Measure.h"
+
+#include "zb/Schedule/Simulator.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace mlir;
+using namespace zb::run;
+namespace zs = zb::schedule;
+
+bool zb::run::readStageTable(ModuleOp module, StageTable &table,
+                             std::string &error) {
+  auto dict = module->getAttrOfType<DictionaryAttr>("zb.stages");
+  if (!dict) {
+    error = "the compiled program has no 'zb.stages' attribute";
+    return false;
+  }
+  auto ints = [&](StringRef key, auto &out) {
+    auto array = dict.getAs<DenseI64ArrayAttr>(key);
+    if (!array)
+      return false;
+    out.assign(array.asArrayRef().begin(), array.asArrayRef().end());
+    return true;
+  };
+  auto floats = [&](StringRef key, std::vector<double> &out) {
+    auto array = dict.getAs<DenseF64ArrayAttr>(key);
+    if (!array)
+      return false;
+    out.assign(array.asArrayRef().begin(), array.asArrayRef().end());
+    return true;
+  };
+  if (!ints("rank", table.ranks) || !floats("cost_f", table.costF) ||
+      !floats("cost_b", table.costB) || !floats("cost_w", table.costW) ||
+      !ints("mem_b", table.memB) || !ints("mem_w", table.memW)) {
+    error = "the compiled program's 'zb.stages' attribute is malformed";
+    return false;
+  }
+  return true;
+}
+
+std::string zb::run::serialize(const RankStep &step) {
+  std::string bytes(3 * sizeof(int64_t) +
+                        step.actions.size() * sizeof(zbrt::ActionRecord),
+                    '\0');
+  int64_t header[3] = {static_cast<int64_t>(step.actions.size()),
+                       step.baseBytes, step.peakBytes};
+  std::memcpy(bytes.data(), header, sizeof(header));
+  if (!step.actions.empty())
+    std::memcpy(bytes.data() + sizeof(header), step.actions.data(),
+                step.actions.size() * sizeof(zbrt::ActionRecord));
+  return bytes;
+}
+
+bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
+  int64_t header[3];
+  if (bytes.size() < sizeof(header))
+    return false;
+  std::memcpy(header, bytes.data(), sizeof(header));
+  if (header[0] < 0 || bytes.size() != sizeof(header) + header[0] *
+                                                           sizeof(zbrt::ActionRecord))
+    return false;
+  step.actions.resize(header[0]);
+  if (header[0])
+    std::memcpy(step.actions.data(), bytes.data() + sizeof(header),
+                header[0] * sizeof(zbrt::ActionRecord));
+  step.baseBytes = header[1];
+  step.peakBytes = header[2];
+  return true;
+}
+
+static zs::ActionKind kindOf(const zbrt::ActionRecord &record) {
+  return static_cast<zs::ActionKind>(record.phase);
+}
+
+RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
+                                const StageTable &table,
+                                const zs::Problem &layout,
+                                const std::string &scheduleName) {
+  RunMeasurement out;
+  int numRanks = layout.numRanks;
+  size_t numStages = table.ranks.size();
+  // Steps after the first give the costs and figures (the first warms up).
+  size_t firstSteady = steps.size() > 1 ? 1 : 0;
+
+  // Measured bubble per step, with the simulator's definition.
+  for (const std::vector<RankStep> &step : steps) {
+    double maxSpan = 0, work = 0;
+    for (const RankStep &rank : step) {
+      if (rank.actions.empty())
+        continue;
+      double busy = 0;
+      for (const zbrt::ActionRecord &a : rank.actions)
+        busy += a.end - a.start;
+      maxSpan = std::max(maxSpan,
+                         rank.actions.back().end - rank.actions.front().start);
+      work = std::max(work, busy);
+    }
+    out.stepBubble.push_back(maxSpan > 0 ? (maxSpan - work) / maxSpan : 0.0);
+  }
+  for (size_t k = firstSteady; k < steps.size(); ++k)
+    out.bubble += out.stepBubble[k];
+  if (steps.size() > firstSteady)
+    out.bubble /= static_cast<double>(steps.size() - firstSteady);
+
+  // Mean times per stage and kind, in ms.
+  std::vector<double> sum[4], count[4];
+  for (auto &v : sum)
+    v.assign(numStages, 0.0);
+  for (auto &v : count)
+    v.assign(numStages, 0.0);
+  for (size_t k = firstSteady; k < steps.size(); ++k)
+    for (const RankStep &rank : steps[k])
+      for (const zbrt::ActionRecord &a : rank.actions) {
+        if (a.stage < 0 || static_cast<size_t>(a.stage) >= numStages ||
+            a.phase < 0 || a.phase > 3)
+          continue;
+        sum[a.phase][a.stage] += (a.end - a.start) * 1e3;
+        count[a.phase][a.stage] += 1;
+      }
+  auto mean = [&](int phase, size_t s) {
+    return count[phase][s] ? sum[phase][s] / count[phase][s] : 0.0;
+  };
+  for (size_t s = 0; s < numStages; ++s) {
+    double f = mean(0, s), b = mean(1, s), w = mean(2, s);
+    if (count[3][s]) {
+      double bw = mean(3, s);
+      double cb = table.costB[s], cw = table.costW[s];
+      double share = cb + cw > 0 ? cb / (cb + cw) : 1.0;
+      b = bw * share;
+      w = bw - b;
+    }
+    out.timeF.push_back(f);
+    out.timeB.push_back(b);
+    out.timeW.push_back(w);
+  }
+
+  // The schedule that ran: the last step's order on every rank.
+  zs::Schedule executed;
+  executed.name = scheduleName;
+  executed.ranks.resize(numRanks);
+  if (!steps.empty())
+    for (int r = 0; r < numRanks && r < static_cast<int>(steps.back().size());
+         ++r)
+      for (const zbrt::ActionRecord &a : steps.back()[r].actions)
+        executed.ranks[r].push_back(
+            {kindOf(a), static_cast<int>(a.stage),
+             static_cast<int>(a.microbatch)});
+
+  zs::Problem problem = layout;
+  problem.stageCostF = out.timeF;
+  problem.stageCostB = out.timeB;
+  problem.stageCostW = out.timeW;
+  problem.costComm = 0.0;
+  zs::setStageMemory(problem, table.ranks, table.memB, table.memW);
+  if (zs::Result<zs::SimulationResult> simulated =
+          zs::simulate(problem, executed))
+    out.simulatedBubble = simulated->bubbleRate;
+
+  // Memory per rank: measured, and predicted from each rank's own stages.
+  out.peakStash.assign(numRanks, 0);
+  out.peakMemory.assign(numRanks, 0);
+  out.predictedStash.assign(numRanks, 0);
+  out.microbatchStash.assign(numRanks, 0);
+  for (size_t s = 0; s < numStages; ++s)
+    if (table.ranks[s] < numRanks)
+      out.microbatchStash[table.ranks[s]] +=
+          static_cast<int64_t>(table.memB[s]);
+  for (size_t k = firstSteady; k < steps.size(); ++k)
+    for (int r = 0; r < numRanks && r < static_cast<int>(steps[k].size());
+         ++r) {
+      const RankStep &rank = steps[k][r];
+      for (const zbrt::ActionRecord &a : rank.actions)
+        out.peakStash[r] =
+            std::max(out.peakStash[r], a.liveBytes - rank.baseBytes);
+      out.peakMemory[r] =
+          std::max(out.peakMemory[r], rank.peakBytes - rank.baseBytes);
+    }
+  for (int r = 0; r < numRanks; ++r) {
+    std::vector<double> memB(numStages, 0.0), memW(numStages, 0.0);
+    for (size_t s = 0; s < numStages; ++s)
+      if (table.ranks[s] == r) {
+        memB[s] = table.memB[s];
+        memW[s] = table.memW[s];
+      }
+    zs::Problem mine = problem;
+    zs::setStageMemory(mine, table.ranks, memB, memW);
+    std::vector<double> peaks = zs::peakMemoryPerRank(mine, executed);
+    if (r < static_cast<int>(peaks.size()))
+      out.predictedStash[r] = static_cast<int64_t>(peaks[r]);
+  }
+
+  // Every step on one time line (ms since the first step's barrier).
+  zs::ScheduleReport &report = out.trace;
+  report.problem = problem;
+  report.schedule = executed;
+  report.schedule.name = scheduleName + " (measured)";
+  report.simulated = true;
+  report.simulation.timeline.resize(numRanks);
+  for (const std::vector<RankStep> &step : steps)
+    for (int r = 0; r < numRanks && r < static_cast<int>(step.size()); ++r)
+      for (const zbrt::ActionRecord &a : step[r].actions)
+        report.simulation.timeline[r].push_back(
+            {{kindOf(a), static_cast<int>(a.stage),
+              static_cast<int>(a.microbatch)},
+             (step[r].offset + a.start) * 1e3,
+             (step[r].offset + a.end) * 1e3});
+  return out;
+}
+
+std::string zb::run::profileJson(const RunMeasurement &measurement) {
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  os << "{\"unit\": \"ms\", \"stages\": [";
+  for (size_t s = 0; s < measurement.timeF.size(); ++s)
+    os << (s ? ",\n  " : "\n  ") << "{\"stage\": " << s
+       << ", \"f\": " << llvm::format("%.6g", measurement.timeF[s])
+       << ", \"b\": " << llvm::format("%.6g", measurement.timeB[s])
+       << ", \"w\": " << llvm::format("%.6g", measurement.timeW[s]) << "}";
+  os << "\n]}\n";
+  return json;
+}

@@ -1,0 +1,95 @@
+//===- Measure.h - What a pipelined run measured ----------------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// Turns the runtime's action records (zbrt/Trace.h) of every rank into the
+// figures zb-run reports: the measured bubble rate, the mean F/B/W time per
+// stage (the profile), the simulator's bubble rate for the schedule that ran
+// with those times, the peak stash memory per rank next to the simulator's
+// prediction, and a Chrome trace in zb-sched's format.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_TOOLS_ZBRUN_MEASURE_H
+#define ZB_TOOLS_ZBRUN_MEASURE_H
+
+#include "zb/Schedule/Export.h"
+
+#include "zbrt/Trace.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace zb::run {
+
+/// Per stage, in stage order: what `--zb-lower-to-runtime` records in the
+/// module attribute `zb.stages`.
+struct StageTable {
+  std::vector<int> ranks;
+  std::vector<double> costF, costB, costW;
+  std::vector<double> memB, memW;
+};
+
+/// Reads `zb.stages`; on failure returns false and sets `error`.
+bool readStageTable(mlir::ModuleOp module, StageTable &table,
+                    std::string &error);
+
+/// One rank's part of one step: records with times in seconds since the
+/// rank passed the step's opening barrier, and the bytes compiled code held
+/// at that barrier and at most during the step.
+struct RankStep {
+  std::vector<zbrt::ActionRecord> actions;
+  int64_t baseBytes = 0;
+  int64_t peakBytes = 0;
+  /// Seconds from the first step's barrier to this step's (rank 0's clock).
+  double offset = 0.0;
+};
+
+/// Byte strings for Comm::gather.
+std::string serialize(const RankStep &step);
+bool deserialize(const std::string &bytes, RankStep &step);
+
+struct RunMeasurement {
+  /// Measured bubble rate per step: (maxSpan - work) / maxSpan, the
+  /// simulator's definition, with measured spans and busy times.
+  std::vector<double> stepBubble;
+  /// Mean of stepBubble over the steps after the first (warm-up), or the
+  /// only step's.
+  double bubble = 0.0;
+  /// The simulator's bubble rate for the schedule that ran, with the
+  /// measured mean times per stage and no transfer latency.
+  double simulatedBubble = 0.0;
+  /// Per stage, mean milliseconds of F, B and W (a fused BW is split in the
+  /// ratio of the cost model's B and W).
+  std::vector<double> timeF, timeB, timeW;
+  /// Per rank: the most bytes compiled code held at the end of an action,
+  /// beyond what it held when the step began (activations stashed between
+  /// actions, received values, gradient sums), and the simulator's
+  /// prediction of the stash from the stages' mem_b/mem_w.
+  std::vector<int64_t> peakStash, predictedStash;
+  /// Per rank: the bytes one microbatch stashes from F to B on its stages
+  /// (their mem_b): 1F1B's busiest rank holds P of them, and so may every
+  /// rank under ZB-H1.
+  std::vector<int64_t> microbatchStash;
+  /// Per rank: the most bytes compiled code held at any time in a step.
+  std::vector<int64_t> peakMemory;
+  /// Every step on one time line, for writeChromeTrace.
+  zb::schedule::ScheduleReport trace;
+};
+
+/// `steps[k][r]` is rank r's part of step k. `layout` gives the ranks,
+/// chunks, placement and microbatches.
+RunMeasurement measure(const std::vector<std::vector<RankStep>> &steps,
+                       const StageTable &table,
+                       const zb::schedule::Problem &layout,
+                       const std::string &scheduleName);
+
+/// `{"stages": [{"stage": 0, "f": .., "b": .., "w": ..}, ...]}` in ms: what
+/// `zb-schedule costs=` and `--zb-pipeline costs=` read.
+std::string profileJson(const RunMeasurement &measurement);
+
+} // namespace zb::run
+
+#endif // ZB_TOOLS_ZBRUN_MEASURE_H
