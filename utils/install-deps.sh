@@ -9,7 +9,7 @@ APT_PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   openmpi-bin libopenmpi-dev libopenblas-dev
 )
-PY_PACKAGES=(numpy pytest)
+PY_PACKAGES=(numpy pytest matplotlib)
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -41,4 +41,22 @@ done
 if ((${#py_missing[@]})); then
   echo "install-deps: installing Python packages: ${py_missing[*]}"
   "$PYTHON" -m pip install -q "${py_missing[@]}"
+fi
+
+# PyTorch, for the Python package's frontend tests (test/python). The
+# default Linux wheel pulls ~2.8 GB of CUDA wheels that CPU use only needs in
+# order to load; where the CUDA toolkit is installed (/usr/local/cuda) it
+# provides most of them and pip supplies the few it lacks. Anything else
+# falls back to the full install.
+TORCH=torch==2.15.0
+if ! "$PYTHON" -c "import torch" 2>/dev/null; then
+  echo "install-deps: installing $TORCH"
+  if [[ -d /usr/local/cuda ]]; then
+    "$PYTHON" -m pip install -q --no-deps "$TORCH"
+    "$PYTHON" -m pip install -q filelock "typing-extensions>=4.13" sympy \
+      networkx jinja2 fsspec nvidia-cusparselt-cu13==0.8.1 \
+      nvidia-nvshmem-cu13==3.7.2 nvidia-nccl-cu13==2.30.7 \
+      "cuda-toolkit[cufile]==13.2.2" || true
+  fi
+  "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q "$TORCH"
 fi

@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""zb-run against torch.distributed.pipelining on the same models.
+
+The MLP and the GPT example, written once in PyTorch
+(``zerobubble.models``), are trained for the same steps on the same data
+from the same initial parameters on P CPU ranks:
+
+- by ``torch.distributed.pipelining`` (gloo backend) with Schedule1F1B,
+  ScheduleInterleavedZeroBubble (one stage per rank: ZB-H1) and
+  ScheduleZBVZeroBubble (two stages per rank, V placement);
+- by ``zb-run --np P`` with 1f1b, zb-h1 and zb-v, the model imported
+  through ``zerobubble.from_torch`` with P x V stages marked by
+  ``zerobubble.pipe_cut``.
+
+Every step trains on the same M microbatches (so the loss falls) with
+plain SGD. It prints the median step time of each side (the first steps
+are warm-up) and the ratio ours/theirs per schedule (below 1: zb-run is
+faster), and checks that the two loss curves agree (exit code 1 if not).
+
+    python3 bench/peer_torch.py [--models mlp,gpt] [--ranks 2]
+        [--microbatches 8] [--steps 20] [--threads 1] [--quick]
+
+Tools are found through $ZB_BIN_DIR (default build/bin); the package is
+imported from python/ unless installed.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+os.environ.setdefault("ZB_BIN_DIR", str(ROOT / "build" / "bin"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch.distributed import pipelining  # noqa: E402
+
+import zerobubble as zb  # noqa: E402
+from zerobubble.models import GPT, MLP  # noqa: E402
+
+# (ours, theirs, stages per rank)
+SCHEDULES = {"1f1b": ("Schedule1F1B", 1),
+             "zb-h1": ("ScheduleInterleavedZeroBubble", 1),
+             "zb-v": ("ScheduleZBVZeroBubble", 2)}
+LOSS_RTOL = 1e-3
+
+
+def make_model(kind, stages, seed):
+    torch.manual_seed(seed)
+    if kind == "mlp":
+        # examples/mlp.mlir with one more hidden layer, so that it splits
+        # into the four stages zb-v needs on two ranks.
+        return MLP(sizes=(16, 32, 32, 32, 10), stages=stages, batch=8)
+    return GPT(stages=stages)
+
+
+def make_data(model, steps, microbatches, seed):
+    """Every step trains on the same microbatches, so the loss falls."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    batch = [model.example_inputs(gen) for _ in range(microbatches)]
+    return [batch] * steps
+
+
+def local_stages(schedule, rank, ranks):
+    if SCHEDULES[schedule][1] == 2:
+        return [rank, 2 * ranks - 1 - rank]
+    return [rank]
+
+
+def torch_worker(rank, args, kind, schedule, port, out_dir):
+    torch.set_num_threads(args.threads)
+    dist.init_process_group("gloo", rank=rank, world_size=args.ranks,
+                            init_method=f"tcp://127.0.0.1:{port}")
+    chunks = SCHEDULES[schedule][1]
+    total = args.ranks * chunks
+    model = make_model(kind, 1, args.seed)
+    data = make_data(model, args.steps, args.microbatches, args.seed)
+    modules = model.split(total)
+    mine = local_stages(schedule, rank, args.ranks)
+    stages = [pipelining.PipelineStage(modules[i], i, total,
+                                       torch.device("cpu"))
+              for i in mine]
+    cls = getattr(pipelining, SCHEDULES[schedule][0])
+    if chunks == 1 and schedule == "1f1b":
+        runner = cls(stages[0], args.microbatches, loss_fn=model.loss_fn)
+    else:
+        runner = cls(stages, args.microbatches, loss_fn=model.loss_fn)
+    params = [p for i in mine for p in modules[i].parameters()]
+    optimizer = torch.optim.SGD(params, lr=args.lr)
+    first, last = 0 in mine, total - 1 in mine
+
+    times, losses = [], []
+    for step in data:
+        inputs = torch.cat([mb[0] for mb in step])
+        targets = torch.cat([mb[1] for mb in step])
+        optimizer.zero_grad()
+        mb_losses = [] if last else None
+        dist.barrier()
+        start = time.perf_counter()
+        call_args = (inputs,) if first else ()
+        kwargs = {"target": targets, "losses": mb_losses} if last else {}
+        runner.step(*call_args, **kwargs)
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+        if last:
+            losses.append(torch.stack(mb_losses).detach().mean().item())
+    slowest = torch.tensor(times, dtype=torch.float64)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    if last:
+        (Path(out_dir) / "losses.json").write_text(json.dumps(losses))
+    if rank == 0:
+        (Path(out_dir) / "times.json").write_text(
+            json.dumps(slowest.tolist()))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_torch(args, kind, schedule):
+    with tempfile.TemporaryDirectory(prefix="peer-torch-") as out:
+        torch.multiprocessing.spawn(
+            torch_worker, args=(args, kind, schedule, free_port(), out),
+            nprocs=args.ranks, join=True)
+        times = json.loads((Path(out) / "times.json").read_text())
+        losses = json.loads((Path(out) / "losses.json").read_text())
+    return times, losses
+
+
+def run_ours(args, kind, schedule):
+    chunks = SCHEDULES[schedule][1]
+    model = make_model(kind, args.ranks * chunks, args.seed)
+    data = make_data(model, args.steps, args.microbatches, args.seed)
+    program = zb.from_torch(model, data[0][0])
+    result = zb.run(program, ranks=args.ranks, schedule=schedule,
+                    microbatches=args.microbatches, steps=args.steps,
+                    lr=args.lr, inputs=data, threads=args.threads)
+    times = [args.microbatches / r for r in result.microbatches_per_s]
+    return times, result.losses
+
+
+def median_after_warmup(times, warmup):
+    return statistics.median(times[warmup:] if len(times) > warmup
+                             else times)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="mlp,gpt",
+                   help="comma-separated: mlp, gpt (default both)")
+    p.add_argument("--schedules", default=",".join(SCHEDULES),
+                   help="comma-separated subset of " + ", ".join(SCHEDULES))
+    p.add_argument("--ranks", type=int, default=2, help="pipeline ranks P")
+    p.add_argument("--microbatches", type=int, default=8,
+                   help="microbatches M per step")
+    p.add_argument("--steps", type=int, default=20, help="training steps")
+    p.add_argument("--warmup", type=int, default=3,
+                   help="first steps left out of the median")
+    p.add_argument("--threads", type=int, default=1,
+                   help="threads per rank (torch.set_num_threads and "
+                   "OPENBLAS_NUM_THREADS)")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD rate")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true",
+                   help="5 steps, 1 warm-up (a smoke run)")
+    args = p.parse_args()
+    if args.quick:
+        args.steps, args.warmup = 5, 1
+    return args
+
+
+def main():
+    args = parse_args()
+    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    print("peer benchmark: zb-run vs torch.distributed.pipelining "
+          f"(torch {torch.__version__}, gloo), CPU")
+    print(f"P={args.ranks} ranks, M={args.microbatches} microbatches/step, "
+          f"{args.steps} steps (median over the last "
+          f"{args.steps - args.warmup}), {args.threads} thread(s)/rank, "
+          f"SGD lr {args.lr}")
+    header = (f"{'model':<5} {'ours':<6} {'theirs':<30} {'ours ms':>9} "
+              f"{'theirs ms':>10} {'ours/theirs':>12}  loss first -> last"
+              "   curves")
+    print(header)
+    print("-" * len(header))
+    failures = 0
+    for kind in args.models.split(","):
+        for schedule in args.schedules.split(","):
+            ours_t, ours_l = run_ours(args, kind, schedule)
+            theirs_t, theirs_l = run_torch(args, kind, schedule)
+            ours_ms = 1e3 * median_after_warmup(ours_t, args.warmup)
+            theirs_ms = 1e3 * median_after_warmup(theirs_t, args.warmup)
+            diff = max(abs(a - b) / max(abs(b), 1e-12)
+                       for a, b in zip(ours_l, theirs_l))
+            agree = len(ours_l) == len(theirs_l) and diff <= LOSS_RTOL
+            failures += not agree
+            print(f"{kind:<5} {schedule:<6} {SCHEDULES[schedule][0]:<30} "
+                  f"{ours_ms:>9.3f} {theirs_ms:>10.3f} "
+                  f"{ours_ms / theirs_ms:>12.3f}  "
+                  f"{theirs_l[0]:.4f} -> {theirs_l[-1]:.4f}   "
+                  f"{'agree' if agree else 'DIFFER'} "
+                  f"(max rel diff {diff:.1e})", flush=True)
+    if failures:
+        print(f"{failures} loss curve(s) differ by more than {LOSS_RTOL}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

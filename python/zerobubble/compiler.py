@@ -1,0 +1,221 @@
+"""Compiling and running models with zb-opt and zb-run.
+
+A *model* argument is any of: a path to an ``.mlir`` file, the MLIR text of
+a model, or a :class:`zerobubble.Program` made by
+:func:`zerobubble.from_torch` (whose parameter values are then the default
+parameters).
+"""
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ._tools import run_tool
+from .errors import ZeroBubbleError
+
+
+def _model_path(model, workdir):
+    """A file holding ``model`` (see the module docstring)."""
+    text = getattr(model, "mlir", None)
+    if text is None and isinstance(model, str) and "func.func" in model:
+        text = model
+    if text is not None:
+        name = getattr(model, "name", None) or "model"
+        path = Path(workdir) / f"{name}.mlir"
+        path.write_text(text)
+        return path
+    if isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        if not path.is_file():
+            raise ZeroBubbleError(f"no such model file: {path}")
+        return path
+    raise TypeError(
+        "model must be a path, MLIR text or a zerobubble.Program, not "
+        f"{type(model).__name__}")
+
+
+def _npz_argument(value, workdir, stem):
+    """A path for a ``.npz`` argument given as a path or a dict of arrays."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        path = Path(workdir) / f"{stem}.npz"
+        np.savez(path, **{k: np.asarray(v) for k, v in value.items()})
+        return path
+    return Path(value)
+
+
+def _load_npz(path):
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
+def _common_args(model, workdir, *, microbatches, params, inputs, seed,
+                 cache_dir):
+    """The arguments every zb-run mode shares."""
+    args = [_model_path(model, workdir), "--microbatches", microbatches]
+    if params is None:
+        params = getattr(model, "params", None)
+    if hasattr(inputs, "__iter__") and not isinstance(
+            inputs, (dict, str, os.PathLike)):
+        if not hasattr(model, "stack_inputs"):
+            raise TypeError("inputs given as microbatches need a "
+                            "zerobubble.Program model")
+        inputs = model.stack_inputs(inputs)
+    params_path = _npz_argument(params, workdir, "params")
+    inputs_path = _npz_argument(inputs, workdir, "inputs")
+    if params_path is not None:
+        args += ["--params", params_path]
+    if inputs_path is not None:
+        args += ["--inputs", inputs_path]
+    if seed is not None:
+        args += ["--seed", seed]
+    if cache_dir is not None:
+        args += ["--cache-dir", cache_dir]
+    return args
+
+
+def _thread_env(threads):
+    if threads is None:
+        return None
+    return {"OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}
+
+
+def compile(model, *, stages=1, microbatches=1, schedule="zb-h1", chunks=None,
+            mem_limit=None, lower_to_cpu=True, passes=None, output=None):
+    """Compile ``model`` with ``zb-opt`` and return the resulting IR text.
+
+    By default this runs ``--zb-pipeline`` with the given ``stages``,
+    ``microbatches``, ``schedule``, ``chunks`` and ``mem_limit`` (and
+    ``lower-to-cpu``); ``passes``, a list of ``zb-opt`` flags such as
+    ``["--zb-partition-stages=stages=2", "--zb-autodiff"]``, runs those
+    instead. ``output`` also writes the text to that file. Diagnostics
+    raise :class:`zerobubble.CompilerError`.
+    """
+    if passes is None:
+        options = [f"stages={stages}", f"microbatches={microbatches}",
+                   f"schedule={schedule}",
+                   f"lower-to-cpu={'true' if lower_to_cpu else 'false'}"]
+        if chunks is not None:
+            options.append(f"chunks={chunks}")
+        if mem_limit is not None:
+            options.append(f"mem-limit={mem_limit}")
+        passes = [f"--zb-pipeline={' '.join(options)}"]
+    with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
+        path = _model_path(model, workdir)
+        text = run_tool("zb-opt", [path, *passes]).stdout
+    if output is not None:
+        Path(output).write_text(text)
+    return text
+
+
+@dataclass
+class Gradients:
+    """What :func:`gradients` computed: the mean loss and every parameter's
+    gradient (means over the microbatches), keyed by parameter name."""
+    loss: float
+    grads: dict
+
+
+@dataclass
+class RunResult:
+    """What :func:`run` measured and produced.
+
+    ``losses`` holds each step's loss (the mean over its microbatches),
+    ``microbatches_per_s`` each step's throughput, ``params`` the trained
+    parameters and ``grads`` the last step's gradients (both keyed by
+    parameter name), ``metrics`` the whole metrics JSON and ``output``
+    zb-run's standard output.
+    """
+    losses: list
+    microbatches_per_s: list
+    params: dict
+    grads: dict
+    metrics: dict = field(repr=False)
+    output: str = field(repr=False)
+
+
+def run(model, *, ranks=1, schedule="zb-h1", microbatches=1, steps=1,
+        optimizer="sgd", lr=0.01, chunks=None, params=None, inputs=None,
+        seed=None, threads=None, cache_dir=None, timeout=None):
+    """Train ``model`` with ``zb-run`` and return a :class:`RunResult`.
+
+    ``ranks`` is the number of pipeline processes P (``--np``; P > 1 runs
+    under ``mpirun`` with ``schedule`` and ``chunks``); each step runs
+    ``microbatches`` microbatches and updates the parameters with
+    ``optimizer`` (``"sgd"`` or ``"adamw"``) at learning rate ``lr``.
+
+    ``params`` is a dict of arrays keyed by parameter name or a ``.npz``
+    path (default: a Program's own values, else initialised from ``seed``);
+    ``inputs`` is a dict of arrays ``[M][shape]`` or
+    ``[steps][M][shape]`` keyed ``arg<i>`` (or ``zb.data`` names), a
+    ``.npz`` path, or, for a Program, a list of microbatches, each a tuple
+    of the model's data arguments (default: synthetic data from ``seed``).
+    ``threads`` sets the BLAS threads of every rank.
+    """
+    with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
+        args = _common_args(model, workdir, microbatches=microbatches,
+                            params=params, inputs=inputs, seed=seed,
+                            cache_dir=cache_dir)
+        out = Path(workdir)
+        args += ["--steps", steps, "--optimizer", optimizer, "--lr", lr,
+                 "--np", ranks, "--metrics", out / "metrics.json",
+                 "--dump-params", out / "params.npz",
+                 "--dump-grads", out / "grads.npz"]
+        if ranks > 1:
+            args += ["--schedule", schedule]
+            if chunks is not None:
+                args += ["--chunks", chunks]
+        proc = run_tool("zb-run", args, env=_thread_env(threads),
+                        timeout=timeout)
+        metrics = json.loads((out / "metrics.json").read_text())
+        grads = _load_npz(out / "grads.npz")
+        grads.pop("loss", None)
+        return RunResult(
+            losses=[float(x) for x in metrics.get("loss", [])],
+            microbatches_per_s=[float(x) for x in
+                                metrics.get("microbatches_per_s", [])],
+            params=_load_npz(out / "params.npz"), grads=grads,
+            metrics=metrics, output=proc.stdout)
+
+
+def gradients(model, *, microbatches=1, params=None, inputs=None, seed=None,
+              threads=None, cache_dir=None, timeout=None):
+    """Forward and backward on one process, no update (``zb-run --grads``).
+
+    Arguments as for :func:`run`. Returns :class:`Gradients`.
+    """
+    with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
+        args = _common_args(model, workdir, microbatches=microbatches,
+                            params=params, inputs=inputs, seed=seed,
+                            cache_dir=cache_dir)
+        dump = Path(workdir) / "grads.npz"
+        args += ["--grads", "--dump-grads", dump]
+        run_tool("zb-run", args, env=_thread_env(threads), timeout=timeout)
+        grads = _load_npz(dump)
+    loss = float(grads.pop("loss"))
+    return Gradients(loss=loss, grads=grads)
+
+
+def evaluate(model, *, microbatches=1, params=None, inputs=None, seed=None,
+             threads=None, cache_dir=None, timeout=None):
+    """The mean forward loss over the microbatches (``zb-run --eval``).
+
+    Arguments as for :func:`run`. zb-run prints the loss with 7 significant
+    digits; :func:`gradients` returns it at full precision.
+    """
+    with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
+        args = _common_args(model, workdir, microbatches=microbatches,
+                            params=params, inputs=inputs, seed=seed,
+                            cache_dir=cache_dir)
+        proc = run_tool("zb-run", [*args, "--eval"],
+                        env=_thread_env(threads), timeout=timeout)
+    match = re.search(r"mean loss\s+(\S+)", proc.stdout)
+    if not match:
+        raise ZeroBubbleError(f"unexpected zb-run output: {proc.stdout!r}")
+    return float(match.group(1))

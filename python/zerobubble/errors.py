@@ -1,0 +1,54 @@
+"""Exceptions raised by the zerobubble package."""
+
+
+class ZeroBubbleError(Exception):
+    """Base class of every error the package raises."""
+
+
+class ToolNotFoundError(ZeroBubbleError):
+    """A ZeroBubble tool (zb-opt, zb-run, zb-sched) could not be located."""
+
+
+class CompilerError(ZeroBubbleError):
+    """A ZeroBubble tool failed.
+
+    ``str(error)`` is the tool's diagnostic text; the attributes keep the
+    details: ``command`` (the argument list), ``returncode``,
+    ``diagnostics`` (the tool's standard error) and ``output`` (its
+    standard output).
+    """
+
+    def __init__(self, command, returncode, diagnostics, output=""):
+        self.command = list(command)
+        self.returncode = returncode
+        self.diagnostics = diagnostics
+        self.output = output
+        tool = self.command[0].rsplit("/", 1)[-1] if self.command else "tool"
+        text = diagnostics.strip() or output.strip()
+        message = f"{tool} failed (exit code {returncode})"
+        super().__init__(f"{message}:\n{text}" if text else message)
+
+
+class FrontendError(ZeroBubbleError):
+    """A PyTorch program could not be turned into the compiler's input IR."""
+
+
+class UnsupportedOpError(FrontendError):
+    """An ATen op (or a form of one) that the PyTorch frontend cannot emit.
+
+    ``op`` is the ATen overload (``aten.cumsum.default``), ``module_path``
+    the dotted path of the ``nn.Module`` that called it (``""`` for the root
+    module) and ``module_type`` that module's class name.
+    """
+
+    def __init__(self, op, module_path, module_type="", detail=""):
+        self.op = op
+        self.module_path = module_path
+        self.module_type = module_type
+        where = f"module '{module_path}'" if module_path else "the root module"
+        if module_type:
+            where += f" ({module_type})"
+        message = f"unsupported aten op '{op}' in {where}"
+        if detail:
+            message += f": {detail}"
+        super().__init__(message)

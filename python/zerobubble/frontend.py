@@ -1,0 +1,334 @@
+"""The PyTorch frontend: an ``nn.Module`` returning a scalar loss becomes
+the compiler's input IR.
+
+``from_torch(module, example_args)`` exports ``module(*example_args)`` with
+``torch.export`` and translates the exported ATen graph op by op (see
+:mod:`zerobubble._aten`) into one public ``func.func``:
+
+- the data arguments first, in ``example_args`` order and with their
+  dtypes (``arg<i>`` in ``.npz`` files is the i-th example argument);
+  integer data used as embedding indices or class targets gets a
+  ``zb.range`` bound;
+- then the parameters, ``{zb.param = "<PyTorch name>"}`` with PyTorch's
+  shapes (a ``Linear`` weight stays ``[out, in]``);
+- buffers and other constants become dense constants; computations on
+  constants alone are folded;
+- ``zerobubble.pipe_cut(x)`` calls become ``pipe.cut`` stage boundaries.
+"""
+
+import re
+
+import numpy as np
+import torch
+
+from . import _aten
+from ._mlir import Builder, Value
+from .errors import FrontendError
+
+# -- the stage boundary marker -----------------------------------------
+
+
+@torch.library.custom_op("zerobubble::pipe_cut", mutates_args=())
+def _pipe_cut_op(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_pipe_cut_op.register_fake
+def _pipe_cut_fake(x):
+    return torch.empty_like(x)
+
+
+def _pipe_cut_backward(ctx, grad):
+    return grad
+
+
+_pipe_cut_op.register_autograd(_pipe_cut_backward)
+
+
+def pipe_cut(x):
+    """Mark a pipeline stage boundary after ``x``: the compiler's
+    ``pipe.cut``. Eagerly it returns a copy of ``x`` (gradient: identity).
+    A model with n markers is split into n + 1 stages when it is compiled
+    for n + 1 stages (P x V); otherwise the compiler's cost model cuts."""
+    return _pipe_cut_op(x)
+
+
+# -- the program ---------------------------------------------------------
+
+
+class DataArg:
+    """A data argument of a program: ``index`` in the signature (its
+    ``.npz`` key is ``key``), the placeholder ``name``, ``shape`` and
+    ``dtype`` (a NumPy dtype), and ``range`` (the exclusive bound of an
+    integer argument used as indices, or None)."""
+
+    def __init__(self, index, name, shape, dtype, range=None):
+        self.index = index
+        self.name = name
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.range = range
+
+    @property
+    def key(self):
+        return f"arg{self.index}"
+
+    def __repr__(self):
+        bound = f", range={self.range}" if self.range is not None else ""
+        return (f"DataArg({self.key}: {self.name} {list(self.shape)} "
+                f"{self.dtype}{bound})")
+
+
+class Program:
+    """A model in the compiler's input IR, made by :func:`from_torch`.
+
+    ``mlir`` is the IR text and ``name`` the function's name; ``params``
+    maps each parameter's PyTorch name to its current value (a NumPy
+    array, PyTorch's shape); ``data_args`` lists the data arguments;
+    ``cuts`` is the number of ``pipe_cut`` markers. A Program can be given
+    wherever :mod:`zerobubble` takes a model; its ``params`` are then the
+    default parameters.
+    """
+
+    def __init__(self, mlir, name, params, data_args, cuts):
+        self.mlir = mlir
+        self.name = name
+        self.params = params
+        self.data_args = data_args
+        self.cuts = cuts
+
+    def save(self, path):
+        """Write the IR text to ``path``."""
+        with open(path, "w") as f:
+            f.write(self.mlir)
+
+    def save_params(self, path):
+        """Write the parameters to an ``.npz`` keyed by parameter name."""
+        np.savez(path, **self.params)
+
+    def stack_inputs(self, microbatches):
+        """The data of ``microbatches`` as zb-run's ``--inputs`` arrays.
+
+        ``microbatches`` is a list of microbatches, each a tuple of the
+        data arguments (tensors or arrays, as in ``example_args``), or a
+        list of such lists (one per step). Returns ``{"arg<i>": array}``
+        with arrays ``[M][shape]`` (or ``[K][M][shape]``).
+        """
+        microbatches = list(microbatches)
+        if microbatches and isinstance(microbatches[0], list):
+            per_step = [self.stack_inputs(step) for step in microbatches]
+            return {k: np.stack([s[k] for s in per_step])
+                    for k in per_step[0]}
+        arrays = {}
+        for arg in self.data_args:
+            values = []
+            for mb in microbatches:
+                if len(mb) != len(self.data_args):
+                    raise ValueError(
+                        f"a microbatch has {len(mb)} values; the program "
+                        f"takes {len(self.data_args)} data arguments")
+                value = mb[arg.index]
+                if isinstance(value, torch.Tensor):
+                    value = value.detach().cpu().numpy()
+                value = np.asarray(value, dtype=arg.dtype)
+                if value.shape != arg.shape:
+                    raise ValueError(
+                        f"{arg.key} ({arg.name}): shape {value.shape}, "
+                        f"the program takes {arg.shape}")
+                values.append(value)
+            arrays[arg.key] = np.stack(values)
+        return arrays
+
+    def save_inputs(self, path, microbatches):
+        """Write :meth:`stack_inputs` to an ``.npz`` file."""
+        np.savez(path, **self.stack_inputs(microbatches))
+
+    def __repr__(self):
+        return (f"Program({self.name}: {len(self.data_args)} data args, "
+                f"{len(self.params)} params, {self.cuts} cuts)")
+
+
+# -- export and translation ---------------------------------------------
+
+
+def _sanitize(name):
+    name = re.sub(r"\W", "_", name)
+    return name if name and not name[0].isdigit() else "m_" + name
+
+
+def _module_name(module):
+    name = type(module).__name__
+    return _sanitize(re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", name).lower())
+
+
+def from_torch(module, example_args, *, name=None, strict=False):
+    """Export ``module`` and translate it to the compiler's input IR.
+
+    ``module(*example_args)`` must return the scalar loss of one
+    microbatch; ``example_args`` fix every shape and dtype. Parameters keep
+    their PyTorch names and shapes; the data arguments come first, in
+    ``example_args`` order. ``name`` names the function (default: the
+    module's class name in snake case); ``strict`` is passed to
+    ``torch.export.export``. Returns a :class:`Program`.
+
+    Raises :class:`zerobubble.UnsupportedOpError` naming the ATen op and
+    the module path for an op the frontend cannot translate, and
+    :class:`zerobubble.FrontendError` for other unsupported programs.
+    """
+    example_args = tuple(example_args)
+    for i, arg in enumerate(example_args):
+        if not isinstance(arg, torch.Tensor):
+            raise FrontendError(
+                f"example argument {i} is a {type(arg).__name__}; every "
+                "data argument must be a tensor")
+    exported = torch.export.export(module, example_args, strict=strict)
+    translator = _Translator(exported, name or _module_name(module))
+    return translator.translate()
+
+
+class _Translator:
+    """Translates one ExportedProgram into a Program."""
+
+    def __init__(self, exported, name):
+        self.exported = exported
+        self.name = name
+        self.builder = Builder()
+        self.env = {}
+        self.arg_index = {}
+        self.ranges = {}
+        self.cuts = 0
+
+    def translate(self):
+        from torch.export.graph_signature import InputKind
+
+        signature = self.exported.graph_signature
+        graph = self.exported.graph_module.graph
+        kinds = {spec.arg.name: spec for spec in signature.input_specs}
+        state = dict(self.exported.state_dict)
+        state.update(self.exported.constants)
+
+        data, params = [], []
+        for node in graph.nodes:
+            if node.op != "placeholder":
+                continue
+            spec = kinds[node.name]
+            if spec.kind == InputKind.USER_INPUT:
+                data.append(node)
+            elif spec.kind == InputKind.PARAMETER:
+                params.append((node, spec.target))
+            elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+                self.env[node] = _aten.Const(state[spec.target].detach())
+            else:
+                raise FrontendError(
+                    f"unsupported exported input '{node.name}' "
+                    f"({spec.kind.name})")
+
+        signature_args, data_args, param_values = [], [], {}
+        for index, node in enumerate(data):
+            value = self._argument(node)
+            self.arg_index[value.name] = index
+            signature_args.append((value, None))
+            data_args.append(DataArg(index, node.name, value.shape,
+                                     self._numpy_dtype(node)))
+        for node, target in params:
+            value = self._argument(node)
+            signature_args.append((value, target))
+            param_values[target] = state[target].detach().cpu().numpy()
+
+        loss = None
+        for node in graph.nodes:
+            if node.op == "call_function":
+                self._call(node)
+            elif node.op == "output":
+                loss = self._output(node)
+            elif node.op != "placeholder":
+                raise FrontendError(f"unsupported graph node '{node.op}'")
+
+        for arg in data_args:
+            arg.range = self.ranges.get(arg.index)
+        return Program(self._function(signature_args, loss, data_args),
+                       self.name, param_values, data_args, self.cuts)
+
+    # -- pieces -----------------------------------------------------
+
+    def _argument(self, node):
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise FrontendError(
+                f"input '{node.name}' is not a tensor; only tensor "
+                "arguments are supported")
+        self.builder.reserve(node.name)
+        value = Value("%" + node.name, tuple(val.shape),
+                      _aten.element_type(val.dtype, node.name))
+        self.env[node] = value
+        return value
+
+    @staticmethod
+    def _numpy_dtype(node):
+        return torch.empty((), dtype=node.meta["val"].dtype).numpy().dtype
+
+    def _call(self, node):
+        try:
+            self.env[node] = _aten.translate(self, node)
+        except FrontendError:
+            raise
+        except Exception as exc:
+            path, kind = _aten.module_of(node)
+            where = f"module '{path}'" if path else "the root module"
+            raise FrontendError(
+                f"cannot translate '{_aten.op_name(node)}' in {where} "
+                f"({kind}): {exc}") from exc
+
+    def _output(self, node):
+        results = node.args[0]
+        if not isinstance(results, (tuple, list)) or len(results) != 1:
+            raise FrontendError("the module must return one value, the "
+                                "scalar loss")
+        loss = self.env.get(results[0])
+        if not isinstance(loss, Value) or loss.rank != 0 or \
+                not loss.dtype.startswith("f"):
+            raise FrontendError("the module must return the scalar loss, a "
+                                "0-d float tensor that depends on the "
+                                "inputs or parameters")
+        return loss
+
+    def _function(self, signature_args, loss, data_args):
+        ranges = {a.index: a.range for a in data_args if a.range is not None}
+        args = []
+        for index, (value, target) in enumerate(signature_args):
+            attrs = []
+            if target is not None:
+                attrs.append(f'zb.param = "{target}"')
+            elif index in ranges:
+                attrs.append(f"zb.range = {ranges[index]} : i64")
+            text = f"{value.name}: {value.type}"
+            if attrs:
+                text += " {" + ", ".join(attrs) + "}"
+            args.append(text)
+        indent = " " * (len(self.name) + 12)
+        header = (f"func.func @{self.name}(" +
+                  f",\n{indent}".join(args) + ") -> " + loss.type + " {")
+        doc = [f"// {self.name}: exported from PyTorch by zerobubble."
+               " Data arguments: " + (", ".join(
+                   f"{a.name} (arg{a.index})" for a in data_args) or "none")
+               + f"; {len(signature_args) - len(data_args)} parameters"
+               f"; {self.cuts} pipe.cut markers."]
+        body = self.builder.lines
+        return "\n".join([*doc, header, *body,
+                          f"  return {loss.name} : {loss.type}", "}", ""])
+
+    def note_range(self, value, bound):
+        """Record that data argument ``value`` (if it is one) indexes
+        ``bound`` entries: its ``zb.range``."""
+        index = self.arg_index.get(value.name)
+        if index is not None:
+            current = self.ranges.get(index)
+            self.ranges[index] = bound if current is None else min(current,
+                                                                   bound)
+
+    def alias(self, result, source):
+        """``result`` is a view of ``source``: it inherits the argument it
+        came from (for ``zb.range``)."""
+        if source.name in self.arg_index and result is not source:
+            self.arg_index[result.name] = self.arg_index[source.name]
+        return result
