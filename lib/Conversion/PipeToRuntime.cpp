@@ -41,6 +41,10 @@ struct Outlined {
 struct StageFunctions {
   mutable pipe::StageOp stage;
   Outlined forward, backward, backwardInput, backwardWeight;
+  /// `(sums..., grads...) -> sums + grads` over the stage's parameters:
+  /// built on first use, so that a step function accumulates one
+  /// microbatch's gradients with one call.
+  mutable func::FuncOp addGrads;
   unsigned numResults = 0, numStash = 0, numWStash = 0;
 };
 
@@ -170,10 +174,41 @@ LogicalResult RankLowering::runForward(Location loc, int64_t s, int64_t mb) {
 }
 
 void RankLowering::accumulateGrads(int64_t s, ValueRange grads) {
-  for (auto [param, grad] : llvm::zip(stages[s].stage.getParams(), grads)) {
-    Value &sum = gradSums[param];
-    sum = autodiff::buildAdd(b, grad.getLoc(), sum, grad);
+  const StageFunctions &fns = stages[s];
+  ValueRange params = fns.stage.getParams();
+  if (params.empty())
+    return;
+  if (!gradSums.count(params.front())) {
+    for (auto [param, grad] : llvm::zip(params, grads))
+      gradSums[param] = grad;
+    return;
   }
+  Location loc = fns.stage.getLoc();
+  if (!fns.addGrads) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(step);
+    SmallVector<Type> types(params.getTypes());
+    SmallVector<Type> argTypes(types);
+    argTypes.append(types);
+    fns.addGrads = func::FuncOp::create(
+        b, loc, ("zb_stage" + Twine(s) + "_add_grads").str(),
+        FunctionType::get(b.getContext(), argTypes, types));
+    fns.addGrads.setPrivate();
+    Block *entry = fns.addGrads.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    SmallVector<Value> sums;
+    for (size_t i = 0, e = types.size(); i < e; ++i)
+      sums.push_back(autodiff::buildAdd(b, loc, entry->getArgument(i),
+                                        entry->getArgument(e + i)));
+    func::ReturnOp::create(b, loc, sums);
+  }
+  SmallVector<Value> args;
+  for (Value param : params)
+    args.push_back(gradSums.lookup(param));
+  args.append(grads.begin(), grads.end());
+  auto call = func::CallOp::create(b, loc, fns.addGrads, args);
+  for (auto [param, sum] : llvm::zip(params, call.getResults()))
+    gradSums[param] = sum;
 }
 
 LogicalResult RankLowering::runBackwardInput(Location loc, int64_t s,

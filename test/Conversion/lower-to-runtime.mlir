@@ -36,6 +36,10 @@
 // CHECK-LABEL: func.func private @zb_stage1_backward_weight(
 // CHECK-SAME: -> tensor<4x4xf32>
 
+// CHECK-LABEL: func.func private @zb_stage0_add_grads(
+// CHECK-SAME: %[[S:.*]]: tensor<4x4xf32>, %[[G:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[S]], %[[G]] :
+// CHECK: arith.addf
 // CHECK-LABEL: func.func @zb_rank0_step(
 // CHECK-SAME: %[[W0:[^:]*]]: tensor<4x4xf32>, %[[X:[^:]*]]: tensor<2x2x4xf32>, %[[T:[^:]*]]: tensor<2x2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>)
 // CHECK-SAME: attributes {zb.microbatches = 2 : i64, zb.params = ["w0"], zb.rank = 0 : i64}
@@ -68,8 +72,8 @@
 // CHECK: call @zb_stage0_backward_input(%[[X1]], %[[W0]], %[[G1]])
 // CHECK: %[[DW1:.*]] = call @zb_stage0_backward_weight(%[[G1]], %[[X1]], %[[W0]])
 // Gradients accumulate over the microbatches; the first stage's loss is 0.
-// CHECK: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DW0]], %[[DW1]] :
-// CHECK: arith.addf
+// Each later microbatch's gradients are added with one call.
+// CHECK: %[[DW:.*]] = call @zb_stage0_add_grads(%[[DW0]], %[[DW1]])
 // CHECK: %[[L:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<f32>)
 // CHECK: return %[[L]], %[[DW]] : tensor<f32>, tensor<4x4xf32>
 
@@ -103,14 +107,14 @@
 // CHECK: %[[SEED1:.*]] = arith.constant dense<5.000000e-01> : tensor<f32>
 // CHECK: %[[B1:.*]]:2 = call @zb_stage1_backward_input(%[[F1]]#1, %[[T1]], %[[H1]], %[[W1]], %[[SEED1]])
 // ONEF: %[[DW1:.*]] = call @zb_stage1_backward_weight(%[[B1]]#1, %[[H1]], %[[W1]])
-// ONEF: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DW0]], %[[DW1]] :
+// ONEF: %[[DW:.*]] = call @zb_stage1_add_grads(%[[DW0]], %[[DW1]])
 // CHECK-DAG: %[[P:.*]] = arith.constant 0 : i64
 // CHECK-DAG: %[[C:.*]] = arith.constant 1 : i64
 // CHECK: %[[DX1:.*]] = bufferization.to_buffer %[[B1]]#0
 // CHECK: call @zbrt_send_f32(%{{.*}}, %[[P]], %[[C]])
 // H1: %[[DW0:.*]] = call @zb_stage1_backward_weight(%[[B0]]#1, %[[H0]], %[[W1]])
 // H1: %[[DW1:.*]] = call @zb_stage1_backward_weight(%[[B1]]#1, %[[H1]], %[[W1]])
-// H1: %[[DW:.*]] = linalg.generic {{.*}} ins(%[[DW0]], %[[DW1]] :
+// H1: %[[DW:.*]] = call @zb_stage1_add_grads(%[[DW0]], %[[DW1]])
 // CHECK: %[[HALF:.*]] = arith.constant 5.000000e-01 : f32
 // CHECK-NEXT: %[[LOSS:.*]] = linalg.generic {{.*}} ins(%[[LS]] : tensor<f32>)
 // CHECK-NEXT: ^bb0(%[[IN:.*]]: f32, %{{.*}}: f32):

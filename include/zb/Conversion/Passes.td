@@ -98,14 +98,21 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
       that runs one training step in the program's order: data arguments
       arrive stacked `[M][shape]` and are sliced per microbatch; forward
       stashes live from F to B and B→W stashes from B to W; the last
-      stage's backward is seeded with 1/M, so the gradients (accumulated
-      over the microbatches) and the returned loss are means; `sched.send`
-      and `sched.recv` become calls of the runtime's `zbrt_send_f32` /
-      `zbrt_recv_f32` (tag = channel). Its attributes name the rank
-      (`zb.rank`), its parameters (`zb.params`) and the microbatch count.
+      stage's backward is seeded with 1/M, so the gradients and the
+      returned loss are means; each microbatch's gradients are added to
+      the running sums with one call of
+      `@zb_stage<s>_add_grads(sums..., grads...) -> (sums...)`;
+      `sched.send` and `sched.recv` become calls of the runtime's
+      `zbrt_send_f32` / `zbrt_recv_f32` (tag = channel); every F, B, W and
+      BW is bracketed by `zbrt_action_begin` / `zbrt_action_end` (phase,
+      stage, microbatch), which the runtime records. Its attributes name
+      the rank (`zb.rank`), its parameters (`zb.params`) and the
+      microbatch count.
 
-    The model function and the program are removed; `--zb-lower-to-cpu`
-    then compiles the module unchanged.
+    The module attribute `zb.stages` records per stage its rank, the cost
+    model's `cost_f/b/w` and the split's `mem_b/w` (0 where absent), which
+    the runtime's measurements use. The model function and the program are
+    removed; `--zb-lower-to-cpu` then compiles the module unchanged.
   }];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::arith::ArithDialect",
