@@ -6,7 +6,7 @@ examples/gpt.mlir, P=2, M=8, 12 steps, one BLAS thread per rank) and prints,
 from the metrics each run writes:
 
 - step ms: the median step time over the steps after the first (zb-run's
-  microbatches/s, the slowest rank's step including its opening barrier);
+  microbatches_per_s, the slowest rank's step with its opening barrier);
 - measured bubble: (max rank span - max rank busy time) / max rank span,
   from the runtime's action records, mean over the steps after the first;
 - simulated bubble: the schedule library's simulator on the schedule that

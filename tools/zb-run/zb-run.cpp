@@ -588,10 +588,14 @@ static bool writeArchive(const std::string &path, zbrt::NpzArchive archive,
   return true;
 }
 
+/// Samples in one microbatch: dim 0 of the model's first data argument.
+static int64_t samplesPerMicrobatch = 1;
+
 static void printStep(int64_t step, double loss, double seconds) {
-  double samplesPerStep = static_cast<double>(microbatches);
+  double samplesPerStep =
+      static_cast<double>(microbatches * samplesPerMicrobatch);
   llvm::outs() << "step " << step + 1 << "/" << numSteps << "  loss "
-               << llvm::format("%.6f", loss) << "  microbatches/s "
+               << llvm::format("%.6f", loss) << "  samples/s "
                << llvm::format("%.1f", samplesPerStep / seconds) << "\n";
   llvm::outs().flush();
 }
@@ -615,6 +619,11 @@ static bool writeMetrics(const std::vector<double> &losses,
   if (!rates.empty()) {
     os << ", \"microbatches_per_s\": ";
     list(rates);
+    std::vector<double> samples;
+    for (double r : rates)
+      samples.push_back(r * samplesPerMicrobatch);
+    os << ", \"samples_per_s\": ";
+    list(samples);
   }
   if (microbatchLosses) {
     os << ", \"microbatch_loss\": ";
@@ -1269,6 +1278,11 @@ int main(int argc, char **argv) {
   FailureOr<zb::ModelSignature> signature = zb::analyzeModel(*module);
   if (failed(signature))
     return 1;
+  for (const zb::ModelArg &arg : signature->args)
+    if (!arg.isParam() && !arg.shape().empty()) {
+      samplesPerMicrobatch = arg.shape().front();
+      break;
+    }
   if (numRanks > 1 || backendName == "nccl")
     return runPipelineRank(context, *module, *signature, modelText, argv[0],
                            &argc, &argv);
