@@ -55,3 +55,21 @@ if os.path.exists(os.path.join(config.zb_obj_root, "lib", "libzbrt_cuda.so")):
     if _have_usable_gpu():
         config.available_features.add("cuda")
 config.substitutions.append(("%python", config.python_executable))
+
+# The CUDA toolkit the GPU lowering compiles kernels with (ptxas, and
+# libdevice for math functions), found as --zb-lower-to-gpu finds it:
+# feature `cuda-toolkit`. Tests that build cubins or call math functions in
+# kernels require it; the other GPU lowering tests need only LLVM's NVPTX
+# backend.
+def _cuda_toolkit():
+    for name in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return "/usr/local/cuda"
+
+
+_toolkit = _cuda_toolkit()
+if os.path.exists(os.path.join(_toolkit, "bin", "ptxas")) and os.path.isdir(
+    os.path.join(_toolkit, "nvvm", "libdevice")
+):
+    config.available_features.add("cuda-toolkit")

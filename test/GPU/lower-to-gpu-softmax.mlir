@@ -1,3 +1,4 @@
+// REQUIRES: cuda-toolkit
 // linalg.softmax: decomposed into a max reduction, exp and a sum reduction
 // and the division, each a kernel.
 // RUN: zb-opt %s --zb-lower-to-gpu="format=isa" | FileCheck %s

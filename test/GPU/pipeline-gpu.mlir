@@ -1,3 +1,5 @@
+// REQUIRES: cuda-toolkit
+// (ptxas builds the cubins; libdevice provides log and exp.)
 // --zb-pipeline with target=gpu: per-rank step functions whose stages launch
 // kernels embedded as sm_90 cubins, call cuBLAS for the matmuls, and pass
 // device buffers to the runtime's send/recv.
