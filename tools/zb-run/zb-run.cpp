@@ -6,16 +6,19 @@
 //        [--seed S] [--microbatches M] [--metrics M.json]
 //        [--dump-grads G.npz] [--check-grad] [--cache-dir DIR]
 // zb-run MODEL.mlir [--np P] [--schedule NAME] [--chunks V] [--steps K]
-//        [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz] ...
+//        [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz]
+//        [--backend mpi|nccl] [--trace T.json] [--profile P.json]
+//        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR] ...
 //
-// Compiles the model for the CPU (caching the shared object by content
-// hash), initialises parameters from the seed or loads them, makes
+// Compiles the model for the CPU, or the GPU with --backend nccl (caching
+// the shared object by content hash), initialises parameters from the seed or loads them, makes
 // synthetic data or loads it, and runs one step over M microbatches: the
 // forward (--eval) or the forward and backward without an update (--grads),
 // printing the mean loss; gradients are the mean over the microbatches.
 // Without --eval or --grads it trains for --steps steps: in-process for
 // P = 1, and for P > 1 as P MPI processes each running its rank's step
-// function, which the compiler builds with --zb-pipeline.
+// function, which the compiler builds with --zb-pipeline; a pipelined run
+// reports its measured bubble rate and stash memory (Measure.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -1208,7 +1211,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "zb-run: compile a ZeroBubble model for the CPU and run or train it\n");
+      "zb-run: compile a ZeroBubble model and run or train it (CPU; GPU "
+      "with --backend nccl)\n");
 
   bool training = !evalMode && !gradsMode;
   if (evalMode && gradsMode)
