@@ -18,7 +18,9 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%zb_src_root", config.zb_src_root))
 
-llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.with_system_environment(
+    ["HOME", "INCLUDE", "LIB", "TMP", "TEMP", "ZB_TARGET_CPU"]
+)
 llvm_config.use_default_substitutions()
 
 config.zb_tools_dir = os.path.join(config.zb_obj_root, "bin")

@@ -51,6 +51,9 @@ void zb::buildLowerToGPUPipeline(OpPassManager &pm,
   ZBLowerGemmToCUBLASOptions gemm;
   gemm.dtype = options.dtype;
   pm.addPass(createZBLowerGemmToCUBLAS(gemm));
+  // The canonicalizer drops the buffers bufferized scf.for loops carry
+  // unchanged, so that zb-map-to-gpu can run such a loop in a kernel.
+  pm.addPass(createCanonicalizerPass());
   ZBMapToGPUOptions map;
   map.blockSize = options.blockSize;
   pm.addPass(createZBMapToGPU(map));

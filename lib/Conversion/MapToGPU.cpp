@@ -124,6 +124,47 @@ static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
   return success();
 }
 
+/// Whether `op` can run inside a kernel as it is: scalar arithmetic, math,
+/// structured control flow and loads and stores of buffers.
+static bool isKernelSafe(Operation *op) {
+  if (isa<memref::LoadOp, memref::StoreOp>(op))
+    return true;
+  StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
+  return dialect == "arith" || dialect == "math" || dialect == "scf" ||
+         dialect == "index";
+}
+
+/// Runs each outermost host-level scf.for that reads or writes buffers (the
+/// scatter-add of a gather's gradient, say: sequential, since indices may
+/// repeat) in one GPU thread: wraps it in a one-iteration scf.parallel.
+/// Loops that carry values or hold anything a kernel cannot run stay, and
+/// checkNoHostAccess names them.
+static void wrapSequentialBufferLoops(RewriterBase &rewriter,
+                                      func::FuncOp fn) {
+  SmallVector<scf::ForOp> roots;
+  for (auto loop : collectHostOps<scf::ForOp>(fn)) {
+    if (loop->getParentOfType<scf::ParallelOp>() ||
+        loop->getParentOfType<scf::ForOp>() || loop.getNumResults() != 0)
+      continue;
+    bool touches = false, safe = true;
+    loop.getBody()->walk([&](Operation *op) {
+      touches |= isa<memref::LoadOp, memref::StoreOp>(op);
+      safe &= isKernelSafe(op);
+    });
+    if (touches && safe)
+      roots.push_back(loop);
+  }
+  for (scf::ForOp loop : roots) {
+    rewriter.setInsertionPoint(loop);
+    Location loc = loop.getLoc();
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+    auto wrapper = scf::ParallelOp::create(rewriter, loc, ValueRange{zero},
+                                           ValueRange{one}, ValueRange{one});
+    rewriter.moveOpBefore(loop, wrapper.getBody()->getTerminator());
+  }
+}
+
 /// Collapses each outermost host-level scf.parallel to one dimension, tiles
 /// it by `blockSize` and maps tiles to blocks, iterations to threads.
 static void tileAndMapParallelLoops(RewriterBase &rewriter, func::FuncOp fn,
@@ -192,8 +233,10 @@ struct MapToGPUPass : zb::impl::ZBMapToGPUBase<MapToGPUPass> {
       if (fn.isExternal())
         continue;
       moveBuffersToDevice(rewriter, fn);
-      if (failed(lowerLinalgToParallelLoops(rewriter, fn)) ||
-          failed(checkNoHostAccess(fn)))
+      if (failed(lowerLinalgToParallelLoops(rewriter, fn)))
+        return signalPassFailure();
+      wrapSequentialBufferLoops(rewriter, fn);
+      if (failed(checkNoHostAccess(fn)))
         return signalPassFailure();
       tileAndMapParallelLoops(rewriter, fn, blockSize);
     }

@@ -21,6 +21,7 @@
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -50,10 +51,18 @@ static std::string hostFeatures() {
   return features.getString();
 }
 
+/// The CPU the code is for and its features: `options.cpu`, else this host.
+static std::pair<std::string, std::string>
+targetCPU(const zb::CPUCompileOptions &options) {
+  if (!options.cpu.empty())
+    return {options.cpu, ""};
+  return {llvm::sys::getHostCPUName().str(), hostFeatures()};
+}
+
 std::string zb::getCPUCompilerFingerprint(const CPUCompileOptions &options) {
+  auto [cpu, features] = targetCPU(options);
   return "zb-cpu-1;llvm-" LLVM_VERSION_STRING ";" +
-         llvm::sys::getProcessTriple() + ";" +
-         llvm::sys::getHostCPUName().str() + ";" + hostFeatures() + ";O" +
+         llvm::sys::getProcessTriple() + ";" + cpu + ";" + features + ";O" +
          std::to_string(options.optLevel) +
          (options.target == "gpu"
               ? ";gpu-" + options.gpuChip + "-" + options.gpuDtype
@@ -125,12 +134,17 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
                                 : options.optLevel == 0
                                     ? llvm::CodeGenOptLevel::None
                                     : llvm::CodeGenOptLevel::Default;
+  auto [cpu, features] = targetCPU(options);
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
-      triple, llvm::sys::getHostCPUName(), hostFeatures(),
+      triple, cpu, features,
       llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt, level));
   if (!machine)
     return module.emitError("cannot create an LLVM target machine for ")
            << triple.str();
+  if (!options.cpu.empty() &&
+      !machine->getMCSubtargetInfo()->isCPUStringValid(options.cpu))
+    return module.emitError("unknown target CPU '")
+           << options.cpu << "' for " << triple.str();
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
 

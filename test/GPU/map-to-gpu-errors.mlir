@@ -10,3 +10,21 @@ func.func @host_load(%x: memref<4xf32>) -> f32 {
   %v = memref.load %x[%c0] : memref<4xf32>
   return %v : f32
 }
+
+// -----
+
+// A host loop that also calls a function cannot become a kernel: its
+// buffer accesses are named.
+func.func private @callee()
+func.func @loop_with_call(%x: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  %f = arith.constant 1.0 : f32
+  scf.for %i = %c0 to %c4 step %c1 {
+    func.call @callee() : () -> ()
+    // expected-error @below {{zb-map-to-gpu: host code accesses a device buffer outside a kernel}}
+    memref.store %f, %x[%i] : memref<4xf32>
+  }
+  return
+}

@@ -85,3 +85,33 @@ func.func @global(%out: memref<4xf32>) {
   memref.copy %g, %out : memref<4xf32> to memref<4xf32>
   return
 }
+
+// -----
+
+// A host loop nest that loads and stores buffers (a gather's gradient
+// scattered back: indices may repeat, so it stays sequential) runs in one
+// GPU thread: a one-iteration scf.parallel mapped to a block and a thread.
+// CHECK-LABEL: func.func @scatter_add(
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%c1{{(_[0-9]+)?}}) step
+// CHECK: scf.parallel
+// CHECK: scf.if
+// CHECK: scf.for
+// CHECK: memref.load
+// CHECK: memref.store
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = thread_x
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = block_x
+func.func @scatter_add(%idx: memref<8xi64>, %grad: memref<8xf32>,
+                       %table: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %i = %c0 to %c8 step %c1 {
+    %t = memref.load %idx[%i] : memref<8xi64>
+    %row = arith.index_cast %t : i64 to index
+    %g = memref.load %grad[%i] : memref<8xf32>
+    %old = memref.load %table[%row] : memref<16xf32>
+    %new = arith.addf %old, %g : f32
+    memref.store %new, %table[%row] : memref<16xf32>
+  }
+  return
+}

@@ -5,6 +5,8 @@
 // device buffers to the runtime's send/recv.
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu" | FileCheck %s
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu dtype=bf16" | FileCheck %s --check-prefix=BF16
+// The GPT example: its embedding gradient's scatter-add is a kernel too.
+// RUN: zb-opt %zb_src_root/examples/gpt.mlir --zb-strip-cuts --zb-pipeline="stages=2 microbatches=2 schedule=zb-h1 target=gpu" | FileCheck %s --check-prefix=GPT
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=gpu dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
 
@@ -24,6 +26,9 @@
 // CHECK: llvm.call @zb_stage0_forward(
 // CHECK: llvm.call @zbrt_send_f32(
 // CHECK: llvm.call @mgpuMemFree(
+
+// GPT-LABEL: llvm.func @zb_rank0_step(
+// GPT-LABEL: llvm.func @zb_rank1_step(
 
 // BF16: llvm.call @zbrt_gpu_sgemm_batched_bf16(
 

@@ -106,6 +106,18 @@ static cl::opt<std::string> dumpGradsPath(
              "of the last step when training) and the loss to this .npz, "
              "keyed by parameter name"),
     cl::value_desc("G.npz"), cl::cat(category));
+static cl::opt<bool> compileOnly(
+    "compile-only",
+    cl::desc("Compile the model for these flags into the cache, print the "
+             "object's path and exit: runs nothing, so --backend nccl needs "
+             "no GPU and --np needs no mpirun (a cache warmed where the "
+             "compiler is serves a machine that only runs)"),
+    cl::cat(category));
+static cl::opt<std::string> targetCPUName(
+    "target-cpu",
+    cl::desc("The CPU to compile host code for, as LLVM names it (e.g. "
+             "x86-64-v3); default: $ZB_TARGET_CPU, else this machine's"),
+    cl::value_desc("NAME"), cl::cat(category));
 static cl::opt<bool> checkGrad(
     "check-grad",
     cl::desc("With --grads: compare a sample of gradient entries with "
@@ -550,6 +562,11 @@ static std::string compileCached(ModuleOp module, const std::string &key,
   zb::CPUCompileOptions options;
   if (gpu)
     options.target = "gpu";
+  options.cpu = targetCPUName;
+  if (options.cpu.empty())
+    if (std::optional<std::string> cpu =
+            llvm::sys::Process::GetEnv("ZB_TARGET_CPU"))
+      options.cpu = *cpu;
   std::string dir = cacheDir.empty() ? defaultCacheDir() : cacheDir.getValue();
   if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
     fail("cannot create cache directory '" + dir + "': " + ec.message());
@@ -723,6 +740,10 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
       *clone, modelText + (needGrads ? ";grads" : ";eval"), argv0, true);
   if (soPath.empty())
     return 1;
+  if (compileOnly) {
+    llvm::outs() << soPath << "\n";
+    return 0;
+  }
   std::string errorMessage;
   std::unique_ptr<zbrt::SharedObject> object =
       zbrt::SharedObject::open(soPath, errorMessage);
@@ -923,7 +944,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                            int *argc, char ***argv) {
   std::string error;
   std::unique_ptr<zbrt::Comm> comm;
-  if (numRanks > 1) {
+  if (numRanks > 1 && !compileOnly) {
     zbrt::initComm(argc, argv);
     comm = zbrt::createMPIComm(error);
   } else {
@@ -934,7 +955,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   // --backend nccl: the model runs on this rank's GPU; NCCL moves values.
   bool gpu = backendName == "nccl";
   const zbrt::CUDARuntime *cuda = nullptr;
-  if (gpu) {
+  if (gpu && !compileOnly) {
     cuda = zbrt::loadCUDARuntime(error);
     if (!cuda ||
         !cuda->init(zbrt::selectCUDADevice(cuda->deviceCount()), error))
@@ -945,7 +966,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   }
   zbrt_set_comm(comm.get());
   int rank = comm->rank();
-  if (comm->size() != numRanks)
+  if (!compileOnly && comm->size() != numRanks)
     comm->abort("started with " + std::to_string(comm->size()) +
                 " processes, but --np is " + std::to_string(numRanks));
 
@@ -996,6 +1017,12 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   std::string soPath;
   if (rank == 0)
     soPath = compileCached(*lowered, key, argv0, true, gpu);
+  if (compileOnly) {
+    if (soPath.empty())
+      return 1;
+    llvm::outs() << soPath << "\n";
+    return 0;
+  }
   int ok = rank == 0 ? !soPath.empty() : 1;
   comm->broadcast(&ok, sizeof(ok), 0);
   if (!ok)
@@ -1083,8 +1110,9 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     for (zbrt::NpyArray &g : grads)
       callArgs.push_back(&g);
     if (gpu) {
-      // Every argument through device memory: inputs copied up, the
-      // outputs (loss, gradients) back; the optimizer stays on the host.
+      // Every argument through device memory: inputs and the zeroed outputs
+      // (as on the CPU) copied up, the outputs (loss, gradients) back; the
+      // optimizer stays on the host.
       if (devicePointers.empty())
         for (zbrt::NpyArray *array : callArgs) {
           devicePointers.push_back(cuda->alloc(array->data.size(), error));
@@ -1092,7 +1120,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
             comm->abort("--backend nccl: " + error);
         }
       size_t numInputs = params.size() + data.size();
-      for (size_t i = 0; i < numInputs; ++i)
+      for (size_t i = 0; i < callArgs.size(); ++i)
         if (!cuda->copyToDevice(devicePointers[i], callArgs[i]->data.data(),
                                 callArgs[i]->data.size(), error))
           comm->abort("--backend nccl: " + error);
@@ -1253,7 +1281,7 @@ int main(int argc, char **argv) {
     return fail("unknown --schedule '" + scheduleName + "'; known: " +
                 zb::schedule::knownScheduleNames());
 
-  if (numRanks > 1 && !zbrt::isMPIWorker()) {
+  if (numRanks > 1 && !compileOnly && !zbrt::isMPIWorker()) {
     std::string error;
     int rc = zbrt::relaunchUnderMPI(numRanks, argc, argv, error);
     if (rc < 0)

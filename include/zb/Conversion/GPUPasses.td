@@ -48,6 +48,11 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
     - every linalg op becomes loops: its parallel dimensions one
       `scf.parallel`, its reductions sequential `scf.for` loops inside (an
       op without parallel dimensions gets a one-iteration `scf.parallel`);
+    - an outermost host-level `scf.for` that loads or stores buffers and
+      holds only scalar arithmetic, math and structured control flow (the
+      scatter-add of a gather's gradient: sequential, since indices may
+      repeat) runs in one GPU thread, wrapped in a one-iteration
+      `scf.parallel`;
     - each outermost `scf.parallel` is collapsed to one dimension and tiled
       by `block-size`, then mapped: tiles to blocks, iterations of a tile
       to threads (`gpu.loop_dim_map` attributes).

@@ -29,6 +29,9 @@ struct CPUCompileOptions {
   /// for `gpuChip`; the shared object then needs libzbrt_cuda.so loaded
   /// with RTLD_GLOBAL, see zbrt::loadCUDARuntime()).
   std::string target = "cpu";
+  /// The host CPU the code is for, as LLVM names it (x86-64-v3, znver4,
+  /// ...); empty: this machine's CPU and features.
+  std::string cpu;
   /// target=gpu: the GPU architecture and the matmul precision (f32, bf16).
   std::string gpuChip = "sm_90";
   std::string gpuDtype = "f32";
