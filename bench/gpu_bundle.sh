@@ -22,12 +22,12 @@ STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 B="$STAGE/zb-bundle"
 
-ninja -C "$BUILD_DIR" zb-opt zb-run zbrt_cuda zb-gpu-gemm-bench >/dev/null
+ninja -C "$BUILD_DIR" zb-opt zb-run zb-sched zbrt_cuda zb-gpu-gemm-bench >/dev/null
 [[ -f "$BUILD_DIR/lib/libzbrt_cuda.so" ]] ||
   { echo "gpu_bundle: $BUILD_DIR has no libzbrt_cuda.so (no CUDA/NCCL at configure time)" >&2; exit 1; }
 
 mkdir -p "$B/bin" "$B/lib" "$B/deps" "$B/python" "$B/test" "$B/cache"
-cp "$BUILD_DIR"/bin/{zb-opt,zb-run,zb-gpu-gemm-bench} "$B/bin/"
+cp "$BUILD_DIR"/bin/{zb-opt,zb-run,zb-sched,zb-gpu-gemm-bench} "$B/bin/"
 cp "$BUILD_DIR"/lib/libzbrt.so "$BUILD_DIR"/lib/libzbrt_cuda.so "$B/lib/"
 cp "$LLVM_BIN"/{FileCheck,not,count} "$B/bin/"
 

@@ -61,7 +61,7 @@ targetCPU(const zb::CPUCompileOptions &options) {
 
 std::string zb::getCPUCompilerFingerprint(const CPUCompileOptions &options) {
   auto [cpu, features] = targetCPU(options);
-  return "zb-cpu-1;llvm-" LLVM_VERSION_STRING ";" +
+  return "zb-cpu-2;llvm-" LLVM_VERSION_STRING ";" +
          llvm::sys::getProcessTriple() + ";" + cpu + ";" + features + ";O" +
          std::to_string(options.optLevel) +
          (options.target == "gpu"
@@ -180,12 +180,10 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
     return module.emitError(
         "no C compiler driver 'cc' on PATH to link the model");
   std::string tmpOutput = (outputPath + ".tmp").str();
-  // memref.copy of non-contiguous buffers calls MLIR's C runner utilities.
-  std::string libDir = ZB_MLIR_LIBRARY_DIR;
-  std::string libFlag = "-L" + libDir, rpathFlag = "-Wl,-rpath," + libDir;
+  // What compiled code calls beyond the C library (the runtime's C ABI,
+  // memrefCopy among it) resolves against the runtime loaded in the process.
   SmallVector<StringRef> argv = {*cc,       "-shared",  "-o",
-                                 tmpOutput, objectPath, libFlag,
-                                 rpathFlag, "-lmlir_c_runner_utils", "-lm"};
+                                 tmpOutput, objectPath, "-lm"};
   std::string linkError;
   int rc = llvm::sys::ExecuteAndWait(*cc, argv, std::nullopt, {}, 0, 0,
                                      &linkError);

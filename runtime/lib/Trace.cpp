@@ -34,13 +34,7 @@ void *track(char *block, uint64_t offset, uint64_t size) {
   char *p = block + offset;
   reinterpret_cast<uint64_t *>(p)[-2] = offset;
   reinterpret_cast<uint64_t *>(p)[-1] = size;
-  int64_t now = live.fetch_add(static_cast<int64_t>(size),
-                               std::memory_order_relaxed) +
-                static_cast<int64_t>(size);
-  int64_t before = peak.load(std::memory_order_relaxed);
-  while (now > before &&
-         !peak.compare_exchange_weak(before, now, std::memory_order_relaxed)) {
-  }
+  zbrt_count_bytes(static_cast<int64_t>(size));
   return p;
 }
 } // namespace
@@ -82,6 +76,14 @@ void zbrt_action_end(int32_t phase, int64_t stage, int64_t microbatch) {
   records.push_back(record);
 }
 
+void zbrt_count_bytes(int64_t delta) {
+  int64_t now = live.fetch_add(delta, std::memory_order_relaxed) + delta;
+  int64_t before = peak.load(std::memory_order_relaxed);
+  while (now > before &&
+         !peak.compare_exchange_weak(before, now, std::memory_order_relaxed)) {
+  }
+}
+
 void *_mlir_memref_to_llvm_alloc(uint64_t size) {
   return track(static_cast<char *>(std::malloc(size + kHeader)), kHeader,
                size);
@@ -102,6 +104,6 @@ void _mlir_memref_to_llvm_free(void *ptr) {
   char *p = static_cast<char *>(ptr);
   uint64_t offset = reinterpret_cast<uint64_t *>(p)[-2];
   uint64_t size = reinterpret_cast<uint64_t *>(p)[-1];
-  live.fetch_sub(static_cast<int64_t>(size), std::memory_order_relaxed);
+  zbrt_count_bytes(-static_cast<int64_t>(size));
   std::free(p - offset);
 }

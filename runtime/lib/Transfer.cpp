@@ -100,15 +100,10 @@ static Comm &requireComm(const char *function) {
   return *comm;
 }
 
-static View readView(const char *function, Comm &comm,
-                     const zbrt_unranked_memref *memref, size_t elementSize) {
-  if (!memref || !memref->descriptor)
-    comm.abort(std::string(function) + ": null memref descriptor");
-  if (memref->rank < 0 || memref->rank > 64)
-    comm.abort(std::string(function) + ": memref rank " +
-               std::to_string(memref->rank) + " is not valid");
-  // { T *allocated; T *aligned; int64_t offset; int64_t sizes[rank];
-  //   int64_t strides[rank]; }
+/// The view of `memref`'s descriptor
+///   { T *allocated; T *aligned; int64_t offset; int64_t sizes[rank];
+///     int64_t strides[rank]; }.
+static View viewOf(const zbrt_unranked_memref *memref, size_t elementSize) {
   const char *raw = static_cast<const char *>(memref->descriptor);
   View view;
   view.elementSize = elementSize;
@@ -123,11 +118,49 @@ static View readView(const char *function, Comm &comm,
   std::memcpy(view.sizes.data(), sizes, rank * sizeof(int64_t));
   std::memcpy(view.strides.data(), sizes + rank * sizeof(int64_t),
               rank * sizeof(int64_t));
+  view.data = aligned + offset * static_cast<int64_t>(elementSize);
+  return view;
+}
+
+static View readView(const char *function, Comm &comm,
+                     const zbrt_unranked_memref *memref, size_t elementSize) {
+  if (!memref || !memref->descriptor)
+    comm.abort(std::string(function) + ": null memref descriptor");
+  if (memref->rank < 0 || memref->rank > 64)
+    comm.abort(std::string(function) + ": memref rank " +
+               std::to_string(memref->rank) + " is not valid");
+  View view = viewOf(memref, elementSize);
   for (int64_t size : view.sizes)
     if (size < 0)
       comm.abort(std::string(function) + ": memref has a negative size");
-  view.data = aligned + offset * static_cast<int64_t>(elementSize);
   return view;
+}
+
+/// memref.copy: both views walked in row-major order (one of them through
+/// a packed buffer when neither is contiguous).
+extern "C" void memrefCopy(int64_t elemSize, zbrt_unranked_memref *src,
+                           zbrt_unranked_memref *dst) {
+  size_t size = static_cast<size_t>(elemSize);
+  View from = viewOf(src, size), to = viewOf(dst, size);
+  if (from.isContiguous() && to.isContiguous()) {
+    std::memmove(to.data, from.data, from.numElements() * size);
+    return;
+  }
+  std::vector<char> packed;
+  const char *next = from.data;
+  if (!from.isContiguous()) {
+    packed.resize(from.numElements() * size);
+    char *out = packed.data();
+    from.forEach([&](const char *p) {
+      std::memcpy(out, p, size);
+      out += size;
+    });
+    next = packed.data();
+  }
+  to.forEach([&](char *p) {
+    std::memcpy(p, next, size);
+    next += size;
+  });
 }
 
 static void checkPeerAndChannel(const char *function, Comm &comm, int64_t peer,

@@ -48,6 +48,11 @@ typedef struct zbrt_unranked_memref {
   void *descriptor;
 } zbrt_unranked_memref;
 
+/* memref.copy between strided buffers of elements of `elemSize` bytes (the
+ * ABI of MLIR's C runner utilities, which compiled models do not link). */
+void memrefCopy(int64_t elemSize, zbrt_unranked_memref *src,
+                zbrt_unranked_memref *dst);
+
 /* What compiled code calls for
  *   func.func private @zbrt_send_f32(memref<*xf32>, i64, i64)
  *       attributes {llvm.emit_c_interface}
@@ -99,6 +104,11 @@ void zbrt_action_end(int32_t phase, int64_t stage, int64_t microbatch);
 void *_mlir_memref_to_llvm_alloc(uint64_t size);
 void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size);
 void _mlir_memref_to_llvm_free(void *ptr);
+
+/* Adds `delta` bytes to the count of what compiled code holds (negative: a
+ * free); the allocators above and the GPU runtime's device allocator
+ * (mgpuMemAlloc/mgpuMemFree) report through it. */
+void zbrt_count_bytes(int64_t delta);
 
 #ifdef __cplusplus
 }

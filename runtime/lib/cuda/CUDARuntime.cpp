@@ -12,13 +12,16 @@
 #include "Device.h"
 
 #include "zbrt/CUDA.h"
+#include "zbrt/zbrt.h"
 
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 using namespace zbrt;
 using namespace zbrt::cuda;
@@ -265,6 +268,11 @@ void mgpuEventRecord(CUevent event, CUstream stream) {
   check(cuEventRecord(event, streamOrCompute(stream)), "cuEventRecord");
 }
 
+/// The size of each live allocation of compiled code, for the runtime's
+/// count of the bytes compiled code holds (zbrt_count_bytes).
+static std::mutex allocationsMutex;
+static std::unordered_map<void *, uint64_t> allocations;
+
 void *mgpuMemAlloc(uint64_t sizeBytes, CUstream stream, bool isHostShared) {
   if (isHostShared)
     fatal("gpu.alloc host_shared (managed memory) is not supported");
@@ -276,14 +284,31 @@ void *mgpuMemAlloc(uint64_t sizeBytes, CUstream stream, bool isHostShared) {
   if (result != CUDA_SUCCESS)
     fatal("allocating " + std::to_string(sizeBytes) +
           " bytes on the GPU failed: " + describe(result));
-  return reinterpret_cast<void *>(pointer);
+  void *p = reinterpret_cast<void *>(pointer);
+  {
+    std::lock_guard<std::mutex> lock(allocationsMutex);
+    allocations[p] = sizeBytes;
+  }
+  zbrt_count_bytes(static_cast<int64_t>(sizeBytes));
+  return p;
 }
 
 void mgpuMemFree(void *pointer, CUstream stream) {
-  if (pointer)
-    check(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(pointer),
-                         streamOrCompute(stream)),
-          "cuMemFreeAsync");
+  if (!pointer)
+    return;
+  check(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(pointer),
+                       streamOrCompute(stream)),
+        "cuMemFreeAsync");
+  uint64_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(allocationsMutex);
+    auto it = allocations.find(pointer);
+    if (it != allocations.end()) {
+      size = it->second;
+      allocations.erase(it);
+    }
+  }
+  zbrt_count_bytes(-static_cast<int64_t>(size));
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {
