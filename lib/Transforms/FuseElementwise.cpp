@@ -6,7 +6,6 @@
 
 #include "zb/Transforms/Passes.h"
 
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -30,10 +29,6 @@ struct FuseElementwisePass
         patterns, [](OpOperand *fused) {
           auto producer = fused->get().getDefiningOp<linalg::LinalgOp>();
           if (!producer || !producer->hasOneUse())
-            return false;
-          // Per-microbatch sums in a rank's step function stay separate.
-          auto fn = producer->getParentOfType<func::FuncOp>();
-          if (fn && fn->hasAttr("zb.rank"))
             return false;
           return llvm::none_of(producer.getDpsInitsMutable(),
                                [&](OpOperand &init) {

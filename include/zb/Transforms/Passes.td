@@ -34,10 +34,7 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
     bias-add, activation and scaling becomes one loop nest. Unlike
     upstream `--linalg-fuse-elementwise-ops` it does not propagate
     reshapes into contractions: matmul-family ops keep their named form and
-    still lower to the runtime's gemm. Rank step functions (`zb.rank`) are
-    left alone: there the elementwise ops sum gradients and losses over the
-    microbatches, and fusing the chain into one sum at the end would keep
-    every microbatch's gradient alive for the whole step.
+    still lower to the runtime's gemm.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
