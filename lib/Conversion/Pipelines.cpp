@@ -59,6 +59,10 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   math::MathExpandOpsPassOptions expand;
   expand.opMnemonics = {"rsqrt"};
   pm.addPass(math::createMathExpandOpsPass(expand));
+  pm.addPass(zb::createZBApproximateMath());
+  // LLVM intrinsics first (the approximations' fma among them), libm calls
+  // for what has none (f64 erf).
+  pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   // Compiled code allocates through the runtime, which counts its memory.
   FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;

@@ -34,6 +34,26 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def ZBApproximateMath : Pass<"zb-approximate-math"> {
+  let summary = "Replace f32 math functions by inline polynomial "
+                "approximations";
+  let description = [{
+    Rewrites the f32 (and vector of f32) `math` ops named by `ops` into
+    MLIR's polynomial approximations, plain arithmetic that LLVM inlines and
+    vectorises, instead of one libm call per element (GELU's `math.erf` was
+    the CPU forward's most expensive op). f64 ops and ops not named stay
+    and become libm calls (`--convert-math-to-libm`). The approximations
+    keep f32 results within a few ulp of libm's.
+  }];
+  let options = [
+    ListOption<"ops", "ops", "std::string",
+               "The math ops to approximate (default: erf, exp, log)">
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect",
+                           "mlir::vector::VectorDialect"];
+}
+
 def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
   let summary = "Return each value of a private function once";
   let description = [{
