@@ -24,8 +24,9 @@ from the metrics each run writes:
 
 --layers L generates a GPT with L blocks (bench/gen_gpt.py, the example's
 shapes) instead of the 4-block example, so that compute grows against the
-fixed cost of each transfer. zb-run is looked up in $ZB_BIN_DIR (default:
-build/bin next to this directory); compiled models are cached as usual.
+fixed cost of each transfer. zb-run is looked up in --bin-dir ($ZB_BIN_DIR,
+default: build/bin next to this directory); compiled models are cached as
+usual.
 """
 
 import argparse
@@ -41,20 +42,19 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 
-def zb_run():
-    path = os.path.join(os.environ.get("ZB_BIN_DIR",
-                                       os.path.join(ROOT, "build", "bin")),
-                        "zb-run")
+def zb_run(bin_dir):
+    path = os.path.join(bin_dir, "zb-run")
     if not os.path.isfile(path):
         sys.exit(f"pipeline_bench: error: {path} not found (build first, or "
-                 "set ZB_BIN_DIR)")
+                 "pass --bin-dir / set ZB_BIN_DIR)")
     return path
 
 
 def run(model, schedule, args, work):
     metrics = os.path.join(work, f"{schedule}.json")
-    cmd = [zb_run(), model, "--np", str(args.ranks), "--schedule", schedule,
-           "--microbatches", str(args.microbatches), "--steps",
+    cmd = [zb_run(args.bin_dir), model, "--np", str(args.ranks),
+           "--schedule", schedule, "--microbatches", str(args.microbatches),
+           "--steps",
            str(args.steps), "--metrics", metrics, "--trace",
            os.path.join(work, f"{schedule}.trace.json")]
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads))
@@ -73,6 +73,9 @@ def run(model, schedule, args, work):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bin-dir", default=os.environ.get(
+        "ZB_BIN_DIR", os.path.join(ROOT, "build", "bin")),
+        help="where zb-run is (default: $ZB_BIN_DIR or build/bin)")
     parser.add_argument("--layers", type=int, default=0,
                         help="generate a GPT with L blocks (default: the "
                              "4-block examples/gpt.mlir)")
