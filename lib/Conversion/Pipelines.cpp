@@ -118,7 +118,10 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   scheduleOptions.memLimit = options.memLimit;
   scheduleOptions.costsFile = options.costs;
   pm.addPass(sched::createZBSchedule(scheduleOptions));
-  pm.addPass(sched::createZBInsertComm());
+  // NCCL transfers carry no tags: each link must receive in send order.
+  sched::ZBInsertCommOptions comm;
+  comm.inOrderLinks = options.target == "gpu";
+  pm.addPass(sched::createZBInsertComm(comm));
   pm.addPass(createZBLowerToRuntime());
   if (!options.lowerToCPU)
     return success();

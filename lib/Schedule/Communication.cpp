@@ -389,4 +389,42 @@ void writeSchedProgram(const CommProgram &program, std::ostream &os) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// checkLinkOrder
+//===----------------------------------------------------------------------===//
+
+std::optional<std::string> checkLinkOrder(const CommProgram &program) {
+  // Per link (from, to): its sends and its recvs, each in program order.
+  std::map<std::pair<int64_t, int64_t>, std::vector<const CommOp *>> sends,
+      recvs;
+  for (std::size_t rank = 0; rank < program.ranks.size(); ++rank)
+    for (const CommOp &op : program.ranks[rank]) {
+      int64_t self = static_cast<int64_t>(rank);
+      if (op.kind == CommOpKind::Send)
+        sends[{self, op.peer}].push_back(&op);
+      else if (op.kind == CommOpKind::Recv)
+        recvs[{op.peer, self}].push_back(&op);
+    }
+  auto ordinal = [](std::size_t i) {
+    std::size_t n = i + 1;
+    const char *suffix = n % 100 >= 11 && n % 100 <= 13 ? "th"
+                         : n % 10 == 1                  ? "st"
+                         : n % 10 == 2                  ? "nd"
+                         : n % 10 == 3                  ? "rd"
+                                                        : "th";
+    return std::to_string(n) + suffix;
+  };
+  for (const auto &[link, linkSends] : sends) {
+    const std::vector<const CommOp *> &linkRecvs = recvs[link];
+    for (std::size_t i = 0; i < linkSends.size() && i < linkRecvs.size(); ++i)
+      if (linkSends[i]->channel != linkRecvs[i]->channel ||
+          linkSends[i]->seq != linkRecvs[i]->seq)
+        return "rank " + std::to_string(link.first) + " sends '" +
+               describe(*linkSends[i]) + "' " + ordinal(i) + " to rank " +
+               std::to_string(link.second) + ", which receives '" +
+               describe(*linkRecvs[i]) + "' " + ordinal(i);
+  }
+  return std::nullopt;
+}
+
 } // namespace zb::schedule

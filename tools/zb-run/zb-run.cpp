@@ -982,6 +982,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   options.schedule = scheduleName;
   options.chunks = numChunks;
   options.lowerToCPU = false;
+  options.target = gpu ? "gpu" : "cpu";
   if (failed(zb::buildZBPipeline(pm, options, error)))
     comm->abort(error);
   const zb::schedule::ScheduleInfo *info =

@@ -308,3 +308,30 @@ TEST(Communication, WritesSchedProgram) {
             "  sched.send BW stage 1 microbatch 0 to 0 channel 1 seq 0\n"
             "}\n");
 }
+
+// NCCL matches transfers per link in order: loop placements keep every
+// link's order; V placements, whose links carry activations and gradients
+// both ways, do not, and the check names the first pair out of order.
+TEST(Communication, LinkOrder) {
+  for (const char *name : {"1f1b", "zb-h1", "zb-h2", "interleaved-1f1b",
+                           "zb-v"}) {
+    SCOPED_TRACE(name);
+    const ScheduleInfo *info = lookupSchedule(name);
+    ASSERT_TRUE(info);
+    Problem problem = problemFor(*info, 4, 8);
+    Result<Schedule> schedule = generateSchedule(name, problem);
+    ASSERT_TRUE(schedule.ok()) << schedule.error();
+    Result<CommProgram> program = insertCommunication(problem, *schedule);
+    ASSERT_TRUE(program.ok()) << program.error();
+    std::optional<std::string> misorder = checkLinkOrder(*program);
+    if (info->defaultPlacement == Placement::Loop) {
+      EXPECT_FALSE(misorder) << *misorder;
+    } else {
+      ASSERT_TRUE(misorder);
+      EXPECT_NE(misorder->find("rank 0 sends '"), std::string::npos)
+          << *misorder;
+      EXPECT_NE(misorder->find("which receives '"), std::string::npos)
+          << *misorder;
+    }
+  }
+}

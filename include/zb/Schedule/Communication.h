@@ -116,6 +116,15 @@ struct Deadlock {
 /// finishes, otherwise where they are stuck.
 std::optional<Deadlock> checkDeadlock(const CommProgram &program);
 
+/// For backends that match transfers per link (sender, receiver) in issue
+/// order without tags (NCCL): the first link whose receiver posts its recvs
+/// in another order than the sender's sends, as a one-line message
+/// ("rank 0 sends 'send ...' 2nd to rank 1, which receives 'recv ...'
+/// 2nd"); nothing when every link's order agrees. The channel and seq of a
+/// transfer still say which recv it meets; only the order across channels
+/// can differ (V placements: activations and gradients share a link).
+std::optional<std::string> checkLinkOrder(const CommProgram &program);
+
 /// Fits `stageRanks` (stage s on rank stageRanks[s]) to a placement of the
 /// problem: numRanks ranks, stageRanks.size()/numRanks chunks, loop
 /// (preferred when both fit) or v.

@@ -59,7 +59,7 @@ static FailureOr<std::vector<int>> stageRanksOf(ProgramOp program) {
   return stageRanks;
 }
 
-static LogicalResult insertTransfers(ProgramOp program) {
+static LogicalResult insertTransfers(ProgramOp program, bool inOrderLinks) {
   auto isTransfer = [](Operation &op) { return isa<SendOp, RecvOp>(op); };
   for (Region &region : program.getRanks())
     if (llvm::any_of(region.front(), isTransfer))
@@ -117,6 +117,13 @@ static LogicalResult insertTransfers(ProgramOp program) {
   zs::Result<zs::CommProgram> comm = zs::insertCommunication(problem, schedule);
   if (!comm)
     return program.emitOpError() << "cannot insert transfers: " << comm.error();
+  if (inOrderLinks)
+    if (std::optional<std::string> misorder = zs::checkLinkOrder(*comm))
+      return program.emitOpError()
+             << "cannot insert transfers for a transport that matches them "
+                "per link in order (NCCL): "
+             << *misorder
+             << "; use a schedule without a V placement, or MPI";
 
   // Rebuild each rank in place: move the existing compute (and optimizer)
   // ops to the end in the new order, creating the transfers between them.
@@ -169,12 +176,14 @@ static LogicalResult insertTransfers(ProgramOp program) {
 
 namespace {
 struct InsertCommPass : zb::sched::impl::ZBInsertCommBase<InsertCommPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     SmallVector<ProgramOp> programs;
     getOperation().walk(
         [&](ProgramOp program) { programs.push_back(program); });
     for (ProgramOp program : programs)
-      if (failed(insertTransfers(program)))
+      if (failed(insertTransfers(program, inOrderLinks)))
         return signalPassFailure();
   }
 };

@@ -96,7 +96,19 @@ def ZBInsertComm : Pass<"zb-insert-comm", "mlir::ModuleOp"> {
       sched.compute BW stage 0 microbatch 0
     }
     ```
+
+    With `in-order-links` (`--zb-pipeline` sets it for `target=gpu`, whose
+    NCCL transfers carry no tags) every link (sender, receiver) must also
+    receive in the order it sends, across channels; a schedule whose
+    receiver takes two channels of one link in another order (V
+    placements, where activations and gradients share a link) is rejected
+    with a message naming the first pair out of order.
   }];
+  let options = [
+    Option<"inOrderLinks", "in-order-links", "bool", /*default=*/"false",
+           "Require each link's recvs in its sends' order (tag-free "
+           "transports such as NCCL)">
+  ];
 }
 
 #endif // ZB_DIALECT_SCHED_TRANSFORMS_PASSES_TD
