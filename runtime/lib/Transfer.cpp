@@ -49,6 +49,30 @@ struct View {
     return true;
   }
 
+  /// Copies the elements, in row-major order, to the dense buffer `out`.
+  void packInto(char *out) const {
+    if (isContiguous()) {
+      std::memcpy(out, data, numElements() * elementSize);
+      return;
+    }
+    forEach([&](const char *element) {
+      std::memcpy(out, element, elementSize);
+      out += elementSize;
+    });
+  }
+
+  /// Fills the elements, in row-major order, from the dense buffer `in`.
+  void unpackFrom(const char *in) const {
+    if (isContiguous()) {
+      std::memcpy(data, in, numElements() * elementSize);
+      return;
+    }
+    forEach([&](char *element) {
+      std::memcpy(element, in, elementSize);
+      in += elementSize;
+    });
+  }
+
   /// Calls `fn(pointer)` for each element in row-major order.
   template <typename Fn> void forEach(Fn fn) const {
     if (numElements() == 0)
@@ -136,31 +160,23 @@ static View readView(const char *function, Comm &comm,
   return view;
 }
 
-/// memref.copy: both views walked in row-major order (one of them through
-/// a packed buffer when neither is contiguous).
+/// memref.copy: both views in row-major order, through a dense buffer only
+/// when neither is contiguous.
 extern "C" void memrefCopy(int64_t elemSize, zbrt_unranked_memref *src,
                            zbrt_unranked_memref *dst) {
   size_t size = static_cast<size_t>(elemSize);
   View from = viewOf(src, size), to = viewOf(dst, size);
-  if (from.isContiguous() && to.isContiguous()) {
-    std::memmove(to.data, from.data, from.numElements() * size);
+  if (to.isContiguous()) {
+    from.packInto(to.data);
     return;
   }
-  std::vector<char> packed;
-  const char *next = from.data;
-  if (!from.isContiguous()) {
-    packed.resize(from.numElements() * size);
-    char *out = packed.data();
-    from.forEach([&](const char *p) {
-      std::memcpy(out, p, size);
-      out += size;
-    });
-    next = packed.data();
+  if (from.isContiguous()) {
+    to.unpackFrom(from.data);
+    return;
   }
-  to.forEach([&](char *p) {
-    std::memcpy(p, next, size);
-    next += size;
-  });
+  std::vector<char> packed(from.numElements() * size);
+  from.packInto(packed.data());
+  to.unpackFrom(packed.data());
 }
 
 static void checkPeerAndChannel(const char *function, Comm &comm, int64_t peer,
@@ -185,11 +201,7 @@ static void sendMemRef(const char *function, zbrt_unranked_memref *memref,
     return;
   }
   std::vector<char> buffer(bytes);
-  char *out = buffer.data();
-  view.forEach([&](const char *element) {
-    std::memcpy(out, element, elementSize);
-    out += elementSize;
-  });
+  view.packInto(buffer.data());
   comm.sendBuffer(std::move(buffer), static_cast<int>(peer),
                   static_cast<int>(channel));
 }
@@ -208,11 +220,7 @@ static void recvMemRef(const char *function, zbrt_unranked_memref *memref,
   std::vector<char> buffer(bytes);
   comm.recv(buffer.data(), bytes, static_cast<int>(peer),
             static_cast<int>(channel));
-  const char *in = buffer.data();
-  view.forEach([&](char *element) {
-    std::memcpy(element, in, elementSize);
-    in += elementSize;
-  });
+  view.unpackFrom(buffer.data());
 }
 
 #define ZBRT_DEFINE_TRANSFER(SUFFIX, TYPE)                                     \
