@@ -716,6 +716,59 @@ static std::string resumeFrom(const zbrt::Checkpoint &checkpoint,
   return "";
 }
 
+/// This process's parameters `params`, keyed by name.
+static zbrt::NpzArchive paramArchive(Runner &runner,
+                                     ArrayRef<const zb::ModelArg *> params) {
+  zbrt::NpzArchive archive;
+  for (const zb::ModelArg *arg : params)
+    archive[arg->name] = runner.arguments()[arg->position];
+  return archive;
+}
+
+/// `grads[i]`, the gradient of `params[i]`, keyed by the parameter's name.
+static zbrt::NpzArchive namedGrads(ArrayRef<const zb::ModelArg *> params,
+                                   ArrayRef<zbrt::NpyArray> grads) {
+  zbrt::NpzArchive archive;
+  for (size_t i = 0; i < params.size(); ++i)
+    archive[params[i]->name] = grads[i];
+  return archive;
+}
+
+/// One optimizer update of this process's parameters `params`.
+static bool updateParams(Runner &runner, ArrayRef<const zb::ModelArg *> params,
+                         const zbrt::NpzArchive &grads,
+                         zbrt::Optimizer &optimizer, std::string &error) {
+  zbrt::NpzArchive values = paramArchive(runner, params);
+  if (!optimizer.apply(values, grads, error))
+    return false;
+  for (const zb::ModelArg *arg : params)
+    runner.arguments()[arg->position] = values[arg->name];
+  return true;
+}
+
+/// --resume: checks the state it names, then gives `params` (this
+/// process's parameters) its values and `optimizer` its state for them.
+/// Returns the first step to run (0 without --resume); on failure sets
+/// `error`.
+static int64_t resumeTraining(const std::string &modelText,
+                              const zb::ModelSignature &signature,
+                              Runner &runner,
+                              ArrayRef<const zb::ModelArg *> params,
+                              zbrt::Optimizer &optimizer, std::string &error) {
+  if (resumeDir.empty())
+    return 0;
+  zbrt::Checkpoint checkpoint;
+  error = readResumeState(modelText, signature, checkpoint);
+  zbrt::NpzArchive values = paramArchive(runner, params);
+  if (error.empty())
+    error = resumeFrom(checkpoint, values, optimizer);
+  if (!error.empty())
+    return 0;
+  for (const zb::ModelArg *arg : params)
+    runner.arguments()[arg->position] = values[arg->name];
+  return checkpoint.step;
+}
+
 /// Whether a checkpoint is due after step `step` (0-based).
 static bool checkpointDue(int64_t step) {
   if (checkpointDir.empty())
@@ -773,27 +826,14 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
   bool training = !evalMode && !gradsMode;
   int64_t steps = training ? numSteps.getValue() : 1;
   zbrt::Optimizer optimizer = makeOptimizer();
-  auto currentParams = [&] {
-    zbrt::NpzArchive archive;
-    for (const zb::ModelArg &arg : signature.args)
-      if (arg.isParam())
-        archive[arg.name] = runner.arguments()[arg.position];
-    return archive;
-  };
-  int64_t firstStep = 0;
-  if (training && !resumeDir.empty()) {
-    zbrt::Checkpoint checkpoint;
-    error = readResumeState(modelText, signature, checkpoint);
-    zbrt::NpzArchive params = currentParams();
-    if (error.empty())
-      error = resumeFrom(checkpoint, params, optimizer);
-    if (!error.empty())
-      return fail(error);
-    for (const zb::ModelArg &arg : signature.args)
-      if (arg.isParam())
-        runner.arguments()[arg.position] = params[arg.name];
-    firstStep = checkpoint.step;
-  }
+  std::vector<const zb::ModelArg *> params;
+  for (const zb::ModelArg &arg : signature.args)
+    if (arg.isParam())
+      params.push_back(&arg);
+  int64_t firstStep =
+      resumeTraining(modelText, signature, runner, params, optimizer, error);
+  if (!error.empty())
+    return fail(error);
   std::vector<double> stepLosses, rates, losses;
   std::vector<zbrt::NpyArray> grads;
   for (int64_t step = firstStep; step < steps; ++step) {
@@ -811,18 +851,9 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
         storeScalar(g, j, loadScalar(g, j) / microbatches);
     stepLosses.push_back(mean);
     if (training) {
-      zbrt::NpzArchive paramArchive, gradArchive;
-      size_t g = 0;
-      for (const zb::ModelArg &arg : signature.args)
-        if (arg.isParam()) {
-          paramArchive[arg.name] = runner.arguments()[arg.position];
-          gradArchive[arg.name] = grads[g++];
-        }
-      if (!optimizer.apply(paramArchive, gradArchive, error))
+      if (!updateParams(runner, params, namedGrads(params, grads), optimizer,
+                        error))
         return fail(error);
-      for (const zb::ModelArg &arg : signature.args)
-        if (arg.isParam())
-          runner.arguments()[arg.position] = paramArchive[arg.name];
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
@@ -830,7 +861,8 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
       printStep(step, mean, seconds);
       if (checkpointDue(step)) {
         zbrt::Checkpoint checkpoint{step + 1, checkpointConfig(modelText),
-                                    currentParams(), optimizer.exportState()};
+                                    paramArchive(runner, params),
+                                    optimizer.exportState()};
         if (!zbrt::writeCheckpoint(checkpointDir, checkpoint, error))
           return fail(error);
       }
@@ -845,20 +877,13 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
   if (!writeMetrics(stepLosses, rates, training ? nullptr : &losses))
     return 1;
   if (!dumpGradsPath.empty()) {
-    zbrt::NpzArchive archive;
-    size_t g = 0;
-    for (const zb::ModelArg &arg : signature.args)
-      if (arg.isParam())
-        archive[arg.name] = grads[g++];
-    if (!writeArchive(dumpGradsPath, archive, stepLosses.back()))
+    if (!writeArchive(dumpGradsPath, namedGrads(params, grads),
+                      stepLosses.back()))
       return 1;
   }
   if (!dumpParamsPath.empty()) {
-    zbrt::NpzArchive archive;
-    for (const zb::ModelArg &arg : signature.args)
-      if (arg.isParam())
-        archive[arg.name] = runner.arguments()[arg.position];
-    if (!writeArchive(dumpParamsPath, archive, std::nullopt))
+    if (!writeArchive(dumpParamsPath, paramArchive(runner, params),
+                      std::nullopt))
       return 1;
   }
   if (checkGrad)
@@ -1051,25 +1076,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
         params.push_back(&arg);
 
   zbrt::Optimizer optimizer = makeOptimizer();
-  auto currentParams = [&] {
-    zbrt::NpzArchive archive;
-    for (const zb::ModelArg *arg : params)
-      archive[arg->name] = runner.arguments()[arg->position];
-    return archive;
-  };
-  int64_t firstStep = 0;
-  if (!resumeDir.empty()) {
-    zbrt::Checkpoint checkpoint;
-    error = readResumeState(modelText, signature, checkpoint);
-    zbrt::NpzArchive mine = currentParams();
-    if (error.empty())
-      error = resumeFrom(checkpoint, mine, optimizer);
-    if (!error.empty())
-      comm->abort(error);
-    for (const zb::ModelArg *arg : params)
-      runner.arguments()[arg->position] = mine[arg->name];
-    firstStep = checkpoint.step;
-  }
+  int64_t firstStep =
+      resumeTraining(modelText, signature, runner, params, optimizer, error);
+  if (!error.empty())
+    comm->abort(error);
 
   zb::run::StageTable stageTable;
   if (!zb::run::readStageTable(*lowered, stageTable, error))
@@ -1156,15 +1166,9 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
 
     double stepLoss = *loss.as<float>();
     comm->allreduceSum(&stepLoss, 1);
-    zbrt::NpzArchive paramArchive, gradArchive;
-    for (size_t i = 0; i < params.size(); ++i) {
-      paramArchive[params[i]->name] = runner.arguments()[params[i]->position];
-      gradArchive[params[i]->name] = grads[i];
-    }
-    if (!optimizer.apply(paramArchive, gradArchive, error))
+    zbrt::NpzArchive gradArchive = namedGrads(params, grads);
+    if (!updateParams(runner, params, gradArchive, optimizer, error))
       comm->abort(error);
-    for (const zb::ModelArg *arg : params)
-      runner.arguments()[arg->position] = paramArchive[arg->name];
     lastGrads = std::move(gradArchive);
     lastLoss = stepLoss;
     double seconds = std::chrono::duration<double>(
@@ -1181,8 +1185,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
               llvm::sys::fs::create_directories(checkpointDir))
         comm->abort("cannot create checkpoint directory '" + checkpointDir +
                     "': " + ec.message());
-      collectArchive(*comm, checkpointDir + "/.params", currentParams(),
-                     checkpoint.params);
+      collectArchive(*comm, checkpointDir + "/.params",
+                     paramArchive(runner, params), checkpoint.params);
       collectArchive(*comm, checkpointDir + "/.optimizer",
                      optimizer.exportState(), checkpoint.optimizer);
       int written = rank != 0 ||
@@ -1219,13 +1223,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   if (!dumpGradsPath.empty() &&
       !gatherArchive(*comm, dumpGradsPath, lastGrads, lastLoss))
     code = 1;
-  if (!dumpParamsPath.empty()) {
-    zbrt::NpzArchive mine;
-    for (const zb::ModelArg *arg : params)
-      mine[arg->name] = runner.arguments()[arg->position];
-    if (!gatherArchive(*comm, dumpParamsPath, mine, std::nullopt))
-      code = 1;
-  }
+  if (!dumpParamsPath.empty() &&
+      !gatherArchive(*comm, dumpParamsPath, paramArchive(runner, params),
+                     std::nullopt))
+    code = 1;
   comm->barrier();
   for (void *pointer : devicePointers)
     cuda->free(pointer);
