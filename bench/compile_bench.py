@@ -7,16 +7,20 @@ partition cuts it by its cost model, then times
 
     zb-opt MODEL --zb-pipeline="stages=P microbatches=M schedule=S" -o /dev/null
 
-for each configuration P x M, twice: with lower-to-cpu=false (the pipeline's
-own passes: partition, autodiff, B/W split, schedule, send/recv, lowering to
-runtime calls) and with the default lower-to-cpu=true (the same, then
---zb-lower-to-cpu down to the LLVM dialect). Each figure is the wall clock of
+for each configuration P x M, three times: with lower-to-cpu=false (the
+pipeline's own passes: partition, autodiff, B/W split, schedule, send/recv,
+lowering to runtime calls), with the default lower-to-cpu=true (the same,
+then --zb-lower-to-cpu down to the LLVM dialect), and with unroll=true as
+well (step functions with every action inline instead of a loop over the
+action table: what grows with M, for comparison; --no-unrolled skips
+it). Each figure is the wall clock of
 the whole zb-opt process (parsing and printing included), the median of 3
 runs, or of 1 when the first run takes more than 60 s. All figures come from
 this one run; the table gives each one's ratio to the first configuration.
 
     python3 bench/compile_bench.py [--layers L] [--configs 2x8,4x16,8x64]
                                    [--schedule zb-h1] [--timeout S] [--quick]
+                                   [--no-unrolled]
 
 Every run passes --mlir-timing (its cost is a clock read per pass); the
 report of the goal configuration's lowered run (P=8, M=64) gives the most
@@ -66,6 +70,8 @@ def parse_args():
                         "stopped and reported as '> timeout' (default 3600)")
     p.add_argument("--top", type=int, default=5,
                    help="passes listed from --mlir-timing (default 5)")
+    p.add_argument("--no-unrolled", action="store_true",
+                   help="skip the unroll=true runs")
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 8 layers, 2x8 and 4x8, one repeat")
     p.add_argument("--keep", metavar="DIR",
@@ -146,19 +152,24 @@ def run_once(cmd, timeout):
     return Run(seconds, timing=parse_timing(proc.stderr), report=proc.stderr)
 
 
-def measure(zb_opt, model, stages, microbatches, schedule, lower, args):
+# What is timed per configuration: key, extra --zb-pipeline options, label.
+KINDS = [("passes", " lower-to-cpu=false", "pipeline passes"),
+         ("lower", "", "with CPU lowering"),
+         ("unrolled", " unroll=true", "unrolled, with CPU lowering")]
+
+
+def measure(zb_opt, model, stages, microbatches, schedule, kind, args):
     """Median wall clock over the repeats (one if the first is over 60 s).
     Returns (median s or None, number of runs, last Run)."""
+    _, extra, what = next(k for k in KINDS if k[0] == kind)
     opts = (f"stages={stages} microbatches={microbatches} schedule={schedule}"
-            + ("" if lower else " lower-to-cpu=false"))
+            + extra)
     cmd = [zb_opt, model, f"--zb-pipeline={opts}", "--mlir-timing",
            "-o", os.devnull]
     times, last = [], None
     for i in range(args.repeats):
         last = run_once(cmd, args.timeout)
-        label = (f"  P={stages} M={microbatches} "
-                 f"{'with CPU lowering' if lower else 'pipeline passes'} "
-                 f"run {i + 1}: ")
+        label = f"  P={stages} M={microbatches} {what} run {i + 1}: "
         if last.error or last.timed_out:
             print(label + ("timed out after %.0f s" % last.seconds
                            if last.timed_out else "FAILED after %.0f s"
@@ -201,43 +212,46 @@ def main():
           f"vocab 64; bench/gen_gpt.py), no pipe.cut markers: the partition "
           f"uses its cost model")
     print(f"command: zb-opt MODEL --zb-pipeline=\"stages=P microbatches=M "
-          f"schedule={args.schedule} [lower-to-cpu=false]\" --mlir-timing "
-          f"-o /dev/null")
+          f"schedule={args.schedule} [lower-to-cpu=false | unroll=true]\" "
+          f"--mlir-timing -o /dev/null")
     print(f"timing: wall clock of the zb-opt process, median of "
           f"{args.repeats} run(s), 1 when a run exceeds "
           f"{SINGLE_RUN_ABOVE_S:.0f} s; all figures from this run")
     print(flush=True)
 
+    kinds = [k for k, _, _ in KINDS
+             if not (k == "unrolled" and args.no_unrolled)]
     rows = []
     for stages, microbatches in args.configs:
         row = {"config": (stages, microbatches)}
-        for lower in (False, True):
+        for kind in kinds:
             value, n, last = measure(zb_opt, model, stages, microbatches,
-                                     args.schedule, lower, args)
-            row["lower" if lower else "passes"] = (value, n, last)
+                                     args.schedule, kind, args)
+            row[kind] = (value, n, last)
             if args.keep and last.report:
-                name = (f"timing_P{stages}_M{microbatches}_"
-                        f"{'lower' if lower else 'passes'}.txt")
+                name = f"timing_P{stages}_M{microbatches}_{kind}.txt"
                 with open(os.path.join(workdir, name), "w") as f:
                     f.write(last.report)
         rows.append(row)
 
     base = rows[0]
-    base_passes, base_lower = base["passes"][0], base["lower"][0]
-    header = ("config", "pipeline passes s", "with CPU lowering s",
-              f"ratio to P={base['config'][0]} M={base['config'][1]} "
-              f"(passes / with lowering)")
+    labels = {"passes": "pipeline passes s", "lower": "with CPU lowering s",
+              "unrolled": "unrolled, with CPU lowering s"}
+    header = (("config",) + tuple(labels[k] for k in kinds)
+              + (f"ratio to P={base['config'][0]} M={base['config'][1]} "
+                 f"(passes / with lowering)",))
     table = []
     for row in rows:
         p, m = row["config"]
-        pv, pn, plast = row["passes"]
-        lv, ln, llast = row["lower"]
-        table.append((f"P={p} M={m}",
-                      fmt_seconds(pv, plast, args.timeout) + f" (n={pn})",
-                      fmt_seconds(lv, llast, args.timeout) + f" (n={ln})",
-                      fmt_ratio(pv, base_passes) + " / "
-                      + fmt_ratio(lv, base_lower)))
-    widths = [max(len(r[i]) for r in table + [header]) for i in range(4)]
+        cells = [f"P={p} M={m}"]
+        for kind in kinds:
+            v, n, last = row[kind]
+            cells.append(fmt_seconds(v, last, args.timeout) + f" (n={n})")
+        cells.append(fmt_ratio(row["passes"][0], base["passes"][0]) + " / "
+                     + fmt_ratio(row["lower"][0], base["lower"][0]))
+        table.append(tuple(cells))
+    widths = [max(len(r[i]) for r in table + [header])
+              for i in range(len(header))]
     print()
     print(f"Compile time of --zb-pipeline, {args.layers}-layer GPT-style "
           f"model, schedule={args.schedule} (n = runs in the median)")
@@ -246,9 +260,9 @@ def main():
         print(sep.join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
 
     errors = [(row["config"], kind, row[kind][2]) for row in rows
-              for kind in ("passes", "lower") if row[kind][2].error]
+              for kind in kinds if row[kind][2].error]
     for (p, m), kind, run in errors:
-        what = "with CPU lowering" if kind == "lower" else "pipeline passes"
+        what = next(k[2] for k in KINDS if k[0] == kind)
         print(f"\nP={p} M={m} ({what}) failed: {run.error}")
 
     goal = next((r for r in rows if r["config"] == GOAL_CONFIG), None)
@@ -264,6 +278,9 @@ def main():
                 verdict, shown = "NOT MET", shown.replace("FAILED", "failed")
             print(f"goal: {what} at P=8 M=64 under {GOAL_SECONDS:.0f} s: "
                   f"{verdict} ({shown})")
+        if "unrolled" in kinds and goal["unrolled"][0] and goal["lower"][0]:
+            print(f"unrolled / loop step functions at P=8 M=64, with CPU "
+                  f"lowering: {goal['unrolled'][0] / goal['lower'][0]:.1f}x")
 
     report_row = goal or rows[-1]
     p, m = report_row["config"]

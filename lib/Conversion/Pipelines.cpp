@@ -37,11 +37,15 @@ void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  // A function that updates an argument in place (the gradient sums) stops
+  // returning it.
+  pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   pm.addPass(zb::createZBUniqueResults());
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.hoistStaticAllocs = true;
   outParams.modifyPublicFunctions = true;
   pm.addPass(bufferization::createBufferResultsToOutParamsPass(outParams));
+  pm.addPass(zb::createZBResultsToSlots());
   pm.addPass(zb::createZBDeallocateBuffers());
 }
 
@@ -77,8 +81,8 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
                                   const ZBPipelineOptions &options,
                                   std::string &error) {
   if (options.target != "cpu" && options.target != "gpu") {
-    error = "unknown target '" + options.target.getValue() +
-            "'; known: cpu, gpu";
+    error =
+        "unknown target '" + options.target.getValue() + "'; known: cpu, gpu";
     return failure();
   }
   if (options.dtype != "f32" && options.dtype != "bf16") {
@@ -122,7 +126,10 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   sched::ZBInsertCommOptions comm;
   comm.inOrderLinks = options.target == "gpu";
   pm.addPass(sched::createZBInsertComm(comm));
-  pm.addPass(createZBLowerToRuntime());
+  // The GPU's device code cannot read the host's action table.
+  ZBLowerToRuntimeOptions runtime;
+  runtime.unroll = options.unroll || options.target == "gpu";
+  pm.addPass(createZBLowerToRuntime(runtime));
   if (!options.lowerToCPU)
     return success();
   if (options.target == "gpu") {
@@ -140,7 +147,8 @@ void zb::registerZBPipelines() {
       "zb-pipeline",
       "From a model to per-rank step functions: partition, autodiff, B/W "
       "split, schedule, send/recv, lowering (options: stages, microbatches, "
-      "schedule, chunks, mem-limit, costs, target, dtype, lower-to-cpu)",
+      "schedule, chunks, mem-limit, costs, target, dtype, lower-to-cpu, "
+      "unroll)",
       [](OpPassManager &pm, const ZBPipelineOptions &options) {
         std::string error;
         if (failed(buildZBPipeline(pm, options, error)))

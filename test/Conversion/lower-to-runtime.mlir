@@ -1,5 +1,5 @@
-// RUN: zb-opt %s --zb-partition-stages="stages=2" --zb-autodiff --zb-split-backward --zb-schedule="schedule=1f1b microbatches=2" --zb-insert-comm --zb-lower-to-runtime | FileCheck %s --check-prefixes=CHECK,ONEF
-// RUN: zb-opt %s --zb-partition-stages="stages=2" --zb-autodiff --zb-split-backward --zb-schedule="schedule=zb-h1 microbatches=2" --zb-insert-comm --zb-lower-to-runtime | FileCheck %s --check-prefixes=CHECK,H1
+// RUN: zb-opt %s --zb-partition-stages="stages=2" --zb-autodiff --zb-split-backward --zb-schedule="schedule=1f1b microbatches=2" --zb-insert-comm --zb-lower-to-runtime=unroll=true | FileCheck %s --check-prefixes=CHECK,ONEF
+// RUN: zb-opt %s --zb-partition-stages="stages=2" --zb-autodiff --zb-split-backward --zb-schedule="schedule=zb-h1 microbatches=2" --zb-insert-comm --zb-lower-to-runtime=unroll=true | FileCheck %s --check-prefixes=CHECK,H1
 
 // A two-stage model (x @ w0 | (h @ w1 - t)^2 summed) run for two
 // microbatches. Stage regions become private functions; each rank's program
@@ -38,7 +38,7 @@
 
 // CHECK-LABEL: func.func private @zb_stage0_add_grads(
 // CHECK-SAME: %[[S:.*]]: tensor<4x4xf32>, %[[G:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK: linalg.generic {{.*}} ins(%[[S]], %[[G]] :
+// CHECK: linalg.generic {{.*}} ins(%[[G]] : tensor<4x4xf32>) outs(%[[S]] : tensor<4x4xf32>)
 // CHECK: arith.addf
 // CHECK-LABEL: func.func @zb_rank0_step(
 // CHECK-SAME: %[[W0:[^:]*]]: tensor<4x4xf32>, %[[X:[^:]*]]: tensor<2x2x4xf32>, %[[T:[^:]*]]: tensor<2x2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>)

@@ -67,8 +67,8 @@ bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
   if (bytes.size() < sizeof(header))
     return false;
   std::memcpy(header, bytes.data(), sizeof(header));
-  if (header[0] < 0 || bytes.size() != sizeof(header) + header[0] *
-                                                           sizeof(zbrt::ActionRecord))
+  if (header[0] < 0 ||
+      bytes.size() != sizeof(header) + header[0] * sizeof(zbrt::ActionRecord))
     return false;
   step.actions.resize(header[0]);
   if (header[0])
@@ -153,9 +153,8 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
     for (int r = 0; r < numRanks && r < static_cast<int>(steps.back().size());
          ++r)
       for (const zbrt::ActionRecord &a : steps.back()[r].actions)
-        executed.ranks[r].push_back(
-            {kindOf(a), static_cast<int>(a.stage),
-             static_cast<int>(a.microbatch)});
+        executed.ranks[r].push_back({kindOf(a), static_cast<int>(a.stage),
+                                     static_cast<int>(a.microbatch)});
 
   zs::Problem problem = layout;
   problem.stageCostF = out.timeF;
@@ -172,10 +171,14 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
   out.peakMemory.assign(numRanks, 0);
   out.predictedStash.assign(numRanks, 0);
   out.microbatchStash.assign(numRanks, 0);
+  out.microbatchWStash.assign(numRanks, 0);
   for (size_t s = 0; s < numStages; ++s)
-    if (table.ranks[s] < numRanks)
+    if (table.ranks[s] < numRanks) {
       out.microbatchStash[table.ranks[s]] +=
           static_cast<int64_t>(table.memB[s]);
+      out.microbatchWStash[table.ranks[s]] +=
+          static_cast<int64_t>(table.memW[s]);
+    }
   for (size_t k = firstSteady; k < steps.size(); ++k)
     for (int r = 0; r < numRanks && r < static_cast<int>(steps[k].size());
          ++r) {

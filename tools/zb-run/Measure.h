@@ -73,6 +73,9 @@ struct RunMeasurement {
   /// (their mem_b): 1F1B's busiest rank holds P of them, and so may every
   /// rank under ZB-H1.
   std::vector<int64_t> microbatchStash;
+  /// Per rank: the bytes one microbatch stashes from B to W on its stages
+  /// (their mem_w).
+  std::vector<int64_t> microbatchWStash;
   /// Per rank: the most bytes compiled code held at any time in a step.
   std::vector<int64_t> peakMemory;
   /// Every step on one time line, for writeChromeTrace.

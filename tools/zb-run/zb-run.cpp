@@ -946,6 +946,8 @@ static std::string measurementJson(const zb::run::RunMeasurement &m) {
   list(m.peakMemory);
   os << ", \"microbatch_stash_bytes\": ";
   list(m.microbatchStash);
+  os << ", \"microbatch_w_stash_bytes\": ";
+  list(m.microbatchWStash);
   return json;
 }
 

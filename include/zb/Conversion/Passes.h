@@ -13,6 +13,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
@@ -124,6 +125,12 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
       *this, "dtype",
       llvm::cl::desc("target=gpu: matmul precision, f32 (default) or bf16"),
       llvm::cl::init("f32")};
+  Option<bool> unroll{
+      *this, "unroll",
+      llvm::cl::desc("Step functions with every action inline "
+                     "(--zb-lower-to-runtime=unroll=true; always for "
+                     "target=gpu) instead of a loop over an action table"),
+      llvm::cl::init(false)};
 };
 
 /// Builds `--zb-pipeline`: partition into stages (placement and chunks from

@@ -129,17 +129,56 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
       the rank (`zb.rank`), its parameters (`zb.params`) and the
       microbatch count.
 
+    How the step function runs the program's actions:
+
+    - by default, as one `scf.for` over a table of the rank's actions (a
+      private constant `memref.global @zb_rank<r>_actions`, one row per
+      action: the action's template, its microbatch and the byte offsets
+      of the values it reads and writes) whose body switches
+      (`scf.index_switch`) to one case per distinct action: F, B, W or BW
+      of a stage, a send or a receive. Every value that outlives its
+      action (stashes, activations and gradients in flight, received
+      payloads) lives in one arena per rank, `memref<Nxi8>` allocated once
+      per step, at offsets planned at compile time from the program's order
+      (best fit, freed after the value's last use): the step function's
+      size grows with the number of distinct actions, not with the number
+      of microbatches, and its stash memory is allocated once. The arena's
+      size is the step function's `zb.arena_bytes`. The gradient sums and
+      the loss sum are buffers zeroed at the start of the step;
+    - with `unroll`, every action inline in the program's order, each value
+      an SSA value of its own (the GPU pipeline's form: its device code
+      cannot read a host table).
+
     The module attribute `zb.stages` records per stage its rank, the cost
     model's `cost_f/b/w` and the split's `mem_b/w` (0 where absent), which
     the runtime's measurements use. The model function and the program are
     removed; `--zb-lower-to-cpu` then compiles the module unchanged.
   }];
+  let options = [
+    Option<"unroll", "unroll", "bool", /*default=*/"false",
+           "Emit every action inline instead of a loop over an action table">
+  ];
   let dependentDialects = ["mlir::func::FuncDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::bufferization::BufferizationDialect",
                            "mlir::linalg::LinalgDialect",
                            "mlir::memref::MemRefDialect",
+                           "mlir::scf::SCFDialect",
                            "mlir::tensor::TensorDialect"];
+}
+
+def ZBResultsToSlots : Pass<"zb-results-to-slots", "mlir::ModuleOp"> {
+  let summary = "Let calls write their results into the step's arena slots";
+  let description = [{
+    For the loop form of `--zb-lower-to-runtime`, after bufferization and
+    `--buffer-results-to-out-params`: where a call fills an out-parameter
+    buffer only for it to be copied into a `memref.view` of the arena
+    marked `zb.out_slot` (a slot the lowering guarantees aliases no other
+    operand of that call), the call writes into the view directly and the
+    buffer and the copy go away (further copies of the same buffer then
+    copy from that view). Copies of a buffer onto itself (what an in-place
+    update such as the gradient sums leaves) are removed.
+  }];
 }
 
 #endif // ZB_CONVERSION_PASSES_TD

@@ -1,0 +1,65 @@
+//===- StepFunctions.h - Building the per-rank step functions ---*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+//
+// Between the two halves of --zb-lower-to-runtime: the functions the stages
+// became (PipeToRuntime.cpp) and the step function built from them and a
+// rank's program (StepFunctions.cpp).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_LIB_CONVERSION_STEPFUNCTIONS_H
+#define ZB_LIB_CONVERSION_STEPFUNCTIONS_H
+
+#include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Dialect/Sched/SchedOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace zb::detail {
+
+/// A function a stage region became. It returns each distinct value the
+/// region yields once, and never its own arguments (a caller already has
+/// them): `sources[i]` says where the region's i-th yielded value is, as
+/// {true, argument index} or {false, result index}.
+struct Outlined {
+  mutable mlir::func::FuncOp fn;
+  llvm::SmallVector<std::pair<bool, unsigned>> sources;
+
+  explicit operator bool() const { return static_cast<bool>(fn); }
+};
+
+/// The functions one stage became.
+struct StageFunctions {
+  mutable pipe::StageOp stage;
+  Outlined forward, backward, backwardInput, backwardWeight;
+  /// `(sums..., grads...) -> sums + grads` over the stage's parameters,
+  /// computed in place on the sums: built on first use, so that a step
+  /// function accumulates one microbatch's gradients with one call.
+  mutable mlir::func::FuncOp addGrads;
+  unsigned numResults = 0, numStash = 0, numWStash = 0;
+};
+
+/// Emits rank `rank`'s step function `@zb_rank<rank>_step` for the actions
+/// of `region`, its part of `program` (see --zb-lower-to-runtime): as one
+/// loop over a table of the actions with every value that outlives its
+/// action in one arena, or with `unroll` every action inline.
+mlir::LogicalResult lowerRankProgram(mlir::OpBuilder &b,
+                                     mlir::func::FuncOp model,
+                                     llvm::ArrayRef<StageFunctions> stages,
+                                     int64_t numMicrobatches,
+                                     sched::ProgramOp program, int64_t rank,
+                                     mlir::Region &region, bool unroll);
+
+/// The attribute on a `memref.view` of the arena that a call's result is
+/// copied into when that view aliases none of the call's other operands;
+/// `--zb-results-to-slots` then lets the call write there directly.
+inline constexpr llvm::StringLiteral kOutSlotAttr = "zb.out_slot";
+
+} // namespace zb::detail
+
+#endif // ZB_LIB_CONVERSION_STEPFUNCTIONS_H
