@@ -128,8 +128,7 @@ private:
   LogicalResult emitUnrolled(sched::ProgramOp program);
   void emitTemplate(const Action &a, Value row);
   void emitUnrolledAction(const Action &a);
-  void emitCall(const Action &a, const Call &c, ArrayRef<Value> outs,
-                func::CallOp &call);
+  void emitCall(const Action &a, const Call &c, ArrayRef<Value> outs = {});
   Value offsetOf(const Slot &slot);
   Value viewOf(const PlannedValue &v, Value offset, bool out);
   Value tensorOf(const Ref &ref, const Action &a);
@@ -173,9 +172,13 @@ private:
 //===----------------------------------------------------------------------===//
 
 /// The stage's `zb_stage<s>_add_grads`, created before `before` on first
-/// use.
+/// use. `inPlace`: the sums are the `outs` of the additions, so that
+/// bufferization adds into the caller's sum buffers (the loop form);
+/// otherwise each sum is a new tensor (the unrolled form, whose chains of
+/// sums bufferization would otherwise have to analyse for in-place writes
+/// across the whole step).
 static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
-                                int64_t s, Operation *before) {
+                                int64_t s, Operation *before, bool inPlace) {
   if (fns.addGrads)
     return fns.addGrads;
   ValueRange params = fns.stage.getParams();
@@ -191,10 +194,13 @@ static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
   fns.addGrads.setPrivate();
   Block *entry = fns.addGrads.addEntryBlock();
   b.setInsertionPointToStart(entry);
-  // Written into the sums (`outs`), so that bufferization adds in place.
   SmallVector<Value> sums;
   for (size_t i = 0, e = types.size(); i < e; ++i) {
     Value sum = entry->getArgument(i), grad = entry->getArgument(e + i);
+    if (!inPlace) {
+      sums.push_back(autodiff::buildAdd(b, loc, sum, grad));
+      continue;
+    }
     auto type = cast<RankedTensorType>(sum.getType());
     AffineMap id =
         AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
@@ -205,6 +211,7 @@ static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
             b, loc, TypeRange{type}, ValueRange{grad}, ValueRange{sum},
             ArrayRef<AffineMap>{id, id}, iterators,
             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+              // sum + grad, the operand order of autodiff::buildAdd.
               Value add;
               if (isa<FloatType>(args[0].getType()))
                 add = arith::AddFOp::create(nb, nloc, args[1], args[0]);
@@ -777,13 +784,15 @@ static const Outlined &outlinedOf(const StageFunctions &fns, Call::Fn fn) {
   llvm_unreachable("unknown stage function");
 }
 
+/// Calls `c`'s function; its results become the values of `local` and, where
+/// `outs` has a slot for one, are written there.
 void RankLowering::emitCall(const Action &a, const Call &c,
-                            ArrayRef<Value> outs, func::CallOp &call) {
+                            ArrayRef<Value> outs) {
   Location loc = a.op->getLoc();
   SmallVector<Value> args;
   for (const Ref &r : c.args)
     args.push_back(tensorOf(r, a));
-  call =
+  auto call =
       func::CallOp::create(b, loc, outlinedOf(stages[a.stage], c.fn).fn, args);
   for (auto [ri, id] : llvm::enumerate(c.results)) {
     local[id] = call.getResult(ri);
@@ -879,13 +888,13 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
                 static_cast<int64_t>(ri), id};
       outs.push_back(viewOf(values[id], offsetOf(slot), /*out=*/true));
     }
-    func::CallOp call;
-    emitCall(a, c, outs, call);
+    emitCall(a, c, outs);
     if (c.gradsFrom < 0)
       continue;
     // Add this microbatch's gradients to the sums, in place.
     ValueRange params = fns.stage.getParams();
-    func::FuncOp addGrads = getAddGrads(b, fns, a.stage, step);
+    func::FuncOp addGrads =
+        getAddGrads(b, fns, a.stage, step, /*inPlace=*/true);
     SmallVector<Value> addArgs;
     for (Value p : params)
       addArgs.push_back(bufferization::ToTensorOp::create(
@@ -940,8 +949,7 @@ void RankLowering::emitUnrolledAction(const Action &a) {
   func::CallOp::create(b, loc, beginFn, record);
   const StageFunctions &fns = stages[a.stage];
   for (const Call &c : a.calls) {
-    func::CallOp call;
-    emitCall(a, c, {}, call);
+    emitCall(a, c);
     if (c.gradsFrom < 0)
       continue;
     // The first microbatch's gradients start the sums; each later one's
@@ -959,8 +967,8 @@ void RankLowering::emitUnrolledAction(const Action &a) {
     for (Value param : params)
       args.push_back(gradSums.lookup(param));
     args.append(grads);
-    auto add =
-        func::CallOp::create(b, loc, getAddGrads(b, fns, a.stage, step), args);
+    auto add = func::CallOp::create(
+        b, loc, getAddGrads(b, fns, a.stage, step, /*inPlace=*/false), args);
     for (auto [param, sum] : llvm::zip(params, add.getResults()))
       gradSums[param] = sum;
   }

@@ -38,7 +38,7 @@
 
 // CHECK-LABEL: func.func private @zb_stage0_add_grads(
 // CHECK-SAME: %[[S:.*]]: tensor<4x4xf32>, %[[G:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
-// CHECK: linalg.generic {{.*}} ins(%[[G]] : tensor<4x4xf32>) outs(%[[S]] : tensor<4x4xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[S]], %[[G]] :
 // CHECK: arith.addf
 // CHECK-LABEL: func.func @zb_rank0_step(
 // CHECK-SAME: %[[W0:[^:]*]]: tensor<4x4xf32>, %[[X:[^:]*]]: tensor<2x2x4xf32>, %[[T:[^:]*]]: tensor<2x2x4xf32>) -> (tensor<f32>, tensor<4x4xf32>)
