@@ -997,7 +997,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     comm->abort("started with " + std::to_string(comm->size()) +
                 " processes, but --np is " + std::to_string(numRanks));
 
-  // Every rank runs the (cheap) MLIR pipeline; rank 0 compiles.
+  // Every rank runs the (cheap) MLIR pipeline, then compiles its own part.
   OwningOpRef<ModuleOp> lowered = module.clone();
   PassManager pm(&context);
   int64_t cuts = 0;
@@ -1037,26 +1037,39 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   for (Attribute a : step->getAttrOfType<ArrayAttr>("zb.params"))
     myParams.push_back(cast<StringAttr>(a).str());
 
+  // Each rank compiles only its own step function and stage functions, all
+  // ranks at once; --compile-only compiles every rank's in turn.
   std::string key = modelText + ";pipeline;np=" + std::to_string(numRanks) +
                     ";schedule=" + scheduleName.getValue() +
                     ";chunks=" + std::to_string(chunks) +
                     ";m=" + std::to_string(microbatches) +
                     (gpu ? ";gpu" : "");
-  std::string soPath;
-  if (rank == 0)
-    soPath = compileCached(*lowered, key, argv0, true, gpu);
+  auto compileRank = [&](int r) -> std::string {
+    OwningOpRef<ModuleOp> mine = lowered->clone();
+    PassManager keepPm(&context);
+    zb::ZBKeepRankOptions keep;
+    keep.rank = r;
+    keepPm.addPass(zb::createZBKeepRank(keep));
+    if (failed(keepPm.run(*mine))) {
+      fail("selecting rank " + std::to_string(r) + "'s program failed");
+      return "";
+    }
+    return compileCached(*mine, key + ";rank=" + std::to_string(r), argv0,
+                         true, gpu);
+  };
   if (compileOnly) {
-    if (soPath.empty())
-      return 1;
-    llvm::outs() << soPath << "\n";
+    for (int r = 0; r < numRanks; ++r) {
+      std::string path = compileRank(r);
+      if (path.empty())
+        return 1;
+      llvm::outs() << path << "\n";
+    }
     return 0;
   }
-  int ok = rank == 0 ? !soPath.empty() : 1;
-  comm->broadcast(&ok, sizeof(ok), 0);
-  if (!ok)
-    return 1;
-  if (rank != 0)
-    soPath = compileCached(*lowered, key, argv0, false, gpu);
+  std::string soPath = compileRank(rank);
+  if (soPath.empty())
+    comm->abort("compiling rank " + std::to_string(rank) +
+                "'s program for '" + modelPath + "' failed");
   std::unique_ptr<zbrt::SharedObject> object =
       zbrt::SharedObject::open(soPath, error);
   if (!object)

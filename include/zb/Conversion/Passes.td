@@ -167,6 +167,20 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def ZBKeepRank : Pass<"zb-keep-rank", "mlir::ModuleOp"> {
+  let summary = "Keep one rank's step function and what it uses";
+  let description = [{
+    After `--zb-lower-to-runtime`: removes every `@zb_rank<r>_step` but
+    rank `rank`'s, then every private function and global nothing left
+    refers to (the other ranks' stage functions and action tables), so
+    that each rank compiles only its own code (`zb-run --np` does, on every
+    rank at once). An error if the module has no step function for `rank`.
+  }];
+  let options = [
+    Option<"rank", "rank", "int64_t", /*default=*/"0", "The rank to keep">
+  ];
+}
+
 def ZBResultsToSlots : Pass<"zb-results-to-slots", "mlir::ModuleOp"> {
   let summary = "Let calls write their results into the step's arena slots";
   let description = [{
