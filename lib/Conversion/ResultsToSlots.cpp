@@ -50,14 +50,16 @@ static bool forwardToSlot(memref::AllocOp alloc) {
   }
   if (!call || copies.empty())
     return false;
+  SmallVector<memref::ViewOp> views;
+  for (memref::CopyOp copy : copies)
+    if (copy->getBlock() != call->getBlock() || !call->isBeforeInBlock(copy))
+      return false;
   llvm::sort(copies, [](memref::CopyOp a, memref::CopyOp b) {
     return a->isBeforeInBlock(b);
   });
-  SmallVector<memref::ViewOp> views;
   for (memref::CopyOp copy : copies) {
     memref::ViewOp view = slotOf(copy, call);
-    if (!view || copy->getBlock() != call->getBlock() ||
-        !call->isBeforeInBlock(copy))
+    if (!view)
       return false;
     views.push_back(view);
   }
@@ -66,9 +68,13 @@ static bool forwardToSlot(memref::AllocOp alloc) {
        op = op->getNextNode()) {
     if (isa<memref::CopyOp>(op) && llvm::is_contained(copies, op))
       continue;
-    for (memref::ViewOp view : views)
-      if (llvm::is_contained(op->getOperands(), view.getResult()))
-        return false;
+    bool touches = false;
+    op->walk([&](Operation *nested) {
+      for (memref::ViewOp view : views)
+        touches |= llvm::is_contained(nested->getOperands(), view.getResult());
+    });
+    if (touches)
+      return false;
   }
   Value first = views.front().getResult();
   alloc.getResult().replaceAllUsesExcept(

@@ -332,6 +332,14 @@ int64_t RankLowering::newValue(Type type, int64_t call, int64_t position) {
   return static_cast<int64_t>(values.size()) - 1;
 }
 
+/// Whether a value of `type` can live in the arena: a tensor of static
+/// shape with integer or float elements.
+static bool isStorable(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape() &&
+         tensor.getElementType().isIntOrFloat();
+}
+
 void RankLowering::use(ArrayRef<Ref> refs) {
   for (const Ref &r : refs)
     if (r.kind == Ref::Value)
@@ -481,6 +489,19 @@ LogicalResult RankLowering::planBackwardWeight(Action &a) {
 }
 
 LogicalResult RankLowering::plan(Region &region) {
+  for (const StageFunctions &fns : stages) {
+    if (static_cast<int64_t>(fns.stage.getRank()) != rank)
+      continue;
+    for (const Outlined *o :
+         {&fns.forward, &fns.backward, &fns.backwardInput, &fns.backwardWeight})
+      if (*o)
+        for (Type t : o->fn.getResultTypes())
+          if (!isStorable(t))
+            return fns.stage.emitOpError("yields a value of type ")
+                   << t
+                   << ", which a step function cannot hold (tensors of "
+                      "static shape with integer or float elements)";
+  }
   for (Operation &op : region.front()) {
     Action a;
     a.op = &op;
@@ -492,6 +513,11 @@ LogicalResult RankLowering::plan(Region &region) {
       a.phase = compute.getPhase();
       a.stage = compute.getStage();
       a.microbatch = *compute.getMicrobatch();
+      if (a.stage >= static_cast<int64_t>(stages.size()) ||
+          static_cast<int64_t>(stages[a.stage].stage.getRank()) != rank)
+        return emitError(op.getLoc())
+               << "rank " << rank << " runs stage " << a.stage
+               << ", which is not one of its stages";
       LogicalResult result = success();
       switch (a.phase) {
       case sched::Phase::F:
@@ -671,6 +697,8 @@ SmallVector<int64_t> RankLowering::signatureOf(const Action &a) const {
   SmallVector<int64_t> sig = {static_cast<int64_t>(a.kind),
                               static_cast<int64_t>(a.phase), a.stage, a.peer,
                               a.channel};
+  // Earlier values by first appearance: [v, v] and [v, w] differ.
+  DenseMap<int64_t, int64_t> ordinal;
   auto ref = [&](const Ref &r) {
     sig.push_back(static_cast<int64_t>(r.kind));
     if (r.kind != Ref::Value) {
@@ -679,8 +707,12 @@ SmallVector<int64_t> RankLowering::signatureOf(const Action &a) const {
     }
     const PlannedValue &v = values[r.index];
     // A value of this action: which call and result; else from the arena.
-    sig.push_back(v.producer == self ? v.call : -2);
-    sig.push_back(v.producer == self ? v.position : -2);
+    if (v.producer == self) {
+      sig.append({v.call, v.position});
+      return;
+    }
+    auto it = ordinal.try_emplace(r.index, ordinal.size()).first;
+    sig.append({-2, it->second});
   };
   for (const Call &c : a.calls) {
     sig.append({static_cast<int64_t>(c.fn), static_cast<int64_t>(c.args.size()),
@@ -727,7 +759,9 @@ static int64_t slotKey(const Slot &s) {
 
 Value RankLowering::offsetOf(const Slot &slot) {
   Location loc = step.getLoc();
-  int64_t column = columnOf.lookup(slotKey(slot));
+  auto it = columnOf.find(slotKey(slot));
+  assert(it != columnOf.end() && "every slot has a column");
+  int64_t column = it->second;
   Value c = arith::ConstantIndexOp::create(b, loc, column);
   Value offset = memref::LoadOp::create(b, loc, table, ValueRange{rowIndex, c});
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), offset);

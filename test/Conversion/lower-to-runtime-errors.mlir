@@ -235,3 +235,37 @@ rank 1 {
   sched.compute F stage 1 microbatch 0
 }
 
+// -----
+// A rank that runs another rank's stage.
+#id = affine_map<(i, j) -> (i, j)>
+#all = affine_map<(i, j) -> ()>
+func.func @tiny(%x: tensor<2x4xf32>, %t: tensor<2x4xf32>, %w0: tensor<4x4xf32> {zb.param = "w0"}, %w1: tensor<4x4xf32> {zb.param = "w1"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %a = linalg.matmul ins(%x, %w0 : tensor<2x4xf32>, tensor<4x4xf32>) outs(%z : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %h = pipe.cut %a : tensor<2x4xf32>
+  %b = linalg.matmul ins(%h, %w1 : tensor<2x4xf32>, tensor<4x4xf32>) outs(%z : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %el = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%el : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%b, %t : tensor<2x4xf32>, tensor<2x4xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %d = arith.subf %p, %q : f32
+    %m = arith.mulf %d, %d : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+sched.program ranks 2 stages 2 microbatches 1 attributes {schedule = "1f1b"}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  // expected-error @+1 {{rank 0 runs stage 1, which is not one of its stages}}
+  sched.compute F stage 1 microbatch 0
+  sched.compute BW stage 1 microbatch 0
+  sched.compute BW stage 0 microbatch 0
+}
+rank 1 {
+}
