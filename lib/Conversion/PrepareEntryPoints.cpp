@@ -24,9 +24,16 @@ struct PrepareEntryPointsPass
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     auto readOnly = BoolAttr::get(ctx, false);
+    auto internal = LLVM::LinkageAttr::get(ctx, LLVM::Linkage::Internal);
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
-      if (!fn.isPublic() || fn.isExternal())
+      if (fn.isExternal())
         continue;
+      if (!fn.isPublic()) {
+        // Only this module calls it: LLVM may drop the memref descriptor
+        // fields its callers pass as constants or never read.
+        fn->setAttr("llvm.linkage", internal);
+        continue;
+      }
       fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                   UnitAttr::get(ctx));
       for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)

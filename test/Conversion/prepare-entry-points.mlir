@@ -8,10 +8,17 @@ func.func @model(%w: tensor<4xf32> {zb.param = "w"}, %n: i64) -> tensor<4xf32> {
   return %w : tensor<4xf32>
 }
 
-// Private helpers and declarations are left alone.
+// Private helpers get internal linkage and no C entry; their arguments
+// stay writable.
 // CHECK-LABEL: func.func private @helper
+// CHECK-SAME: attributes {llvm.linkage = #llvm.linkage<internal>}
 // CHECK-NOT: emit_c_interface
 // CHECK-NOT: bufferization.writable
 func.func private @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// Declarations (the runtime's functions) are left alone.
+// CHECK-LABEL: func.func private @zbrt_function(tensor<4xf32>)
+// CHECK-NOT: llvm.linkage
+func.func private @zbrt_function(tensor<4xf32>)

@@ -18,7 +18,7 @@
 // CHECK-DAG: llvm.func @zbrt_gpu_sgemm_batched(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
 // CHECK-DAG: llvm.func @_mlir_ciface_zbrt_send_f32(!llvm.ptr, i64, i64)
 // CHECK-DAG: llvm.func @_mlir_ciface_zbrt_recv_f32(!llvm.ptr, i64, i64)
-// CHECK-LABEL: llvm.func @zb_stage0_forward(
+// CHECK-LABEL: llvm.func internal @zb_stage0_forward(
 // CHECK: gpu.launch_func
 // CHECK: llvm.call @zbrt_gpu_sgemm_batched(
 // Each kernel is embedded as a cubin for sm_90.

@@ -98,8 +98,13 @@ def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
     compiled code never writes into the caller's parameters or data), and
     sets `llvm.emit_c_interface` so that the LLVM lowering emits
     `_mlir_ciface_<name>` taking memref descriptors by pointer: the entry
-    the runtime and `zb-run` call. Runs before bufferization.
+    the runtime and `zb-run` call. Private functions with a body get
+    internal linkage (`llvm.linkage`), so that LLVM can drop the memref
+    descriptor fields their callers pass as constants or that they never
+    read (a step function's calls of its stage functions carry thousands of
+    scalars otherwise). Runs before bufferization.
   }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
 
 def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
