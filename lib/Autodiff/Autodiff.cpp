@@ -26,33 +26,53 @@ using namespace zb::autodiff;
 
 Value zb::autodiff::buildZeros(OpBuilder &b, Location loc,
                                RankedTensorType type) {
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                        type.getElementType());
-  Value zero = arith::ConstantOp::create(
-      b, loc, b.getZeroAttr(type.getElementType()));
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  Value zero =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(type.getElementType()));
   return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
 }
 
-Value zb::autodiff::buildAdd(OpBuilder &b, Location loc, Value lhs,
-                             Value rhs) {
+/// `lhs + rhs` elementwise, into a new tensor or, with `intoLhs`, into
+/// `lhs` (the generic's `outs`).
+static Value buildElementwiseAdd(OpBuilder &b, Location loc, Value lhs,
+                                 Value rhs, bool intoLhs) {
+  auto type = cast<RankedTensorType>(lhs.getType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  if (intoLhs)
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{type}, ValueRange{rhs}, ValueRange{lhs},
+               ArrayRef<AffineMap>{id, id}, iterators,
+               [](OpBuilder &nb, Location nloc, ValueRange args) {
+                 Value sum = arith::AddFOp::create(nb, nloc, args[1], args[0]);
+                 linalg::YieldOp::create(nb, nloc, sum);
+               })
+        .getResult(0);
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{type}, ValueRange{lhs, rhs}, ValueRange{empty},
+             ArrayRef<AffineMap>{id, id, id}, iterators,
+             [](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value sum = arith::AddFOp::create(nb, nloc, args[0], args[1]);
+               linalg::YieldOp::create(nb, nloc, sum);
+             })
+      .getResult(0);
+}
+
+Value zb::autodiff::buildAdd(OpBuilder &b, Location loc, Value lhs, Value rhs) {
   if (!lhs)
     return rhs;
   if (!rhs)
     return lhs;
-  auto type = cast<RankedTensorType>(lhs.getType());
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                        type.getElementType());
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, ValueRange{lhs, rhs}, ValueRange{empty},
-      ArrayRef<AffineMap>{id, id, id}, iterators,
-      [](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value sum = arith::AddFOp::create(nb, nloc, args[0], args[1]);
-        linalg::YieldOp::create(nb, nloc, sum);
-      });
-  return generic.getResult(0);
+  return buildElementwiseAdd(b, loc, lhs, rhs, /*intoLhs=*/false);
+}
+
+Value zb::autodiff::buildAddInto(OpBuilder &b, Location loc, Value sum,
+                                 Value addend) {
+  return buildElementwiseAdd(b, loc, sum, addend, /*intoLhs=*/true);
 }
 
 /// Whether gradients flow through values of `type`: float tensors and

@@ -197,29 +197,8 @@ static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
   SmallVector<Value> sums;
   for (size_t i = 0, e = types.size(); i < e; ++i) {
     Value sum = entry->getArgument(i), grad = entry->getArgument(e + i);
-    if (!inPlace) {
-      sums.push_back(autodiff::buildAdd(b, loc, sum, grad));
-      continue;
-    }
-    auto type = cast<RankedTensorType>(sum.getType());
-    AffineMap id =
-        AffineMap::getMultiDimIdentityMap(type.getRank(), b.getContext());
-    SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                               utils::IteratorType::parallel);
-    sums.push_back(
-        linalg::GenericOp::create(
-            b, loc, TypeRange{type}, ValueRange{grad}, ValueRange{sum},
-            ArrayRef<AffineMap>{id, id}, iterators,
-            [&](OpBuilder &nb, Location nloc, ValueRange args) {
-              // sum + grad, the operand order of autodiff::buildAdd.
-              Value add;
-              if (isa<FloatType>(args[0].getType()))
-                add = arith::AddFOp::create(nb, nloc, args[1], args[0]);
-              else
-                add = arith::AddIOp::create(nb, nloc, args[1], args[0]);
-              linalg::YieldOp::create(nb, nloc, add);
-            })
-            .getResult(0));
+    sums.push_back(inPlace ? autodiff::buildAddInto(b, loc, sum, grad)
+                           : autodiff::buildAdd(b, loc, sum, grad));
   }
   func::ReturnOp::create(b, loc, sums);
   return fns.addGrads;

@@ -36,6 +36,12 @@ mlir::Value buildZeros(mlir::OpBuilder &builder, mlir::Location loc,
 mlir::Value buildAdd(mlir::OpBuilder &builder, mlir::Location loc,
                      mlir::Value a, mlir::Value b);
 
+/// `sum + addend` elementwise, computed into `sum` (the `outs` of the
+/// linalg.generic), so that bufferization can update `sum`'s buffer in
+/// place; the same additions, in the same order, as `buildAdd`.
+mlir::Value buildAddInto(mlir::OpBuilder &builder, mlir::Location loc,
+                         mlir::Value sum, mlir::Value addend);
+
 } // namespace zb::autodiff
 
 #endif // ZB_AUTODIFF_AUTODIFF_H
