@@ -579,11 +579,17 @@ static int64_t slotBytes(RankedTensorType type) {
 /// an action's results placed before its last-used operands are freed.
 /// Returns the arena's size.
 int64_t RankLowering::planArena() {
+  // Free ranges below `end`; a freed range that reaches `end` lowers it
+  // instead, so that the arena grows only from `end`.
   std::map<int64_t, int64_t> free; // offset -> size
   int64_t end = 0, peak = 0;
+  // A later action reads it, or a receive writes it.
+  auto needsSlot = [](const PlannedValue &v) {
+    return v.lastUse > v.producer || v.call < 0;
+  };
   std::vector<SmallVector<int64_t>> dying(actions.size());
   for (auto [id, v] : llvm::enumerate(values))
-    if (v.lastUse > v.producer || v.call < 0)
+    if (needsSlot(v))
       dying[v.lastUse].push_back(id);
   auto allocate = [&](int64_t size) {
     auto best = free.end();
@@ -592,14 +598,8 @@ int64_t RankLowering::planArena() {
           (best == free.end() || it->second < best->second))
         best = it;
     if (best == free.end()) {
-      // Grow the arena, from the free range at its end if there is one.
       int64_t at = end;
-      if (!free.empty() &&
-          std::prev(free.end())->first + std::prev(free.end())->second == end) {
-        at = std::prev(free.end())->first;
-        free.erase(std::prev(free.end()));
-      }
-      end = at + size;
+      end += size;
       peak = std::max(peak, end);
       return at;
     }
@@ -633,7 +633,7 @@ int64_t RankLowering::planArena() {
   for (int64_t k = 0, e = actions.size(); k < e; ++k) {
     for (; next < values.size() && values[next].producer == k; ++next) {
       PlannedValue &v = values[next];
-      if (v.lastUse > v.producer || v.call < 0)
+      if (needsSlot(v))
         v.offset = allocate(slotBytes(v.type));
     }
     for (int64_t id : dying[k])
@@ -1039,6 +1039,7 @@ LogicalResult RankLowering::emitLoop(sched::ProgramOp program) {
   std::map<SmallVector<int64_t>, int64_t> templateOf;
   SmallVector<int64_t> exemplars; // template -> its first action
   SmallVector<int64_t> rowTemplate;
+  SmallVector<SmallVector<Slot>> rowSlots;
   size_t width = 2;
   for (const Action &a : actions) {
     auto [it, inserted] =
@@ -1046,15 +1047,15 @@ LogicalResult RankLowering::emitLoop(sched::ProgramOp program) {
     if (inserted)
       exemplars.push_back(&a - actions.data());
     rowTemplate.push_back(it->second);
-    width = std::max(width, 2 + slotsOf(a).size());
+    rowSlots.push_back(slotsOf(a));
+    width = std::max(width, 2 + rowSlots.back().size());
   }
   SmallVector<int64_t> rows;
   for (auto [k, a] : llvm::enumerate(actions)) {
     rows.append({rowTemplate[k], a.microbatch});
-    SmallVector<Slot> slots = slotsOf(a);
-    for (const Slot &s : slots)
+    for (const Slot &s : rowSlots[k])
       rows.push_back(values[s.value].offset);
-    rows.append(width - 2 - slots.size(), 0);
+    rows.append(width - 2 - rowSlots[k].size(), 0);
   }
 
   Location loc = program.getLoc();

@@ -557,8 +557,7 @@ static int checkGradients(Runner &runner, const zb::ModelSignature &signature,
 /// Compiles `module` (already transformed) into the cache unless an object
 /// for `key` is there; returns the object's path or an empty string.
 static std::string compileCached(ModuleOp module, const std::string &key,
-                                 const char *argv0, bool compile,
-                                 bool gpu = false) {
+                                 const char *argv0, bool gpu = false) {
   zb::CPUCompileOptions options;
   if (gpu)
     options.target = "gpu";
@@ -578,7 +577,7 @@ static std::string compileCached(ModuleOp module, const std::string &key,
       ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(full.data()),
                         full.size())));
   std::string path = dir + "/" + hash.substr(0, 32) + ".so";
-  if (compile && !llvm::sys::fs::exists(path) &&
+  if (!llvm::sys::fs::exists(path) &&
       failed(zb::compileToSharedObject(module, path, options))) {
     fail("compiling '" + modelPath + "' failed");
     return "";
@@ -790,7 +789,7 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
       return fail("differentiating '" + modelPath + "' failed");
   }
   std::string soPath = compileCached(
-      *clone, modelText + (needGrads ? ";grads" : ";eval"), argv0, true);
+      *clone, modelText + (needGrads ? ";grads" : ";eval"), argv0);
   if (soPath.empty())
     return 1;
   if (compileOnly) {
@@ -1055,7 +1054,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       return "";
     }
     return compileCached(*mine, key + ";rank=" + std::to_string(r), argv0,
-                         true, gpu);
+                         gpu);
   };
   if (compileOnly) {
     for (int r = 0; r < numRanks; ++r) {
