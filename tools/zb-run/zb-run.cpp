@@ -16,8 +16,9 @@
 // forward (--eval) or the forward and backward without an update (--grads),
 // printing the mean loss; gradients are the mean over the microbatches.
 // Without --eval or --grads it trains for --steps steps: in-process for
-// P = 1, and for P > 1 as P MPI processes each running its rank's step
-// function, which the compiler builds with --zb-pipeline; a pipelined run
+// P = 1, and for P > 1 as P MPI processes each compiling and running only
+// its rank's step function, which the compiler builds with --zb-pipeline
+// (and --zb-keep-rank); a pipelined run
 // reports its measured bubble rate and stash memory (Measure.h).
 //
 //===----------------------------------------------------------------------===//
@@ -109,9 +110,10 @@ static cl::opt<std::string> dumpGradsPath(
 static cl::opt<bool> compileOnly(
     "compile-only",
     cl::desc("Compile the model for these flags into the cache, print the "
-             "object's path and exit: runs nothing, so --backend nccl needs "
-             "no GPU and --np needs no mpirun (a cache warmed where the "
-             "compiler is serves a machine that only runs)"),
+             "object's path (with --np P, each rank's, one per line) and "
+             "exit: runs nothing, so --backend nccl needs no GPU and --np "
+             "needs no mpirun (a cache warmed where the compiler is serves "
+             "a machine that only runs)"),
     cl::cat(category));
 static cl::opt<std::string> targetCPUName(
     "target-cpu",
