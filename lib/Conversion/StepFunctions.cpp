@@ -69,14 +69,19 @@ struct Call {
 /// One action of the rank's program.
 struct Action {
   Operation *op;
-  enum Kind : uint8_t { Compute, Send, Recv } kind;
+  enum Kind : uint8_t { Compute, Send, Recv, Reduce } kind;
   sched::Phase phase;
+  /// Reduce: stage -1, and `peer` numbers the rank's reductions.
   int64_t stage, microbatch, peer = 0, channel = 0;
   SmallVector<Call, 2> calls;
   /// The loss a last-stage F adds to the step's sum.
   std::optional<Ref> loss;
   /// Send: the values sent; Recv: the values received (produced here).
   SmallVector<Ref> payload;
+  /// Reduce: the parameters (model argument numbers) whose gradient sums
+  /// are summed over `group`.
+  SmallVector<int64_t> reduced;
+  SmallVector<int64_t> group;
 };
 
 /// A tensor value some action produces.
@@ -113,6 +118,7 @@ private:
   LogicalResult planForward(Action &a);
   LogicalResult planBackwardInput(Action &a, bool fused);
   LogicalResult planBackwardWeight(Action &a);
+  LogicalResult planReduction(Action &a, sched::AllReduceOp reduce);
   FailureOr<SmallVector<Ref>> cotangentsOf(const Action &a);
   Call &addCall(Action &a, Call::Fn fn, const Outlined &outlined,
                 ArrayRef<Ref> args);
@@ -128,6 +134,9 @@ private:
   LogicalResult emitUnrolled(sched::ProgramOp program);
   void emitTemplate(const Action &a, Value row);
   void emitUnrolledAction(const Action &a);
+  void emitReduction(const Action &a, llvm::function_ref<Value(Value)> bufferOf,
+                     llvm::function_ref<void(Value, Value)> after = nullptr);
+  void emitWaitForReductions();
   void emitCall(const Action &a, const Call &c, ArrayRef<Value> outs = {});
   Value offsetOf(const Slot &slot);
   Value viewOf(const PlannedValue &v, Value offset, bool out);
@@ -163,7 +172,8 @@ private:
   DenseMap<int64_t, int64_t> columnOf; // slotKey -> table column
   llvm::MapVector<Value, Value> sums;  // model param -> its sum buffer
   Value lossBuffer;
-  func::FuncOp sendFn, recvFn, beginFn, endFn;
+  func::FuncOp sendFn, recvFn, beginFn, endFn, groupSumFn, waitSumsFn;
+  int64_t numReductions = 0;
 };
 } // namespace
 
@@ -467,6 +477,48 @@ LogicalResult RankLowering::planBackwardWeight(Action &a) {
   return success();
 }
 
+/// The name a sched program gives parameter `arg` of `model`: its
+/// `zb.param` string, else "arg<N>".
+static std::string paramName(func::FuncOp model, int64_t arg) {
+  if (auto name = model.getArgAttrOfType<StringAttr>(arg, kParamAttr))
+    return name.str();
+  return "arg" + std::to_string(arg);
+}
+
+LogicalResult RankLowering::planReduction(Action &a,
+                                          sched::AllReduceOp reduce) {
+  a.kind = Action::Reduce;
+  a.phase = sched::Phase::W;
+  a.stage = -1;
+  a.microbatch = 0;
+  a.peer = numReductions++;
+  a.group.assign(reduce.getGroup().begin(), reduce.getGroup().end());
+  llvm::SetVector<Value> rankParams;
+  for (const StageFunctions &fns : stages)
+    if (static_cast<int64_t>(fns.stage.getRank()) == rank)
+      rankParams.insert(fns.stage.getParams().begin(),
+                        fns.stage.getParams().end());
+  for (Attribute attr : reduce.getParams()) {
+    StringRef name = cast<StringAttr>(attr).getValue();
+    std::optional<int64_t> found;
+    for (BlockArgument arg : model.getArguments())
+      if (model.getArgAttr(arg.getArgNumber(), kParamAttr) &&
+          paramName(model, arg.getArgNumber()) == name)
+        found = arg.getArgNumber();
+    if (!found || !rankParams.contains(model.getArgument(*found)))
+      return reduce.emitOpError()
+             << "reduces '" << name << "', which no stage of rank " << rank
+             << " uses";
+    auto type = cast<RankedTensorType>(model.getArgument(*found).getType());
+    if (!type.getElementType().isF32())
+      return reduce.emitOpError()
+             << "reduces '" << name << "' of type " << type
+             << "; only f32 gradients can be summed between ranks";
+    a.reduced.push_back(*found);
+  }
+  return success();
+}
+
 LogicalResult RankLowering::plan(Region &region) {
   for (const StageFunctions &fns : stages) {
     if (static_cast<int64_t>(fns.stage.getRank()) != rank)
@@ -485,6 +537,12 @@ LogicalResult RankLowering::plan(Region &region) {
     Action a;
     a.op = &op;
     current = static_cast<int64_t>(actions.size());
+    if (auto reduce = dyn_cast<sched::AllReduceOp>(op)) {
+      if (failed(planReduction(a, reduce)))
+        return failure();
+      actions.push_back(std::move(a));
+      continue;
+    }
     if (auto compute = dyn_cast<sched::ComputeOp>(op)) {
       if (compute.getPhase() == sched::Phase::Optimizer)
         continue; // The runtime steps the optimizer after the step.
@@ -563,6 +621,28 @@ LogicalResult RankLowering::plan(Region &region) {
   if (!stash.empty() || !wStash.empty())
     return region.getParentOp()->emitError("rank ")
            << rank << "'s program leaves a backward unfinished";
+  // Every copy of a parameter shared between ranks is reduced.
+  auto program = cast<sched::ProgramOp>(region.getParentOp());
+  if (std::optional<DictionaryAttr> shared = program.getParamStages()) {
+    std::optional<ArrayRef<int64_t>> placement = program.getStageRanks();
+    for (NamedAttribute entry : *shared) {
+      auto users = cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef();
+      bool mine = placement && llvm::any_of(users, [&](int64_t s) {
+                    return (*placement)[s] == rank;
+                  });
+      bool reduced = llvm::any_of(actions, [&](const Action &a) {
+        return a.kind == Action::Reduce &&
+               llvm::any_of(a.reduced, [&](int64_t arg) {
+                 return paramName(model, arg) == entry.getName().getValue();
+               });
+      });
+      if (mine && !reduced)
+        return program.emitOpError()
+               << "rank " << rank << " holds '" << entry.getName().getValue()
+               << "', a parameter shared between ranks, but never reduces "
+                  "its gradient (see --zb-insert-comm)";
+    }
+  }
   return success();
 }
 
@@ -863,6 +943,10 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
   for (auto [i, slot] : llvm::enumerate(slots))
     columnOf[slotKey(slot)] = 2 + static_cast<int64_t>(i);
 
+  if (a.kind == Action::Reduce) {
+    emitReduction(a, [&](Value param) { return sums.lookup(param); });
+    return;
+  }
   if (a.kind != Action::Compute) {
     transfer(b, a, a.kind == Action::Send ? sendFn : recvFn, [&](size_t i) {
       const Ref &r = a.payload[i];
@@ -934,6 +1018,30 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
 
 void RankLowering::emitUnrolledAction(const Action &a) {
   Location loc = a.op->getLoc();
+  if (a.kind == Action::Reduce) {
+    // Each sum moves to a buffer the runtime sums in place; the tensor of
+    // that buffer is the sum from here on.
+    emitReduction(
+        a,
+        [&](Value param) -> Value {
+          auto type = cast<RankedTensorType>(param.getType());
+          Value sum = gradSums.lookup(param);
+          if (!sum)
+            sum = autodiff::buildZeros(b, loc, type);
+          Value buffer = memref::AllocOp::create(
+              b, loc, MemRefType::get(type.getShape(), type.getElementType()));
+          bufferization::MaterializeInDestinationOp::create(
+              b, loc, Type(), sum, buffer, /*restrict=*/true,
+              /*writable=*/true);
+          return buffer;
+        },
+        [&](Value param, Value buffer) {
+          gradSums[param] = bufferization::ToTensorOp::create(
+              b, loc, cast<RankedTensorType>(param.getType()), buffer,
+              /*restrict=*/true, /*writable=*/true);
+        });
+    return;
+  }
   if (a.kind == Action::Send) {
     transfer(b, a, sendFn, [&](size_t i) {
       return bufferOf(b, loc, tensorOf(a.payload[i], a));
@@ -971,14 +1079,21 @@ void RankLowering::emitUnrolledAction(const Action &a) {
     SmallVector<Value> grads;
     for (const Ref &r : ArrayRef<Ref>(c.yielded).drop_front(c.gradsFrom))
       grads.push_back(tensorOf(r, a));
-    if (!gradSums.count(params.front())) {
+    if (llvm::none_of(params, [&](Value p) { return gradSums.count(p); })) {
       for (auto [param, grad] : llvm::zip(params, grads))
         gradSums[param] = grad;
       continue;
     }
+    // A parameter another stage of this rank shares may have a sum already
+    // while the others of this stage start theirs.
     SmallVector<Value> args;
-    for (Value param : params)
-      args.push_back(gradSums.lookup(param));
+    for (Value param : params) {
+      Value sum = gradSums.lookup(param);
+      if (!sum)
+        sum = autodiff::buildZeros(b, loc,
+                                   cast<RankedTensorType>(param.getType()));
+      args.push_back(sum);
+    }
     args.append(grads);
     auto add = func::CallOp::create(
         b, loc, getAddGrads(b, fns, a.stage, step, /*inPlace=*/false), args);
@@ -988,6 +1103,48 @@ void RankLowering::emitUnrolledAction(const Action &a) {
   if (a.loss)
     lossSum = autodiff::buildAdd(b, loc, lossSum, tensorOf(*a.loss, a));
   func::CallOp::create(b, loc, endFn, record);
+}
+
+/// Starts the group sum of each of `a`'s parameters' gradient sums, the
+/// buffer `bufferOf(param)`, then calls `after(param, buffer)` if given.
+void RankLowering::emitReduction(const Action &a,
+                                 llvm::function_ref<Value(Value)> bufferOf,
+                                 llvm::function_ref<void(Value, Value)> after) {
+  Location loc = a.op->getLoc();
+  ModuleOp module = model->getParentOfType<ModuleOp>();
+  auto groupType =
+      MemRefType::get({static_cast<int64_t>(a.group.size())}, b.getI64Type());
+  std::string name = ("zb_rank" + Twine(rank) + "_group" + Twine(a.peer)).str();
+  if (!module.lookupSymbol(name)) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(step);
+    memref::GlobalOp::create(
+        b, loc, b.getStringAttr(name), b.getStringAttr("private"),
+        TypeAttr::get(groupType),
+        DenseElementsAttr::get(
+            RankedTensorType::get(groupType.getShape(), b.getI64Type()),
+            ArrayRef<int64_t>(a.group)),
+        b.getUnitAttr(), /*alignment=*/IntegerAttr());
+  }
+  Value group = memref::GetGlobalOp::create(
+      b, loc, groupType, FlatSymbolRefAttr::get(b.getContext(), name));
+  Value groupArg = memref::CastOp::create(
+      b, loc, UnrankedMemRefType::get(b.getI64Type(), 0), group);
+  for (int64_t index : a.reduced) {
+    Value buffer = bufferOf(model.getArgument(index));
+    auto type = cast<MemRefType>(buffer.getType());
+    Value unranked = memref::CastOp::create(
+        b, loc, UnrankedMemRefType::get(type.getElementType(), 0), buffer);
+    func::CallOp::create(b, loc, groupSumFn, ValueRange{unranked, groupArg});
+    if (after)
+      after(model.getArgument(index), buffer);
+  }
+}
+
+/// Completes the rank's group sums before the step returns its gradients.
+void RankLowering::emitWaitForReductions() {
+  if (numReductions)
+    func::CallOp::create(b, step.getLoc(), waitSumsFn, ValueRange{});
 }
 
 /// A zeroed buffer of `type`'s shape.
@@ -1006,6 +1163,8 @@ void RankLowering::lookUpRuntime() {
   recvFn = module.lookupSymbol<func::FuncOp>("zbrt_recv_f32");
   beginFn = module.lookupSymbol<func::FuncOp>("zbrt_action_begin");
   endFn = module.lookupSymbol<func::FuncOp>("zbrt_action_end");
+  groupSumFn = module.lookupSymbol<func::FuncOp>("zbrt_group_sum_f32");
+  waitSumsFn = module.lookupSymbol<func::FuncOp>("zbrt_wait_group_sums");
 }
 
 LogicalResult RankLowering::emitUnrolled(sched::ProgramOp program) {
@@ -1018,6 +1177,7 @@ LogicalResult RankLowering::emitUnrolled(sched::ProgramOp program) {
   b.setInsertionPointToEnd(&step.getBody().front());
   for (const Action &a : actions)
     emitUnrolledAction(a);
+  emitWaitForReductions();
   auto lossType = RankedTensorType::get({}, b.getF32Type());
   SmallVector<Value> results;
   results.push_back(lossSum ? buildLossMean(b, loc, lossSum, numMicrobatches)
@@ -1122,6 +1282,7 @@ LogicalResult RankLowering::emitLoop(sched::ProgramOp program) {
     scf::YieldOp::create(b, loc);
     b.setInsertionPointAfter(loop);
   }
+  emitWaitForReductions();
 
   SmallVector<Value> results;
   if (hasLoss)

@@ -247,19 +247,9 @@ static LogicalResult materialise(func::FuncOp fn, const ModelSignature &sig,
     it->second.second = numStages;
   }
 
-  // A parameter belongs to one stage.
-  DenseMap<Value, int64_t> paramStage;
-  for (int64_t s = 0; s < numStages; ++s)
-    for (Value v : argsOfStage[s]) {
-      const ModelArg &arg = sig.args[cast<BlockArgument>(v).getArgNumber()];
-      if (!arg.isParam())
-        continue;
-      auto [it, inserted] = paramStage.try_emplace(v, s);
-      if (!inserted)
-        return fn.emitError("parameter '")
-               << arg.name << "' is used by stages " << it->second << " and "
-               << s << "; parameters shared between stages are not supported";
-    }
+  // A parameter used by several stages (a tied weight) is a parameter of
+  // each: every stage holds a copy, and the schedule sums the copies'
+  // gradients over the ranks that hold them (sched.allreduce).
 
   // crossing[b]: values defined up to stage b and used after it.
   SmallVector<SmallVector<Value>> crossing(numStages);

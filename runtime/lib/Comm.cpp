@@ -50,6 +50,31 @@ void Comm::checkPeerAndTag(const char *what, int peer, int tag) {
     abort(std::string(what) + " with negative tag " + std::to_string(tag));
 }
 
+void Comm::checkGroup(const std::vector<int> &group) {
+  bool sorted = !group.empty();
+  bool mine = false;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (group[i] < 0 || group[i] >= size() || (i && group[i] <= group[i - 1]))
+      sorted = false;
+    mine |= group[i] == rank();
+  }
+  if (!sorted || !mine) {
+    std::string members;
+    for (int r : group)
+      members += (members.empty() ? "" : ", ") + std::to_string(r);
+    abort("group sum over ranks [" + members + "]: a group lists distinct " +
+          "ranks of [0, " + std::to_string(size()) +
+          ") in increasing order, this rank among them");
+  }
+}
+
+void Comm::startGroupSum(float *, size_t, const std::vector<int> &group) {
+  checkGroup(group);
+  if (group.size() > 1)
+    abort("group sums over several ranks are not supported by this "
+          "communicator");
+}
+
 //===----------------------------------------------------------------------===//
 // The single-process backend
 //===----------------------------------------------------------------------===//

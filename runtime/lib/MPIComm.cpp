@@ -22,7 +22,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <thread>
+#include <vector>
 
 using namespace zbrt;
 
@@ -77,6 +79,9 @@ public:
   void allreduceMax(double *values, size_t n) override {
     allreduce(values, n, MPI_DOUBLE, sizeof(double), MPI_MAX, "max");
   }
+  void startGroupSum(float *values, size_t n,
+                     const std::vector<int> &group) override;
+  void waitGroupSums() override;
   void broadcast(void *data, size_t bytes, int root) override;
   void gather(const std::string &mine, std::vector<std::string> &all,
               int root) override;
@@ -117,11 +122,28 @@ private:
   /// Drops the sends that have completed.
   void reapSends();
 
+  /// A group sum started or waiting for its group's communicator.
+  struct GroupSum {
+    float *values;
+    int count;
+    std::vector<int> group;
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool started = false;
+  };
+  /// The communicator of `group`, or MPI_COMM_NULL before groupComm().
+  MPI_Comm findGroupComm(const std::vector<int> &group) const;
+  /// Creates the communicator of `group` (collective over the group).
+  MPI_Comm groupComm(const std::vector<int> &group);
+  /// Starts the first half of `sum`: a reduction to the group's first rank.
+  void startReduce(GroupSum &sum, MPI_Comm groupComm);
+
   MPI_Comm comm;
   int myRank;
   int mySize;
   int tagUpperBound;
   std::vector<PendingSend> pending;
+  std::map<std::vector<int>, MPI_Comm> groupComms;
+  std::vector<GroupSum> groupSums;
 };
 
 } // namespace
@@ -130,6 +152,8 @@ MPIComm::~MPIComm() {
   if (mpiFinalized())
     return;
   waitSends();
+  for (auto &entry : groupComms)
+    MPI_Comm_free(&entry.second);
   MPI_Comm_free(&comm);
 }
 
@@ -322,6 +346,103 @@ void MPIComm::allreduce(void *values, size_t n, MPI_Datatype type,
     waitCollective(request, operation);
     offset += count;
   } while (offset < n);
+}
+
+// A group sum is a reduction to the group's first rank and a broadcast
+// back (rather than an MPI allreduce, whose algorithms may add in another
+// order on each rank), so that every rank ends with the same bits. The
+// reduction starts at once when the group's communicator exists; the first
+// sum over a group waits for waitGroupSums(), where the communicator is
+// created: MPI_Comm_create_group blocks until every member calls it, which
+// in the middle of a step could wait on a rank that waits for this one.
+
+MPI_Comm MPIComm::findGroupComm(const std::vector<int> &group) const {
+  auto it = groupComms.find(group);
+  return it == groupComms.end() ? MPI_COMM_NULL : it->second;
+}
+
+MPI_Comm MPIComm::groupComm(const std::vector<int> &group) {
+  if (MPI_Comm existing = findGroupComm(group); existing != MPI_COMM_NULL)
+    return existing;
+  std::string members;
+  for (int r : group)
+    members += (members.empty() ? "" : ", ") + std::to_string(r);
+  std::string operation =
+      "creating the communicator of ranks [" + members + "]";
+  MPI_Group world, subset;
+  check(MPI_Comm_group(comm, &world), operation);
+  check(MPI_Group_incl(world, static_cast<int>(group.size()), group.data(),
+                       &subset),
+        operation);
+  MPI_Comm result = MPI_COMM_NULL;
+  check(MPI_Comm_create_group(comm, subset, /*tag=*/0, &result), operation);
+  MPI_Group_free(&subset);
+  MPI_Group_free(&world);
+  groupComms[group] = result;
+  return result;
+}
+
+void MPIComm::startReduce(GroupSum &sum, MPI_Comm groupComm) {
+  bool root = sum.group.front() == myRank;
+  check(MPI_Ireduce(root ? MPI_IN_PLACE : sum.values,
+                    root ? sum.values : nullptr, sum.count, MPI_FLOAT, MPI_SUM,
+                    /*root=*/0, groupComm, &sum.request),
+        "MPI_Ireduce");
+  sum.started = true;
+}
+
+void MPIComm::startGroupSum(float *values, size_t n,
+                            const std::vector<int> &group) {
+  checkGroup(group);
+  if (group.size() == 1 || n == 0)
+    return;
+  if (n > static_cast<size_t>(INT_MAX))
+    abort("group sum of " + std::to_string(n) +
+          " elements: more than MPI's int counts allow");
+  groupSums.push_back({values, static_cast<int>(n), group});
+  if (MPI_Comm existing = findGroupComm(group); existing != MPI_COMM_NULL)
+    startReduce(groupSums.back(), existing);
+}
+
+void MPIComm::waitGroupSums() {
+  if (groupSums.empty())
+    return;
+  std::vector<MPI_Request> requests;
+  std::vector<MPI_Status> statuses;
+  auto waitStarted = [&](const std::string &operation) {
+    requests.clear();
+    for (GroupSum &sum : groupSums)
+      if (sum.request != MPI_REQUEST_NULL)
+        requests.push_back(sum.request);
+    if (!requests.empty())
+      waitAll(requests, statuses, deadline(), operation, [&] {
+        return "timed out after " + formatSeconds(timeoutSeconds()) +
+               " s waiting for the other ranks of a group in " + operation;
+      });
+    for (GroupSum &sum : groupSums)
+      sum.request = MPI_REQUEST_NULL;
+  };
+  // The deferred sums' communicators, in one order on every rank (sorted
+  // groups): the smallest group still missing is then reached by all its
+  // members, so creating them cannot deadlock.
+  std::vector<std::vector<int>> missing;
+  for (GroupSum &sum : groupSums)
+    if (!sum.started)
+      missing.push_back(sum.group);
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  for (const std::vector<int> &group : missing)
+    groupComm(group);
+  for (GroupSum &sum : groupSums)
+    if (!sum.started)
+      startReduce(sum, groupComm(sum.group));
+  waitStarted("the reduction of shared gradients");
+  for (GroupSum &sum : groupSums)
+    check(MPI_Ibcast(sum.values, sum.count, MPI_FLOAT, /*root=*/0,
+                     groupComm(sum.group), &sum.request),
+          "MPI_Ibcast");
+  waitStarted("the broadcast of shared gradients");
+  groupSums.clear();
 }
 
 void MPIComm::checkRoot(const char *what, int root) {

@@ -240,6 +240,33 @@ ZBRT_DEFINE_TRANSFER(i64, int64_t)
 
 #undef ZBRT_DEFINE_TRANSFER
 
+void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
+                                     zbrt_unranked_memref *group) {
+  const char *function = "zbrt_group_sum_f32";
+  Comm &comm = requireComm(function);
+  View view = readView(function, comm, buf, sizeof(float));
+  View members = readView(function, comm, group, sizeof(int64_t));
+  if (!view.isContiguous() || !members.isContiguous() ||
+      members.sizes.size() != 1)
+    comm.abort(std::string(function) +
+               ": expected a contiguous buffer and a 1-d group of ranks");
+  std::vector<int> ranks;
+  const int64_t *first = reinterpret_cast<const int64_t *>(members.data);
+  for (int64_t i = 0; i < members.sizes[0]; ++i) {
+    if (first[i] < 0 || first[i] > INT_MAX)
+      comm.abort(std::string(function) + ": rank " + std::to_string(first[i]) +
+                 " is not valid");
+    ranks.push_back(static_cast<int>(first[i]));
+  }
+  comm.startGroupSum(reinterpret_cast<float *>(view.data),
+                     static_cast<size_t>(view.numElements()), ranks);
+}
+
+void zbrt_wait_group_sums(void) {
+  if (Comm *comm = zbrt_get_comm())
+    comm->waitGroupSums();
+}
+
 void zbrt_step_end(void) {
   if (Comm *comm = zbrt_get_comm())
     comm->waitSends();

@@ -893,7 +893,8 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
 }
 
 /// Rank 0 gets the union of every rank's `mine` in `merged`, passed through
-/// the files `<scratch>.part<r>`.
+/// the files `<scratch>.part<r>`; a name several ranks hold (a shared
+/// parameter) must have bitwise-equal copies.
 static void collectArchive(zbrt::Comm &comm, const std::string &scratch,
                            const zbrt::NpzArchive &mine,
                            zbrt::NpzArchive &merged) {
@@ -908,8 +909,19 @@ static void collectArchive(zbrt::Comm &comm, const std::string &scratch,
       zbrt::NpzArchive partArchive;
       if (!zbrt::readNpz(p, partArchive, error))
         comm.abort(error);
-      merged.insert(partArchive.begin(), partArchive.end());
       std::remove(p.c_str());
+      // A parameter shared between ranks (a tied weight) arrives once per
+      // rank that holds a copy: the copies must be bitwise equal.
+      for (auto &[name, array] : partArchive) {
+        auto [it, inserted] = merged.try_emplace(name, array);
+        if (!inserted &&
+            (it->second.dtype != array.dtype ||
+             it->second.shape != array.shape || it->second.data != array.data))
+          comm.abort("the copies of '" + name + "' on rank " +
+                     std::to_string(r) +
+                     " and an earlier rank differ; the ranks that hold a "
+                     "shared parameter must keep it equal");
+      }
     }
   }
 }

@@ -13,8 +13,12 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 
+#include <map>
 #include <tuple>
+#include <vector>
 
 using namespace mlir;
 using namespace zb::sched;
@@ -167,6 +171,37 @@ LogicalResult ProgramOp::verifyRegions() {
                << ", out of range [0, " << numRanks << ")";
   }
 
+  // Shared parameters: the stages and ranks that hold each one.
+  llvm::StringMap<SmallVector<int64_t>> paramStages;
+  llvm::StringMap<llvm::SmallSetVector<int64_t, 4>> paramRanks;
+  if (std::optional<DictionaryAttr> shared = getParamStages()) {
+    if (!stageRanks)
+      return emitOpError("'param_stages' needs 'stage_ranks'");
+    for (NamedAttribute entry : *shared) {
+      auto list = dyn_cast<DenseI64ArrayAttr>(entry.getValue());
+      if (!list || list.empty())
+        return emitOpError()
+               << "'param_stages' entry '" << entry.getName().getValue()
+               << "' must be a non-empty array<i64> of stages";
+      for (int64_t stage : list.asArrayRef()) {
+        if (stage < 0 || stage >= numStages)
+          return emitOpError() << "'param_stages' lists stage " << stage
+                               << " for '" << entry.getName().getValue()
+                               << "', out of range [0, " << numStages << ")";
+        paramRanks[entry.getName().getValue()].insert((*stageRanks)[stage]);
+      }
+      paramStages[entry.getName().getValue()] =
+          SmallVector<int64_t>(list.asArrayRef());
+    }
+  }
+  // Reductions: per rank the op reducing each parameter; per (group, seq)
+  // the op on each rank; the next sequence number per (rank, group).
+  SmallVector<llvm::StringMap<Operation *>> reducedAt(numRanks);
+  std::map<std::pair<std::vector<int64_t>, int64_t>,
+           std::map<int64_t, AllReduceOp>>
+      collectives;
+  std::map<std::pair<int64_t, std::vector<int64_t>>, int64_t> nextReduction;
+
   DenseMap<std::tuple<int32_t, int64_t, int64_t>, Operation *> seenActions;
   // Next expected sequence number per (rank, peer, channel, isSend).
   DenseMap<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> nextSeq;
@@ -200,6 +235,23 @@ LogicalResult ProgramOp::verifyRegions() {
                  << "runs stage " << stage << " on rank " << rank
                  << ", but 'stage_ranks' places it on rank "
                  << (*stageRanks)[stage];
+        // A W (or BW) adds to its stage's gradients: none may follow the
+        // reduction of a parameter the stage uses.
+        if (compute.getPhase() == Phase::W || compute.getPhase() == Phase::BW)
+          for (auto &reduced : reducedAt[rank])
+            if (llvm::is_contained(paramStages.lookup(reduced.getKey()),
+                                   stage)) {
+              StringRef name = reduced.getKey();
+              Operation *reducer = reduced.getValue();
+              InFlightDiagnostic diag =
+                  op.emitOpError()
+                  << "adds to the gradient of '" << name
+                  << "' after its reduction on rank " << rank
+                  << "; a reduction must follow the last W of every stage "
+                     "that uses its parameters";
+              diag.attachNote(reducer->getLoc()) << "reduction here";
+              return diag;
+            }
         auto key = std::make_tuple(static_cast<int32_t>(compute.getPhase()),
                                    stage, mb.value_or(-1));
         auto [it, inserted] = seenActions.try_emplace(key, &op);
@@ -214,11 +266,57 @@ LogicalResult ProgramOp::verifyRegions() {
         continue;
       }
 
+      if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+        std::vector<int64_t> group(reduce.getGroup().begin(),
+                                   reduce.getGroup().end());
+        for (int64_t member : group)
+          if (member >= numRanks)
+            return op.emitOpError()
+                   << "group rank " << member << " is out of range [0, "
+                   << numRanks << ")";
+        if (!llvm::is_contained(group, static_cast<int64_t>(rank)))
+          return op.emitOpError()
+                 << "runs on rank " << rank << ", which is not in its group";
+        for (Attribute attr : reduce.getParams()) {
+          StringRef name = cast<StringAttr>(attr).getValue();
+          auto holders = paramRanks.find(name);
+          if (holders == paramRanks.end())
+            return op.emitOpError()
+                   << "reduces '" << name
+                   << "', which is not a shared parameter of the program "
+                      "(see 'param_stages')";
+          for (int64_t member : group)
+            if (!holders->second.contains(member))
+              return op.emitOpError() << "reduces '" << name << "' over rank "
+                                      << member << ", which does not hold it";
+          auto [it, inserted] = reducedAt[rank].try_emplace(name, &op);
+          if (!inserted) {
+            InFlightDiagnostic diag = op.emitOpError()
+                                      << "reduces '" << name
+                                      << "' a second time on rank " << rank;
+            diag.attachNote(it->second->getLoc()) << "first reduction here";
+            return diag;
+          }
+        }
+        int64_t &expected = nextReduction[{static_cast<int64_t>(rank), group}];
+        if (static_cast<int64_t>(reduce.getSeq()) != expected)
+          return op.emitOpError()
+                 << "has sequence number " << reduce.getSeq()
+                 << " but is reduction number " << expected
+                 << " over its group on rank " << rank
+                 << " (reductions over a group must be numbered in program "
+                    "order)";
+        ++expected;
+        collectives[{group, static_cast<int64_t>(reduce.getSeq())}][rank] =
+            reduce;
+        continue;
+      }
+
       bool isSend = isa<SendOp>(op);
       if (!isSend && !isa<RecvOp>(op))
         return op.emitOpError() << "is not allowed in a rank of "
                                    "'sched.program'; expected sched.compute, "
-                                   "sched.send or sched.recv";
+                                   "sched.send, sched.recv or sched.allreduce";
       auto fields = [](auto transfer) {
         return std::make_tuple(transfer.getPhase(),
                                static_cast<int64_t>(transfer.getStage()),
@@ -283,6 +381,27 @@ LogicalResult ProgramOp::verifyRegions() {
              << "has no matching 'sched.send' on rank " << from << " (channel "
              << channel << ", seq " << seq << ")";
   }
+
+  // Each reduction is one collective over its whole group.
+  for (auto &[key, members] : collectives) {
+    const auto &[group, seq] = key;
+    AllReduceOp first = members.begin()->second;
+    for (int64_t member : group) {
+      auto it = members.find(member);
+      if (it == members.end())
+        return first.emitOpError()
+               << "has no matching 'sched.allreduce' on rank " << member
+               << " (seq " << seq << ")";
+      if (it->second.getParams() != first.getParams()) {
+        InFlightDiagnostic diag =
+            it->second.emitOpError()
+            << "reduces other parameters than its match on rank "
+            << members.begin()->first;
+        diag.attachNote(first.getLoc()) << "matching reduction here";
+        return diag;
+      }
+    }
+  }
   return verifyNoDeadlock(*this);
 }
 
@@ -339,6 +458,19 @@ static LogicalResult verifyTransferPhase(Operation *op, Phase phase) {
     return op->emitOpError()
            << "cannot transfer the output of phase " << stringifyPhase(phase)
            << "; only F, B and BW outputs cross ranks";
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getParams().empty())
+    return emitOpError("reduces no parameters");
+  ArrayRef<int64_t> group = getGroup();
+  if (group.size() < 2)
+    return emitOpError("needs a group of at least two ranks");
+  for (size_t i = 0; i < group.size(); ++i)
+    if (group[i] < 0 || (i && group[i] <= group[i - 1]))
+      return emitOpError("group must list distinct non-negative ranks in "
+                         "increasing order");
   return success();
 }
 

@@ -66,6 +66,17 @@ public:
   virtual void allreduceSum(float *values, size_t n) = 0;
   /// Replaces `values[0, n)` on every rank by their maximum over all ranks.
   virtual void allreduceMax(double *values, size_t n) = 0;
+  /// Starts replacing `values[0, n)` on every rank of `group` (distinct
+  /// ranks in increasing order, this rank among them) by their sum over the
+  /// group, without blocking; the buffer must stay untouched until
+  /// waitGroupSums(). Every rank of the group starts the same sums in the
+  /// same order. The result is bitwise the same on every rank of the group.
+  /// Group sums are what keep the copies of a shared parameter equal.
+  virtual void startGroupSum(float *values, size_t n,
+                             const std::vector<int> &group);
+  /// Completes every group sum started so far.
+  virtual void waitGroupSums() {}
+
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void broadcast(void *data, size_t bytes, int root) = 0;
   /// Collects one byte string per rank on `root`: there `all[r]` is rank r's
@@ -86,6 +97,9 @@ protected:
   /// Aborts unless `peer` is a rank and `tag` is non-negative; `what` names
   /// the operation ("send", "recv").
   void checkPeerAndTag(const char *what, int peer, int tag);
+  /// Aborts unless `group` lists distinct ranks in increasing order, this
+  /// rank among them.
+  void checkGroup(const std::vector<int> &group);
 
 private:
   double timeout = kDefaultTimeoutSeconds;

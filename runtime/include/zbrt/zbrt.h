@@ -81,6 +81,19 @@ void _mlir_ciface_zbrt_send_i64(zbrt_unranked_memref *buf, int64_t peer,
 void _mlir_ciface_zbrt_recv_i64(zbrt_unranked_memref *buf, int64_t peer,
                                 int64_t channel);
 
+/* What compiled code calls for
+ *   func.func private @zbrt_group_sum_f32(memref<*xf32>, memref<*xi64>)
+ *       attributes {llvm.emit_c_interface}
+ * (sched.allreduce): starts summing the contiguous `buf` over the ranks
+ * listed in `group` (distinct, increasing, this rank among them), without
+ * blocking; every rank of the group ends with the same bits. Every rank of
+ * the group starts the same sums in the same order. The sums complete by
+ * zbrt_wait_group_sums(), which the step function calls before it returns
+ * its gradients. */
+void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
+                                     zbrt_unranked_memref *group);
+void zbrt_wait_group_sums(void);
+
 /* Waits until every send posted so far has completed (call it at the end of
  * a step, before reusing or freeing anything). Does nothing when no
  * communicator is set. */

@@ -23,6 +23,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -79,6 +80,11 @@ public:
     if (!allreduceOnDevice(values, n, ncclDouble, ncclMax))
       host->allreduceMax(values, n);
   }
+  /// Group sums run on the host communicator; device buffers go through
+  /// host copies.
+  void startGroupSum(float *values, size_t n,
+                     const std::vector<int> &group) override;
+  void waitGroupSums() override;
   void broadcast(void *data, size_t bytes, int root) override;
   void gather(const std::string &mine, std::vector<std::string> &all,
               int root) override {
@@ -105,7 +111,15 @@ private:
   /// Every communicator this rank holds.
   std::vector<ncclComm_t> communicators() const;
 
+  /// A group sum of device memory: the host copy the host communicator
+  /// sums, and where it goes back.
+  struct StagedSum {
+    float *device;
+    std::vector<float> host;
+  };
+
   std::unique_ptr<Comm> host;
+  std::deque<StagedSum> stagedSums;
   ncclComm_t world = nullptr;
   std::vector<Link> sends, recvs; // indexed by peer
   bool aborting = false;
@@ -235,6 +249,40 @@ void NCCLComm::checkNCCL(ncclResult_t result, const char *what,
   if (last && *last)
     message += std::string(": ") + last;
   abort(message);
+}
+
+void NCCLComm::startGroupSum(float *values, size_t n,
+                             const std::vector<int> &group) {
+  if (!isDevicePointer(values)) {
+    host->startGroupSum(values, n, group);
+    return;
+  }
+  CUstream compute = requireDevice().compute;
+  StagedSum &staged = stagedSums.emplace_back();
+  staged.device = values;
+  staged.host.resize(n);
+  checkCUDA(cuMemcpyDtoHAsync(staged.host.data(),
+                              reinterpret_cast<CUdeviceptr>(values),
+                              n * sizeof(float), compute),
+            "cuMemcpyDtoHAsync");
+  pollUntil([&] { return cuStreamQuery(compute) != CUDA_ERROR_NOT_READY; },
+            "a device-to-host copy");
+  host->startGroupSum(staged.host.data(), n, group);
+}
+
+void NCCLComm::waitGroupSums() {
+  host->waitGroupSums();
+  if (stagedSums.empty())
+    return;
+  CUstream compute = requireDevice().compute;
+  for (StagedSum &staged : stagedSums)
+    checkCUDA(cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(staged.device),
+                                staged.host.data(),
+                                staged.host.size() * sizeof(float), compute),
+              "cuMemcpyHtoDAsync");
+  pollUntil([&] { return cuStreamQuery(compute) != CUDA_ERROR_NOT_READY; },
+            "a host-to-device copy");
+  stagedSums.clear();
 }
 
 Link &NCCLComm::link(std::vector<Link> &links, const char *what, int peer,

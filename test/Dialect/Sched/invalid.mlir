@@ -102,7 +102,7 @@ rank 0 {
 
 sched.program ranks 1 stages 1 microbatches 1
 rank 0 {
-  // expected-error @+1 {{'arith.constant' op is not allowed in a rank of 'sched.program'; expected sched.compute, sched.send or sched.recv}}
+  // expected-error @+1 {{'arith.constant' op is not allowed in a rank of 'sched.program'; expected sched.compute, sched.send, sched.recv or sched.allreduce}}
   %c = arith.constant 0 : i32
 }
 
@@ -198,6 +198,129 @@ sched.program ranks 2 stages 2 microbatches 1
 rank 0 {
   // expected-error @+1 {{'sched.send' op cannot transfer the output of phase W; only F, B and BW outputs cross ranks}}
   sched.send W stage 0 microbatch 0 to 1 channel 0 seq 0
+}
+rank 1 {
+}
+
+// -----
+
+// A reduction's group is distinct ranks in increasing order.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-error @+1 {{'sched.allreduce' op group must list distinct non-negative ranks in increasing order}}
+  sched.allreduce ["w"] over [1, 0] seq 0
+}
+rank 1 {
+}
+
+// -----
+
+// A reduction runs on a rank of its group.
+sched.program ranks 3 stages 3 microbatches 1 attributes {stage_ranks = array<i64: 0, 1, 2>, param_stages = {w = array<i64: 0, 2>}}
+rank 0 {
+}
+rank 1 {
+  // expected-error @+1 {{'sched.allreduce' op runs on rank 1, which is not in its group}}
+  sched.allreduce ["w"] over [0, 2] seq 0
+}
+rank 2 {
+}
+
+// -----
+
+// Only the parameters of 'param_stages' are reduced.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-error @+1 {{'sched.allreduce' op reduces 'v', which is not a shared parameter of the program (see 'param_stages')}}
+  sched.allreduce ["v"] over [0, 1] seq 0
+}
+rank 1 {
+}
+
+// -----
+
+// Every rank of the group holds the parameter: stage 1 (rank 1) does not
+// use 'w'.
+sched.program ranks 3 stages 3 microbatches 1 attributes {stage_ranks = array<i64: 0, 1, 2>, param_stages = {w = array<i64: 0, 2>}}
+rank 0 {
+  // expected-error @+1 {{'sched.allreduce' op reduces 'w' over rank 1, which does not hold it}}
+  sched.allreduce ["w"] over [0, 1, 2] seq 0
+}
+rank 1 {
+}
+rank 2 {
+}
+
+// -----
+
+// A reduction follows the last W of every stage that uses its parameter.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-note @+1 {{reduction here}}
+  sched.allreduce ["w"] over [0, 1] seq 0
+  // expected-error @+1 {{'sched.compute' op adds to the gradient of 'w' after its reduction on rank 0; a reduction must follow the last W of every stage that uses its parameters}}
+  sched.compute W stage 0 microbatch 0
+}
+rank 1 {
+  sched.allreduce ["w"] over [0, 1] seq 0
+}
+
+// -----
+
+// Each rank of the group takes part.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-error @+1 {{'sched.allreduce' op has no matching 'sched.allreduce' on rank 1 (seq 0)}}
+  sched.allreduce ["w"] over [0, 1] seq 0
+}
+rank 1 {
+}
+
+// -----
+
+// The matching reductions name the same parameters.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>, v = array<i64: 0, 1>}}
+rank 0 {
+  // expected-note @+1 {{matching reduction here}}
+  sched.allreduce ["w"] over [0, 1] seq 0
+  sched.allreduce ["v"] over [0, 1] seq 1
+}
+rank 1 {
+  // expected-error @+1 {{'sched.allreduce' op reduces other parameters than its match on rank 0}}
+  sched.allreduce ["v"] over [0, 1] seq 0
+  sched.allreduce ["w"] over [0, 1] seq 1
+}
+
+// -----
+
+// Reductions over a group are numbered in program order.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-error @+1 {{'sched.allreduce' op has sequence number 1 but is reduction number 0 over its group on rank 0 (reductions over a group must be numbered in program order)}}
+  sched.allreduce ["w"] over [0, 1] seq 1
+}
+rank 1 {
+}
+
+// -----
+
+// A parameter is reduced once per rank.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-note @+1 {{first reduction here}}
+  sched.allreduce ["w"] over [0, 1] seq 0
+  // expected-error @+1 {{'sched.allreduce' op reduces 'w' a second time on rank 0}}
+  sched.allreduce ["w"] over [0, 1] seq 1
+}
+rank 1 {
+}
+
+// -----
+
+// 'param_stages' needs the stage placement.
+// expected-error @+1 {{'sched.program' op 'param_stages' needs 'stage_ranks'}}
+sched.program ranks 2 stages 2 microbatches 1 attributes {param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
 }
 rank 1 {
 }

@@ -51,3 +51,29 @@ rank 0 {
 }
 rank 1 {
 }
+
+
+// A parameter shared by stages 0 and 1 (ranks 0 and 1): 'param_stages'
+// names it, and each rank sums its gradient with the other after its W.
+// CHECK-LABEL: sched.program ranks 2 stages 2 microbatches 1 attributes {param_stages = {tied = array<i64: 0, 1>}, stage_ranks = array<i64: 0, 1>}
+// CHECK:        sched.compute W stage 0 microbatch 0
+// CHECK-NEXT:   sched.allreduce ["tied"] over [0, 1] seq 0
+// CHECK:        sched.compute W stage 1 microbatch 0
+// CHECK-NEXT:   sched.allreduce ["tied"] over [0, 1] seq 0
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {tied = array<i64: 0, 1>}}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+  sched.recv B stage 1 microbatch 0 from 1 channel 1 seq 0
+  sched.compute B stage 0 microbatch 0
+  sched.compute W stage 0 microbatch 0
+  sched.allreduce ["tied"] over [0, 1] seq 0
+}
+rank 1 {
+  sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+  sched.compute F stage 1 microbatch 0
+  sched.compute B stage 1 microbatch 0
+  sched.send B stage 1 microbatch 0 to 0 channel 1 seq 0
+  sched.compute W stage 1 microbatch 0
+  sched.allreduce ["tied"] over [0, 1] seq 0
+}

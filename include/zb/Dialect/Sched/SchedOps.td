@@ -38,10 +38,22 @@ def Sched_ProgramOp : Sched_Op<"program", [IsolatedFromAbove, NoTerminator]> {
     rank that holds it, and then every compute action must be on its
     stage's rank. The optional `schedule` names the generator that made it.
 
+    The optional `param_stages` names the parameters that stages on
+    several ranks hold a copy of (tied weights), each with the stages that
+    use it; `sched.allreduce` ops sum their gradients over the ranks that
+    hold them.
+
     The verifier checks ranges, that no action appears twice, that transfers
     on each (rank, peer, channel) are numbered 0, 1, 2, ... in program
-    order, and that every send has the matching recv on its peer (same
-    channel, sequence number and payload) and vice versa.
+    order, that every send has the matching recv on its peer (same
+    channel, sequence number and payload) and vice versa, and that every
+    reduction is one collective: the same op (parameters, group, sequence
+    number) on every rank of its group, numbered in program order per
+    group, over ranks that hold its parameters, after the last W (or BW)
+    on its rank of each stage that uses them, and at most once per rank.
+    (That every rank holding a shared parameter reduces it is checked
+    where it matters, by `--zb-lower-to-runtime`: `--zb-schedule` makes
+    the program, `--zb-insert-comm` adds the reductions.)
 
     ```mlir
     sched.program ranks 2 stages 2 microbatches 1
@@ -61,7 +73,8 @@ def Sched_ProgramOp : Sched_Op<"program", [IsolatedFromAbove, NoTerminator]> {
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_stages,
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_microbatches,
                    OptionalAttr<StrAttr>:$schedule,
-                   OptionalAttr<DenseI64ArrayAttr>:$stage_ranks);
+                   OptionalAttr<DenseI64ArrayAttr>:$stage_ranks,
+                   OptionalAttr<DictionaryAttr>:$param_stages);
   let regions = (region VariadicRegion<SizedRegion<1>>:$ranks);
   let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;
@@ -134,6 +147,33 @@ def Sched_RecvOp : Sched_TransferOp<"recv", "from"> {
     sched.recv F stage 0 microbatch 2 from 0 channel 0 seq 2
     ```
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// AllReduceOp
+//===----------------------------------------------------------------------===//
+
+def Sched_AllReduceOp : Sched_Op<"allreduce", [HasParent<"ProgramOp">]> {
+  let summary = "Sum parameter gradients over a group of ranks";
+  let description = [{
+    Sums this step's gradients of `params` over the ranks of `group`
+    (sorted, this rank among them): afterwards every rank of the group
+    holds the total, so that the copies of a shared parameter take the
+    same optimizer update. The reduction starts here, without blocking
+    (the ranks' remaining actions overlap it), and completes by the end of
+    the step. It is the `seq`-th reduction over `group` in program order;
+    the op with the same group and sequence number on each rank of the
+    group is the same collective and names the same parameters.
+
+    ```mlir
+    sched.allreduce ["wte.weight"] over [0, 3] seq 0
+    ```
+  }];
+  let arguments = (ins StrArrayAttr:$params,
+                   DenseI64ArrayAttr:$group,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$seq);
+  let assemblyFormat = "$params `over` $group `seq` $seq attr-dict";
+  let hasVerifier = 1;
 }
 
 #endif // ZB_DIALECT_SCHED_SCHEDOPS_TD

@@ -3,7 +3,8 @@
 // Part of ZeroBubble MLIR.
 //
 // --zb-insert-comm: hands each transfer-free sched.program to the schedule
-// library's insertCommunication and rewrites its ranks with the result.
+// library's insertCommunication and rewrites its ranks with the result, then
+// adds the reductions of the parameters shared between ranks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +18,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <map>
+#include <set>
 #include <vector>
 
 namespace zb::sched {
@@ -174,6 +177,60 @@ static LogicalResult insertTransfers(ProgramOp program, bool inOrderLinks) {
   return success();
 }
 
+/// Adds the reductions of the program's shared parameters (`param_stages`):
+/// on each rank, one `sched.allreduce` per group of holder ranks, after the
+/// last W (or BW) of the rank's stages that use the group's parameters, and
+/// after the sends that directly follow it, so that the reduction overlaps
+/// the rank's remaining work.
+static void insertReductions(ProgramOp program) {
+  std::optional<DictionaryAttr> shared = program.getParamStages();
+  std::optional<ArrayRef<int64_t>> stageRanks = program.getStageRanks();
+  if (!shared || !stageRanks)
+    return;
+  for (Region &region : program.getRanks())
+    if (!region.front().getOps<AllReduceOp>().empty())
+      return;
+  // Parameters by holder group, in the order of `param_stages`.
+  std::map<std::vector<int64_t>, SmallVector<NamedAttribute>> byGroup;
+  for (NamedAttribute entry : *shared) {
+    std::set<int64_t> holders;
+    for (int64_t s : cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef())
+      holders.insert((*stageRanks)[s]);
+    byGroup[std::vector<int64_t>(holders.begin(), holders.end())].push_back(
+        entry);
+  }
+  OpBuilder builder(program.getContext());
+  for (auto &[group, entries] : byGroup) {
+    SmallVector<Attribute> names;
+    std::set<int64_t> stages;
+    for (NamedAttribute entry : entries) {
+      names.push_back(entry.getName());
+      for (int64_t s : cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef())
+        stages.insert(s);
+    }
+    for (int64_t rank : group) {
+      Block &block = program.getRanks()[rank].front();
+      Operation *last = nullptr;
+      for (ComputeOp compute : block.getOps<ComputeOp>())
+        if ((compute.getPhase() == Phase::W ||
+             compute.getPhase() == Phase::BW) &&
+            stages.count(compute.getStage()))
+          last = compute;
+      if (last)
+        while (last->getNextNode() && isa<SendOp>(last->getNextNode()))
+          last = last->getNextNode();
+      if (last)
+        builder.setInsertionPointAfter(last);
+      else
+        builder.setInsertionPointToEnd(&block);
+      AllReduceOp::create(builder, last ? last->getLoc() : program.getLoc(),
+                          builder.getArrayAttr(names),
+                          builder.getDenseI64ArrayAttr(group),
+                          builder.getI64IntegerAttr(0));
+    }
+  }
+}
+
 namespace {
 struct InsertCommPass : zb::sched::impl::ZBInsertCommBase<InsertCommPass> {
   using Base::Base;
@@ -182,9 +239,11 @@ struct InsertCommPass : zb::sched::impl::ZBInsertCommBase<InsertCommPass> {
     SmallVector<ProgramOp> programs;
     getOperation().walk(
         [&](ProgramOp program) { programs.push_back(program); });
-    for (ProgramOp program : programs)
+    for (ProgramOp program : programs) {
       if (failed(insertTransfers(program, inOrderLinks)))
         return signalPassFailure();
+      insertReductions(program);
+    }
   }
 };
 } // namespace

@@ -13,13 +13,16 @@
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/SchedOps.h"
 #include "zb/Dialect/Sched/ScheduleInterop.h"
+#include "zb/Model/Model.h"
 #include "zb/Schedule/Communication.h"
 #include "zb/Schedule/Generators.h"
 #include "zb/Schedule/Validator.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -178,6 +181,39 @@ void SchedulePass::readMemory(Operation *func,
   zs::setStageMemory(problem, stageRanks, memB, memW);
 }
 
+/// The program's `param_stages`: each parameter that stages on more than
+/// one rank use (a tied weight), with those stages; null when there is none.
+/// A parameter is named by its `zb.param` string, else "arg<N>".
+static DictionaryAttr sharedParamStages(OpBuilder &b, Operation *func,
+                                        ArrayRef<zb::pipe::StageOp> stages,
+                                        ArrayRef<int> stageRanks) {
+  llvm::MapVector<Value, SmallVector<int64_t>> users;
+  for (zb::pipe::StageOp stage : stages)
+    for (Value param : stage.getParams())
+      users[param].push_back(static_cast<int64_t>(stage.getStage()));
+  SmallVector<NamedAttribute> entries;
+  for (auto &[param, stageList] : users) {
+    llvm::SmallSetVector<int, 4> ranks;
+    for (int64_t s : stageList)
+      ranks.insert(stageRanks[s]);
+    if (ranks.size() < 2)
+      continue;
+    std::string name;
+    auto arg = dyn_cast<BlockArgument>(param);
+    auto fn = dyn_cast<FunctionOpInterface>(func);
+    if (arg && fn && arg.getOwner()->isEntryBlock())
+      if (auto attr = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                      zb::kParamAttr))
+        name = attr.str();
+    if (name.empty() && arg)
+      name = "arg" + std::to_string(arg.getArgNumber());
+    entries.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(stageList)));
+  }
+  if (entries.empty())
+    return DictionaryAttr();
+  return b.getDictionaryAttr(entries);
+}
+
 LogicalResult SchedulePass::schedule() {
   ModuleOp module = getOperation();
   SmallVector<zb::pipe::StageOp> found;
@@ -293,7 +329,8 @@ LogicalResult SchedulePass::schedule() {
       builder, loc, static_cast<uint64_t>(numRanks),
       static_cast<uint64_t>(numStages), static_cast<uint64_t>(numMicrobatches),
       builder.getStringAttr(scheduleName),
-      builder.getDenseI64ArrayAttr(ranksAttr), numRanks);
+      builder.getDenseI64ArrayAttr(ranksAttr),
+      sharedParamStages(builder, func, stages, stageRanks), numRanks);
   for (auto [rank, region] : llvm::enumerate(program.getRanks())) {
     builder.setInsertionPointToEnd(&region.emplaceBlock());
     for (const zs::Action &action : generated->ranks[rank])

@@ -36,7 +36,12 @@ def ZBSchedule : Pass<"zb-schedule", "mlir::ModuleOp"> {
     actions and accept both forms. Errors of the library (an impossible
     problem, a layout the schedule cannot use) become diagnostics.
 
-    The program has no transfers yet: `--zb-insert-comm` adds them.
+    A parameter that stages on more than one rank use (a tied weight, each
+    such stage holding a copy) is listed with those stages in the
+    program's `param_stages`.
+
+    The program has no transfers yet: `--zb-insert-comm` adds them and the
+    shared parameters' reductions.
 
     ```mlir
     // zb-opt --zb-schedule="schedule=1f1b microbatches=2"
@@ -87,6 +92,12 @@ def ZBInsertComm : Pass<"zb-insert-comm", "mlir::ModuleOp"> {
     the offending action. Its stage-to-rank map (`stage_ranks`, or where the
     compute ops are) must be a loop or V placement. `optimizer` actions
     keep their place after the action they follow.
+
+    A program whose `param_stages` names parameters that stages on several
+    ranks use (tied weights) also gets their reductions: on each holder
+    rank one `sched.allreduce` per group of holders, right after the last
+    W (or BW) of a stage there that uses them (and the sends that follow
+    it), so that the sum overlaps the rank's remaining work.
 
     ```mlir
     rank 0 {
