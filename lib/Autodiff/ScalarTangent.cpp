@@ -99,6 +99,10 @@ FailureOr<Value> ScalarTangent::get(Value v) {
     // d tanh(x) = (1 - r^2) dx
     result = mul(t[0], arith::SubFOp::create(b, loc, constant(type, 1.0),
                                              mul(r, r)));
+  } else if (isa<math::SinOp>(def)) {
+    result = mul(t[0], math::CosOp::create(b, loc, def->getOperand(0)));
+  } else if (isa<math::CosOp>(def)) {
+    result = neg(mul(t[0], math::SinOp::create(b, loc, def->getOperand(0))));
   } else if (isa<math::SqrtOp>(def)) {
     result = div(mul(t[0], constant(type, 0.5)), r);
   } else if (isa<math::RsqrtOp>(def)) {

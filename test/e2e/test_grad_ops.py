@@ -122,6 +122,8 @@ COVERAGE = {
     "math.sqrt": "math.sqrt",
     "math.rsqrt": "math.rsqrt",
     "math.erf": "math.erf",
+    "math.sin": "math.sin",
+    "math.cos": "math.cos",
     "math.powf": "math.powf",
     "linalg.index": "linalg.index",
     "arith.cmpi": "arith.cmpi",
