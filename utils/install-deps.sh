@@ -60,3 +60,18 @@ if ! "$PYTHON" -c "import torch" 2>/dev/null; then
   fi
   "$PYTHON" -c "import torch" 2>/dev/null || "$PYTHON" -m pip install -q "$TORCH"
 fi
+
+# Hugging Face transformers and torchvision, for the real-model frontend
+# tests (test/python/test_real_models.py). torchvision's wheel pins torch
+# loosely; --no-deps keeps the torch installed above.
+TORCHVISION=torchvision==0.29.2
+TRANSFORMERS=transformers==5.23.0
+if ! "$PYTHON" -c "import torchvision" 2>/dev/null; then
+  echo "install-deps: installing $TORCHVISION"
+  "$PYTHON" -m pip install -q --no-deps "$TORCHVISION"
+  "$PYTHON" -m pip install -q pillow
+fi
+if ! "$PYTHON" -c "import transformers" 2>/dev/null; then
+  echo "install-deps: installing $TRANSFORMERS"
+  "$PYTHON" -m pip install -q "$TRANSFORMERS"
+fi

@@ -10,7 +10,8 @@ the compiler's input IR.
   integer data used as embedding indices or class targets gets a
   ``zb.range`` bound;
 - then the parameters, ``{zb.param = "<PyTorch name>"}`` with PyTorch's
-  shapes (a ``Linear`` weight stays ``[out, in]``);
+  shapes (a ``Linear`` weight stays ``[out, in]``); a tensor that several
+  modules share (tied weights) is one parameter, under its first name;
 - buffers and other constants become dense constants; computations on
   constants alone are folded;
 - ``zerobubble.pipe_cut(x)`` calls become ``pipe.cut`` stage boundaries.
@@ -85,17 +86,20 @@ class Program:
     ``mlir`` is the IR text and ``name`` the function's name; ``params``
     maps each parameter's PyTorch name to its current value (a NumPy
     array, PyTorch's shape); ``data_args`` lists the data arguments;
-    ``cuts`` is the number of ``pipe_cut`` markers. A Program can be given
+    ``cuts`` is the number of ``pipe_cut`` markers; ``tied`` maps each
+    further name of a tied (shared) parameter to the name it is kept under
+    (``{"lm_head.weight": "transformer.wte.weight"}``). A Program can be given
     wherever :mod:`zerobubble` takes a model; its ``params`` are then the
     default parameters.
     """
 
-    def __init__(self, mlir, name, params, data_args, cuts):
+    def __init__(self, mlir, name, params, data_args, cuts, tied=None):
         self.mlir = mlir
         self.name = name
         self.params = params
         self.data_args = data_args
         self.cuts = cuts
+        self.tied = dict(tied or {})
 
     def save(self, path):
         """Write the IR text to ``path``."""
@@ -149,6 +153,13 @@ class Program:
 
 
 # -- export and translation ---------------------------------------------
+
+
+def _tensor_identity(tensor):
+    """What makes two state entries one tensor: the same storage, offset,
+    shape and strides."""
+    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+            tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
 
 
 def _sanitize(name):
@@ -230,7 +241,18 @@ class _Translator:
             signature_args.append((value, None))
             data_args.append(DataArg(index, node.name, value.shape,
                                      self._numpy_dtype(node)))
+        # A tensor reached under several names (tied weights: GPT-2's
+        # wte.weight and lm_head.weight) stays one parameter, under the
+        # first name; every use reads it, so its gradient sums them all.
+        owner, tied = {}, {}
         for node, target in params:
+            key = _tensor_identity(state[target])
+            if key in owner:
+                first = owner[key]
+                self.env[node] = self.env[first[0]]
+                tied[target] = first[1]
+                continue
+            owner[key] = (node, target)
             value = self._argument(node)
             signature_args.append((value, target))
             param_values[target] = state[target].detach().cpu().numpy()
@@ -247,7 +269,8 @@ class _Translator:
         for arg in data_args:
             arg.range = self.ranges.get(arg.index)
         return Program(self._function(signature_args, loss, data_args),
-                       self.name, param_values, data_args, self.cuts)
+                       self.name, param_values, data_args, self.cuts,
+                       tied=tied)
 
     # -- pieces -----------------------------------------------------
 
