@@ -80,13 +80,83 @@ def _handles(*names):
     return register
 
 
+def _functional_name(name):
+    """``aten.add.Tensor`` for the in-place ``aten.add_.Tensor`` (None for
+    other names)."""
+    match = re.match(r"^aten\.(\w+?)_\.(\w+)$", name)
+    if not match or match.group(1).startswith("_"):
+        return None
+    return f"aten.{match.group(1)}.{match.group(2)}"
+
+
+def _functional_target(target):
+    """The functional overload of an in-place ATen op (or the op)."""
+    functional = _functional_name(str(target))
+    if functional is None:
+        return target
+    _, base, overload = functional.split(".")
+    try:
+        return getattr(getattr(torch.ops.aten, base), overload)
+    except AttributeError:
+        return target
+
+
 def translate(translator, node):
     """The value (Value, Const, tuple of them, or Python scalar) of
-    ``node``."""
+    ``node``.
+
+    An in-place op (``add_``, ``relu_``...) is translated as its functional
+    form, and later reads of the tensor it mutated see the result."""
     name = op_name(node)
+    functional = _functional_name(name)
+    if functional is not None:
+        if _updates_a_read_view(node):
+            raise UnsupportedOpError(
+                name, *module_of(node),
+                detail="an in-place update of a view whose base tensor is "
+                "read afterwards is not supported")
+        result = _translate(translator, node, functional)
+        if node.args and isinstance(node.args[0], torch.fx.Node):
+            translator.env[node.args[0]] = result
+        return result
+    return _translate(translator, node, name)
+
+
+def _is_view(node):
+    """Whether ``node`` returns a view of its first argument."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return isinstance(node.args[0], torch.fx.Node) and _is_view(
+            node.args[0])
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def _updates_a_read_view(node):
+    """Whether in-place ``node`` writes a view of a tensor that is read
+    after it (the translation would not see the update there)."""
+    view = node.args[0] if node.args else None
+    while isinstance(view, torch.fx.Node) and _is_view(view):
+        base = view.args[0]
+        while isinstance(base, torch.fx.Node) and \
+                base.target is operator.getitem:
+            base = base.args[0]
+        if isinstance(base, torch.fx.Node) and _is_view(base):
+            base = base.args[0]
+        if _read_later(node, base):
+            return True
+        view = base
+    return False
+
+
+def _translate(translator, node, name):
     if node.target is operator.getitem:
         item = translator.env[node.args[0]][node.args[1]]
-        if item is None:
+        if item is None and node.users:
             raise UnsupportedOpError(
                 "getitem", *module_of(node),
                 detail=f"output {node.args[1]} of "
@@ -103,7 +173,7 @@ def translate(translator, node):
         return _fold(node, args, kwargs)
     handler = _HANDLERS.get(name)
     if handler is None:
-        raise UnsupportedOpError(name, *module_of(node))
+        raise UnsupportedOpError(op_name(node), *module_of(node))
     ctx = _Context(translator, node)
     result = handler(ctx, *args, **kwargs)
     ctx.check(result)
@@ -115,8 +185,11 @@ def _fold(node, args, kwargs):
         return x.tensor if isinstance(x, Const) else x
 
     args, kwargs = pytree.tree_map(unwrap, (args, kwargs))
+    # An in-place op on a constant (a BatchNorm's num_batches_tracked += 1)
+    # must not mutate the module's buffers: fold its functional form.
+    target = _functional_target(node.target)
     with torch.no_grad():
-        result = node.target(*args, **kwargs)
+        result = target(*args, **kwargs)
     return pytree.tree_map(
         lambda x: Const(x) if isinstance(x, torch.Tensor) else x, result)
 
@@ -256,6 +329,61 @@ def _norm_dim(dim, rank):
     return dim % rank if rank else 0
 
 
+def _stop_gradient(bb, x, t):
+    """``x`` unchanged, with no derivative: a round trip through the
+    integer of the same width (autodiff gives an op whose operands are not
+    floats a zero tangent). A canonicalization before autodiff would fold
+    the pair away; the pipelines run none."""
+    bits = {"f64": "i64", "f32": "i32", "f16": "i16", "bf16": "i16"}[t]
+    word = bb.op(f"arith.bitcast {x} : {t} to {bits}", "bits")
+    return bb.op(f"arith.bitcast {word} : {bits} to {t}", "nograd")
+
+
+def _no_grad(ctx, value):
+    """A float tensor ``value`` with no gradient (other values as they
+    are)."""
+    if not isinstance(value, Value) or not is_float(value.dtype):
+        return value
+    return ctx.elementwise([value], lambda bb, xs: _stop_gradient(
+        bb, xs[0][0], value.dtype), shape=value.shape, dtype=value.dtype,
+        hint="no_grad")
+
+
+def _index_const(bb, value):
+    return bb.op(f"arith.constant {int(value)} : index", "c")
+
+
+def _index_op(bb, op, a, b):
+    return bb.op(f"arith.{op} {a}, {b} : index", "i")
+
+
+def _to_index(bb, value, dtype):
+    """An integer scalar as an ``index``."""
+    return bb.op(f"arith.index_cast {value} : {dtype} to index", "i")
+
+
+def _all_of(bb, conditions):
+    """The conjunction of i1 ``conditions`` (None when there are none)."""
+    result = None
+    for c in conditions:
+        result = c if result is None else bb.binary("arith.andi", result, c,
+                                                    "i1")
+    return result
+
+
+def _ints(value, count):
+    """A conv/pool size argument (an int or a list of 1 or ``count``) as a
+    list of ``count`` ints."""
+    if isinstance(value, int):
+        return [value] * count
+    value = [int(v) for v in value]
+    if len(value) == 1:
+        return value * count
+    if len(value) != count:
+        raise FrontendError(f"expected {count} sizes, got {value}")
+    return value
+
+
 # -- stage marker and identities ----------------------------------------
 
 
@@ -279,8 +407,15 @@ def _dropout(ctx, x, p, train):
     return x
 
 
+@_handles("aten.detach.default")
+def _detach(ctx, x):
+    # No gradient flows back through a detached value (the result is read
+    # through a stop-gradient round trip; see _stop_gradient).
+    return _no_grad(ctx, ctx.tensor(x))
+
+
 @_handles("aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout",
-          "aten.type_as.default")
+          "aten.to.device", "aten.type_as.default")
 def _to_dtype(ctx, x, *args, **kwargs):
     x = ctx.tensor(x)
     if x.dtype == ctx.dtype:
@@ -325,6 +460,19 @@ def _t(ctx, x):
 @_handles("aten.expand.default", "aten.expand_as.default")
 def _expand(ctx, x, *args, **kwargs):
     return ctx.expand(x, ctx.shape)
+
+
+@_handles("aten.repeat.default")
+def _repeat(ctx, x, repeats):
+    """Tile ``x``: as [1, a, 1, b] broadcast to [r0, a, r1, b], then
+    [r0 * a, r1 * b]."""
+    x = ctx.tensor(x)
+    repeats = [int(r) for r in repeats]
+    shape = [1] * (len(repeats) - x.rank) + list(x.shape)
+    spread = [d for size in shape for d in (1, size)]
+    tiled = [d for r, size in zip(repeats, shape) for d in (r, size)]
+    spread_x = ctx.b.reshape(x, spread)
+    return ctx.b.reshape(ctx.expand(spread_x, tiled), ctx.shape)
 
 
 @_handles("aten.broadcast_tensors.default")
@@ -378,6 +526,12 @@ def _pieces(ctx, x, dim, sizes):
 
 @_handles("aten.split.Tensor")
 def _split(ctx, x, split_size, dim=0):
+    dim = _norm_dim(dim, ctx.tensor(x).rank)
+    return _pieces(ctx, x, dim, [int(v.shape[dim]) for v in ctx.val])
+
+
+@_handles("aten.chunk.default")
+def _chunk(ctx, x, chunks, dim=0):
     dim = _norm_dim(dim, ctx.tensor(x).rank)
     return _pieces(ctx, x, dim, [int(v.shape[dim]) for v in ctx.val])
 
@@ -476,6 +630,76 @@ def _max_min(ctx, a, b):
         ctx.dtype))
 
 
+def _clamp(ctx, x, low=None, high=None):
+    """min(max(x, low), high), either bound optional (a scalar or a
+    tensor)."""
+    t = ctx.dtype
+    if is_float(t):
+        ops = ("arith.maximumf", "arith.minimumf")
+    elif t != "i1":
+        ops = ("arith.maxsi", "arith.minsi")
+    else:
+        ctx.unsupported("boolean operands are not supported")
+    operands = [x] + [v for v in (low, high) if v is not None]
+
+    def fn(bb, xs):
+        xs = [_cast(bb, v, t) for v in xs]
+        y, rest = xs[0], xs[1:]
+        if low is not None:
+            y = bb.binary(ops[0], y, rest.pop(0), t)
+        if high is not None:
+            y = bb.binary(ops[1], y, rest.pop(0), t)
+        return y
+
+    return ctx.elementwise(operands, fn)
+
+
+@_handles("aten.clamp.default", "aten.clamp.Tensor")
+def _clamp_op(ctx, x, min=None, max=None):
+    return _clamp(ctx, x, min, max)
+
+
+@_handles("aten.clamp_min.default", "aten.clamp_min.Tensor")
+def _clamp_min(ctx, x, min):
+    return _clamp(ctx, x, min, None)
+
+
+@_handles("aten.clamp_max.default", "aten.clamp_max.Tensor")
+def _clamp_max(ctx, x, max):
+    return _clamp(ctx, x, None, max)
+
+
+@_handles("aten.hardtanh.default")
+def _hardtanh(ctx, x, min_val=-1.0, max_val=1.0):
+    return _clamp(ctx, x, min_val, max_val)
+
+
+@_handles("aten.relu6.default")
+def _relu6(ctx, x):
+    return _clamp(ctx, x, 0.0, 6.0)
+
+
+@_handles("aten.remainder.Scalar", "aten.remainder.Tensor")
+def _remainder(ctx, a, b):
+    t = ctx.dtype
+    if is_float(t) or t == "i1":
+        ctx.unsupported("only integer remainders are supported")
+
+    def fn(bb, xs):
+        x, y = (_cast(bb, v, t) for v in xs)
+        # Python's sign convention: the result has the divisor's sign.
+        r = bb.binary("arith.remsi", x, y, t)
+        zero = bb.const(0, t)
+        nonzero = bb.op(f"arith.cmpi ne, {r}, {zero} : {t}")
+        r_neg = bb.op(f"arith.cmpi slt, {r}, {zero} : {t}")
+        y_neg = bb.op(f"arith.cmpi slt, {y}, {zero} : {t}")
+        differ = bb.binary("arith.xori", r_neg, y_neg, "i1")
+        fix = bb.binary("arith.andi", nonzero, differ, "i1")
+        return bb.select(fix, bb.binary("arith.addi", r, y, t), r, t)
+
+    return ctx.elementwise([a, b], fn)
+
+
 def _unary(build):
     def handler(ctx, x, *args, **kwargs):
         if not is_float(ctx.dtype):
@@ -541,6 +765,8 @@ _UNARY = {
     "reciprocal": lambda bb, x, t: bb.binary("arith.divf", bb.const(1.0, t),
                                              x, t),
     "square": lambda bb, x, t: bb.binary("arith.mulf", x, x, t),
+    "sin": lambda bb, x, t: bb.unary("math.sin", x, t),
+    "cos": lambda bb, x, t: bb.unary("math.cos", x, t),
 }
 for _name, _build in _UNARY.items():
     _handles(f"aten.{_name}.default")(_unary(_build))
@@ -859,9 +1085,6 @@ def _log_softmax(ctx, x, dim, *args):
 @_handles("aten.embedding.default")
 def _embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
                sparse=False):
-    if padding_idx is not None and padding_idx >= 0:
-        ctx.unsupported("padding_idx is not supported (its row gets no "
-                        "gradient in PyTorch)")
     if scale_grad_by_freq:
         ctx.unsupported("scale_grad_by_freq is not supported")
     weight, indices = ctx.tensor(weight), ctx.tensor(indices)
@@ -869,11 +1092,23 @@ def _embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
     rank = indices.rank
     t = weight.dtype
 
+    padded = padding_idx is not None and padding_idx >= 0
+
     def body(bb, names, acc):
         column = bb.index(rank)
         row = bb.op(f"arith.index_cast {names[0]} : {indices.dtype} to index")
-        return bb.op(f"tensor.extract {weight.name}[{row}, {column}] : "
-                     f"{weight.type}")
+        value = bb.op(f"tensor.extract {weight.name}[{row}, {column}] : "
+                      f"{weight.type}")
+        if not padded:
+            return value
+        # As in PyTorch, the padding row is looked up like any other (its
+        # current value, zeros unless the module was changed) but gets no
+        # gradient: where the index is padding_idx the value is read through
+        # a stop-gradient round trip, whose tangent is zero.
+        is_pad = bb.op(f"arith.cmpi eq, {names[0]}, "
+                       f"{bb.const(padding_idx, indices.dtype)} : "
+                       f"{indices.dtype}")
+        return bb.select(is_pad, _stop_gradient(bb, value, t), value, t)
 
     return ctx.b.generic(ctx.shape, t, [(indices, list(range(rank)))], body,
                          hint=ctx.hint)
@@ -884,9 +1119,23 @@ def _sdpa(ctx, query, key, value, attn_mask=None, dropout_p=0.0,
           is_causal=False, scale=None, enable_gqa=False):
     if dropout_p:
         ctx.unsupported("attention dropout is not supported")
-    if enable_gqa:
-        ctx.unsupported("enable_gqa is not supported")
     query, key = ctx.tensor(query), ctx.tensor(key)
+    if enable_gqa and key.rank >= 3 and key.shape[-3] != query.shape[-3]:
+        # Grouped-query attention: each key/value head serves
+        # heads(query) / heads(key) query heads, in order.
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if heads % kv_heads:
+            ctx.unsupported(f"{heads} query heads do not divide into "
+                            f"{kv_heads} key/value heads")
+
+        def repeat(x):
+            x = ctx.tensor(x)
+            lead, (s, d) = x.shape[:-3], x.shape[-2:]
+            x = ctx.b.reshape(x, (*lead, kv_heads, 1, s, d))
+            x = ctx.expand(x, (*lead, kv_heads, heads // kv_heads, s, d))
+            return ctx.b.reshape(x, (*lead, heads, s, d))
+
+        key, value = repeat(key), repeat(value)
     _require_float(ctx, query, key)
     t = query.dtype
     rank = key.rank
@@ -930,11 +1179,23 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
     ``log_probs``, ``-logits[target]``), reduced like PyTorch (rows whose
     target is ``ignore_index`` contribute nothing and are not counted)."""
     logits, target = ctx.tensor(logits), ctx.tensor(target)
-    if logits.rank != 2 or target.rank != 1:
-        ctx.unsupported("only [N, C] inputs with [N] class-index targets "
-                        "are supported")
     if is_float(target.dtype):
         ctx.unsupported("only class-index targets are supported")
+    if logits.rank == 1 and target.rank == 0:
+        logits = ctx.b.reshape(logits, (1, logits.shape[0]))
+        target = ctx.reshape(target, (1,))
+    elif logits.rank > 2 and target.rank == logits.rank - 1:
+        # [N, C, d...] with [N, d...] targets: classes last, then one row
+        # per (n, d...).
+        perm = [0, *range(2, logits.rank), 1]
+        logits = ctx.b.transpose(logits, perm, hint="ce_classes_last")
+        classes = logits.shape[-1]
+        logits = ctx.b.reshape(logits, (logits.size // classes, classes))
+        target = ctx.reshape(target, (target.size,))
+    if logits.rank != 2 or target.rank != 1 or \
+            target.shape[0] != logits.shape[0]:
+        ctx.unsupported("only [N, C] or [N, C, d...] inputs with [N] or "
+                        "[N, d...] class-index targets are supported")
     rows, classes = logits.shape
     t = logits.dtype
     ctx.translator.note_range(target, classes)
@@ -980,9 +1241,12 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
 
     mode = _REDUCTIONS.get(reduction)
     if mode == "none":
-        return ctx.b.generic((rows,), t, operands,
-                             lambda bb, names, acc: row_loss(bb, names),
-                             hint=ctx.hint)
+        losses = ctx.b.generic((rows,), t, operands,
+                               lambda bb, names, acc: row_loss(bb, names),
+                               hint=ctx.hint)
+        shape = ctx.shape if ctx.shape is not None else tuple(
+            int(d) for d in ctx.val[0].shape)
+        return ctx.b.reshape(losses, shape)
     scalar_zero = ctx.b.filled((), t, 0.0)
     total_loss = ctx.b.generic(
         (), t, operands, lambda bb, names, acc: bb.binary(
@@ -1019,14 +1283,15 @@ def _cross_entropy(ctx, logits, target, weight=None, reduction=1,
 
 
 @_handles("aten.nll_loss.default", "aten.nll_loss_nd.default",
-          "aten.nll_loss_forward.default")
+          "aten.nll_loss_forward.default", "aten.nll_loss2d.default",
+          "aten.nll_loss2d_forward.default")
 def _nll_loss(ctx, log_probs, target, weight=None, reduction=1,
               ignore_index=-100):
     if weight is not None:
         ctx.unsupported("class weights are not supported")
     loss = _pick_loss(ctx, log_probs, target, ignore_index, reduction,
                       log_probs=True)
-    if op_name(ctx.node) == "aten.nll_loss_forward.default":
+    if op_name(ctx.node).endswith("_forward.default"):
         return (loss, None)
     return loss
 
@@ -1049,3 +1314,881 @@ def _mse_loss(ctx, a, b, reduction=1):
                       lambda bb, e, acc: _add_acc(bb, e, acc, t),
                       scale=1.0 / a.size if mode == "mean" else None,
                       hint=ctx.hint)
+
+
+# -- padding, indexing and scans ----------------------------------------
+
+
+@_handles("aten.pad.default")
+def _pad(ctx, x, pad, mode="constant", value=None):
+    if mode != "constant":
+        ctx.unsupported(f"padding mode '{mode}' is not supported (only "
+                        "'constant')")
+    return _constant_pad(ctx, x, pad, 0 if value is None else value)
+
+
+@_handles("aten.constant_pad_nd.default")
+def _constant_pad_nd(ctx, x, pad, value=0):
+    return _constant_pad(ctx, x, pad, value)
+
+
+def _constant_pad(ctx, x, pad, value):
+    """``pad`` = (last dim low, last dim high, previous dim low, ...):
+    negative amounts crop (extract_slice), positive ones surround the
+    input with ``value`` (fill + insert_slice)."""
+    x = ctx.tensor(x)
+    pad = [int(p) for p in pad]
+    if len(pad) % 2 or len(pad) // 2 > x.rank:
+        ctx.unsupported(f"bad padding {pad} for a rank-{x.rank} input")
+    low, high = [0] * x.rank, [0] * x.rank
+    for i in range(len(pad) // 2):
+        low[x.rank - 1 - i], high[x.rank - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    if any(lo < 0 or hi < 0 for lo, hi in zip(low, high)):
+        offsets = [max(-lo, 0) for lo in low]
+        sizes = [s - max(-lo, 0) - max(-hi, 0)
+                 for s, lo, hi in zip(x.shape, low, high)]
+        if all(s > 0 for s in sizes):
+            x = ctx.b.extract_slice(x, offsets, sizes, [1] * x.rank)
+        else:
+            x = None
+    filled = ctx.b.filled(ctx.shape, ctx.dtype, value)
+    if x is None:
+        return filled
+    if x.shape == ctx.shape:
+        return x
+    return ctx.b.insert_slice(x, filled, [max(lo, 0) for lo in low])
+
+
+def _lookup(bb, table, indices):
+    return bb.op(f"tensor.extract {table.name}[{', '.join(indices)}] : "
+                 f"{table.type}", "v")
+
+
+def _wrapped_index(bb, value, dtype, size):
+    """An integer index scalar as an ``index``, negative ones counted from
+    the end (``size`` + value)."""
+    i = _to_index(bb, value, dtype)
+    negative = bb.op(f"arith.cmpi slt, {i}, {_index_const(bb, 0)} : index")
+    return bb.select(negative, _index_op(bb, "addi", i, _index_const(
+        bb, size)), i, "index")
+
+
+def _index_tensor(ctx, index, what):
+    index = ctx.tensor(index)
+    if is_float(index.dtype) or index.dtype == "i1":
+        ctx.unsupported(f"{what} must be an integer tensor (boolean masks "
+                        "are not supported)")
+    return index
+
+
+@_handles("aten.gather.default")
+def _gather(ctx, x, dim, index, sparse_grad=False):
+    """out[i...] = x[i...] with dimension ``dim`` replaced by index[i...]:
+    the generic reads the index and extracts from ``x`` (captured; its
+    gradient is a scatter-add)."""
+    x = ctx.tensor(x)
+    index = _index_tensor(ctx, index, "the index")
+    dim = _norm_dim(dim, x.rank)
+    ctx.translator.note_range(index, x.shape[dim])
+
+    def body(bb, names, acc):
+        at = [bb.index(d) for d in range(index.rank)]
+        at[dim] = _to_index(bb, names[0], index.dtype)
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(ctx.shape, x.dtype, [(index, list(range(
+        index.rank)))], body, hint=ctx.hint)
+
+
+@_handles("aten.index_select.default")
+def _index_select(ctx, x, dim, index):
+    x = ctx.tensor(x)
+    index = _index_tensor(ctx, index, "the index")
+    dim = _norm_dim(dim, x.rank)
+    ctx.translator.note_range(index, x.shape[dim])
+    index = ctx.b.reshape(index, (index.size,))
+
+    def body(bb, names, acc):
+        at = [bb.index(d) for d in range(x.rank)]
+        at[dim] = _to_index(bb, names[0], index.dtype)
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(ctx.shape, x.dtype, [(index, [dim])], body,
+                         hint=ctx.hint)
+
+
+@_handles("aten.take_along_dim.default")
+def _take_along_dim(ctx, x, indices, dim=None):
+    x = ctx.tensor(x)
+    indices = _index_tensor(ctx, indices, "the indices")
+    if dim is None:
+        x = ctx.b.reshape(x, (x.size,))
+        indices = ctx.b.reshape(indices, (indices.size,))
+        dim = 0
+    dim = _norm_dim(dim, x.rank)
+    shape = tuple(x.shape[d] if d != dim else 1 for d in range(x.rank))
+    shape = tuple(torch.broadcast_shapes(shape, indices.shape))
+    if x.rank != indices.rank:
+        ctx.unsupported("the input and the indices must have the same rank")
+    ctx.translator.note_range(indices, x.shape[dim])
+    read, dims = ctx.broadcast(indices, shape)
+
+    def body(bb, names, acc):
+        at = [bb.index(d) if x.shape[d] == shape[d] else _index_const(bb, 0)
+              for d in range(x.rank)]
+        at[dim] = _to_index(bb, names[0], indices.dtype)
+        return _lookup(bb, x, at)
+
+    result = ctx.b.generic(shape, x.dtype, [(read, dims)], body,
+                           hint=ctx.hint)
+    return ctx.b.reshape(result, ctx.shape)
+
+
+@_handles("aten.index.Tensor")
+def _index(ctx, x, indices):
+    """x[..., i, j, ...] with integer index tensors (broadcast together;
+    their dims replace the indexed ones, or lead when the indexed dims are
+    not adjacent, as in NumPy); negative indices count from the end."""
+    x = ctx.tensor(x)
+    indices = list(indices) + [None] * (x.rank - len(indices))
+    where = [d for d, i in enumerate(indices) if i is not None]
+    if not where:
+        return x
+    tensors = [_index_tensor(ctx, indices[d], "an index") for d in where]
+    for d, index in zip(where, tensors):
+        ctx.translator.note_range(index, x.shape[d])
+    bshape = tuple(torch.broadcast_shapes(*(i.shape for i in tensors)))
+    adjacent = where == list(range(where[0], where[-1] + 1))
+    first = where[0] if adjacent else 0
+    rest = [d for d in range(x.rank) if d not in where]
+    # Output dims: x's unindexed dims before `first`, the broadcast dims,
+    # the remaining unindexed dims.
+    before = [d for d in rest if d < first] if adjacent else []
+    after = [d for d in rest if d not in before]
+    shape = (*[x.shape[d] for d in before], *bshape,
+             *[x.shape[d] for d in after])
+    if shape != ctx.shape:
+        raise FrontendError(f"index: made shape {list(shape)}, expected "
+                            f"{list(ctx.shape)}")
+    inputs = []
+    for index in tensors:
+        value, dims = ctx.broadcast(index, bshape)
+        inputs.append((value, [len(before) + d for d in dims]))
+    loop_of = {d: i for i, d in enumerate(before)}
+    loop_of.update({d: len(before) + len(bshape) + i
+                    for i, d in enumerate(after)})
+
+    def body(bb, names, acc):
+        at = []
+        for d in range(x.rank):
+            if d in where:
+                k = where.index(d)
+                at.append(_wrapped_index(bb, names[k], tensors[k].dtype,
+                                         x.shape[d]))
+            else:
+                at.append(bb.index(loop_of[d]))
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(shape, x.dtype, inputs, body, hint=ctx.hint)
+
+
+@_handles("aten.cumsum.default")
+def _cumsum(ctx, x, dim, dtype=None):
+    """out[..., i, ...] = sum over j <= i of x[..., j, ...]: a reduction
+    over j reading x at j, masked to j <= i."""
+    x = ctx.tensor(x)
+    t = ctx.dtype
+    if x.rank == 0:
+        return ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], t))
+    if t == "i1":
+        ctx.unsupported("boolean results are not supported")
+    dim = _norm_dim(dim, x.rank)
+    rank = x.rank
+    add = "arith.addf" if is_float(t) else "arith.addi"
+
+    def body(bb, names, acc):
+        value = _cast(bb, (names[0], x.dtype), t)
+        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
+                     "index")
+        return bb.binary(add, bb.select(keep, value, bb.const(0, t), t), acc,
+                         t)
+
+    dims = [rank if d == dim else d for d in range(rank)]
+    return ctx.b.generic(ctx.shape, t, [(x, dims)], body, reductions=1,
+                         init=ctx.b.filled(ctx.shape, t, 0), hint=ctx.hint)
+
+
+# -- convolution and pooling --------------------------------------------
+
+
+def _window_index(bb, out, k, stride, dilation, low, size, out_size, kernel):
+    """The input position out * stride + k * dilation - low along one
+    spatial dim, clamped into [0, size): (index, [in-bounds conditions]).
+    Checks that cannot fail are left out."""
+    pos = out if stride == 1 else _index_op(bb, "muli", out,
+                                            _index_const(bb, stride))
+    step = k if dilation == 1 else _index_op(bb, "muli", k,
+                                             _index_const(bb, dilation))
+    pos = _index_op(bb, "addi", pos, step)
+    if low:
+        pos = _index_op(bb, "subi", pos, _index_const(bb, low))
+    highest = (out_size - 1) * stride + (kernel - 1) * dilation - low
+    checks = []
+    if low > 0:
+        zero = _index_const(bb, 0)
+        checks.append(bb.op(f"arith.cmpi sge, {pos}, {zero} : index"))
+        pos = _index_op(bb, "maxsi", pos, zero)
+    if highest > size - 1:
+        bound = _index_const(bb, size)
+        checks.append(bb.op(f"arith.cmpi slt, {pos}, {bound} : index"))
+        pos = _index_op(bb, "minsi", pos, _index_const(bb, size - 1))
+    return pos, checks
+
+
+def _masked(bb, value, checks, fill, t):
+    inside = _all_of(bb, checks)
+    if inside is None:
+        return value
+    return bb.select(inside, value, bb.const(fill, t), t)
+
+
+def _conv_padding(ctx, padding, kernel, dilation, spatial):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [0] * spatial, [0] * spatial
+        if padding == "same":
+            total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+            low = [t // 2 for t in total]
+            return low, [t - lo for t, lo in zip(total, low)]
+        ctx.unsupported(f"padding '{padding}' is not supported")
+    low = _ints(padding, spatial)
+    return low, list(low)
+
+
+def _convolve(ctx, x, weight, bias, stride, padding, dilation, groups):
+    """An N-d convolution (PyTorch's cross-correlation) as im2col and a
+    gemm: a generic gathers the patches [G, N, out..., C/G, kernel...] from
+    the (captured) input with tensor.extract at clamped positions, zero
+    where the window hangs over the padding; then patches x weight^T, so
+    the weight's gradient is a gemm and the input's a scatter-add."""
+    x, weight = ctx.tensor(x), ctx.tensor(weight)
+    _require_float(ctx, x, weight)
+    spatial = weight.rank - 2
+    if spatial < 1 or x.dtype != weight.dtype:
+        ctx.unsupported("expected a [O, C/groups, k...] float weight of the "
+                        "input's type")
+    unbatched = x.rank == spatial + 1
+    if unbatched:
+        x = ctx.b.reshape(x, (1, *x.shape))
+    if x.rank != spatial + 2:
+        ctx.unsupported(f"a rank-{x.rank} input for a {spatial}-d kernel")
+    t = x.dtype
+    n, channels, size = x.shape[0], x.shape[1], x.shape[2:]
+    out_channels, group_channels, kernel = (weight.shape[0], weight.shape[1],
+                                            weight.shape[2:])
+    g = groups
+    if group_channels * g != channels or out_channels % g:
+        ctx.unsupported(f"{channels} input and {out_channels} output "
+                        f"channels do not split into {g} groups of a "
+                        f"{group_channels}-channel kernel")
+    og = out_channels // g
+    stride = _ints(stride, spatial)
+    dilation = _ints(dilation, spatial)
+    low, high = _conv_padding(ctx, padding, kernel, dilation, spatial)
+    out = [(size[i] + low[i] + high[i] - dilation[i] * (kernel[i] - 1) - 1)
+           // stride[i] + 1 for i in range(spatial)]
+    if any(o <= 0 for o in out):
+        ctx.unsupported(f"the kernel does not fit the input {list(size)}")
+
+    def patch(bb, names, acc):
+        gi, ni = bb.index(0), bb.index(1)
+        ci = bb.index(2 + spatial)
+        if g > 1:
+            ci = _index_op(bb, "addi", _index_op(
+                bb, "muli", gi, _index_const(bb, group_channels)), ci)
+        at, checks = [ni, ci], []
+        for s in range(spatial):
+            pos, c = _window_index(bb, bb.index(2 + s),
+                                   bb.index(3 + spatial + s), stride[s],
+                                   dilation[s], low[s], size[s], out[s],
+                                   kernel[s])
+            at.append(pos)
+            checks += c
+        return _masked(bb, _lookup(bb, x, at), checks, 0.0, t)
+
+    patches = ctx.b.generic((g, n, *out, group_channels, *kernel), t, [],
+                            patch, hint="patches")
+    depth = group_channels * math.prod(kernel)
+    rows = n * math.prod(out)
+    rest = list(range(2, 2 + spatial))
+    if g == 1:
+        y = ctx.b.matmul(ctx.b.reshape(patches, (rows, depth)),
+                         ctx.b.reshape(weight, (out_channels, depth)),
+                         transpose_b=True, hint="conv_mm")
+        y = ctx.b.reshape(y, (n, *out, out_channels))
+        inputs = [(y, [0, *rest, 1])]
+        if bias is not None:
+            inputs.append((ctx.tensor(bias), [1]))
+        shape = (n, out_channels, *out)
+    else:
+        flat = ctx.b.reshape(patches, (g, rows, depth))
+        w = ctx.b.reshape(weight, (g, og, depth))
+
+        def mul_add(bb, names, acc):
+            return bb.binary("arith.addf", acc, bb.binary(
+                "arith.mulf", names[0], names[1], t), t)
+
+        y = ctx.b.generic((g, rows, og), t, [(flat, [0, 1, 3]),
+                                             (w, [0, 2, 3])], mul_add,
+                          reductions=1, init=ctx.b.filled((g, rows, og), t,
+                                                          0.0),
+                          hint="conv_mm")
+        y = ctx.b.reshape(y, (g, n, *out, og))
+        inputs = [(y, [1, 0, *[3 + s for s in range(spatial)], 2])]
+        if bias is not None:
+            inputs.append((ctx.b.reshape(ctx.tensor(bias), (g, og)), [1, 2]))
+        shape = (n, g, og, *out)
+
+    def finish(bb, names, acc):
+        if bias is None:
+            return names[0]
+        return bb.binary("arith.addf", names[0], names[1], t)
+
+    result = ctx.b.generic(shape, t, inputs, finish, hint=ctx.hint)
+    result = ctx.b.reshape(result, (n, out_channels, *out))
+    if unbatched:
+        result = ctx.b.reshape(result, (out_channels, *out))
+    return result
+
+
+@_handles("aten.conv1d.default", "aten.conv2d.default",
+          "aten.conv3d.default", "aten.conv1d.padding",
+          "aten.conv2d.padding", "aten.conv3d.padding")
+def _conv(ctx, x, weight, bias=None, stride=1, padding=0, dilation=1,
+          groups=1):
+    return _convolve(ctx, x, weight, bias, stride, padding, dilation, groups)
+
+
+@_handles("aten.convolution.default", "aten._convolution.default")
+def _convolution(ctx, x, weight, bias, stride, padding, dilation, transposed,
+                 output_padding, groups, *args):
+    if transposed:
+        ctx.unsupported("transposed convolutions are not supported")
+    return _convolve(ctx, x, weight, bias, stride, padding, dilation, groups)
+
+
+def _window_reduce(ctx, x, spatial, kernel, position, kind, scale=None):
+    """Reduce a window of the last ``spatial`` dims of ``x`` for each
+    element of the result: ``position(bb, s, out, k)`` gives the index
+    along spatial dim s and its in-bounds conditions; out-of-bounds
+    elements are -inf (max) or 0 (sum). ``scale`` (a constant over the
+    output's spatial dims) multiplies each element of a sum."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    shape = ctx.shape
+    lead = x.rank - spatial
+    rank = len(shape)
+    fill = _NEG_INF if kind == "max" else 0.0
+    # A constant read by the reduction loops only gives them their extent.
+    inputs = [(ctx.b.filled(tuple(kernel), t, 0.0),
+               list(range(rank, rank + spatial)))]
+    if scale is not None:
+        inputs.append((ctx.b.dense(scale, t), list(range(lead, rank))))
+
+    def body(bb, names, acc):
+        at = [bb.index(d) for d in range(lead)]
+        checks = []
+        for s in range(spatial):
+            pos, c = position(bb, s, bb.index(lead + s),
+                              bb.index(rank + s))
+            at.append(pos)
+            checks += c
+        e = _masked(bb, _lookup(bb, x, at), checks, fill, t)
+        if kind == "max":
+            return bb.binary("arith.maximumf", e, acc, t)
+        if scale is not None:
+            e = bb.binary("arith.mulf", e, names[1], t)
+        return bb.binary("arith.addf", e, acc, t)
+
+    return ctx.b.generic(shape, t, inputs, body, reductions=spatial,
+                         init=ctx.b.filled(shape, t, fill), hint=ctx.hint)
+
+
+def _pool_spatial(ctx):
+    match = re.search(r"pool(\d)d", op_name(ctx.node))
+    return int(match.group(1))
+
+
+def _pool_args(ctx, x, kernel_size, stride, padding, dilation=1):
+    spatial = _pool_spatial(ctx)
+    kernel = _ints(kernel_size, spatial)
+    stride = _ints(stride, spatial) if stride else kernel
+    padding = _ints(padding, spatial)
+    dilation = _ints(dilation, spatial)
+    x = ctx.tensor(x)
+    if x.rank < spatial + 1:
+        ctx.unsupported(f"a rank-{x.rank} input for {spatial}-d pooling")
+    size = x.shape[-spatial:]
+    out = ctx.shape[-spatial:]
+    return x, spatial, kernel, stride, padding, dilation, size, out
+
+
+@_handles("aten.max_pool1d.default", "aten.max_pool2d.default",
+          "aten.max_pool3d.default", "aten.max_pool2d_with_indices.default",
+          "aten.max_pool3d_with_indices.default")
+def _max_pool(ctx, x, kernel_size, stride=(), padding=0, dilation=1,
+              ceil_mode=False):
+    indices = "with_indices" in op_name(ctx.node)
+    if indices:
+        ctx.shape = tuple(int(d) for d in ctx.val[0].shape)
+    x, spatial, kernel, stride, padding, dilation, size, out = _pool_args(
+        ctx, x, kernel_size, stride, padding, dilation)
+
+    def position(bb, s, o, k):
+        return _window_index(bb, o, k, stride[s], dilation[s], padding[s],
+                             size[s], out[s], kernel[s])
+
+    result = _window_reduce(ctx, x, spatial, kernel, position, "max")
+    return (result, None) if indices else result
+
+
+@_handles("aten.avg_pool1d.default", "aten.avg_pool2d.default",
+          "aten.avg_pool3d.default")
+def _avg_pool(ctx, x, kernel_size, stride=(), padding=0, ceil_mode=False,
+              count_include_pad=True, divisor_override=None):
+    x, spatial, kernel, stride, padding, _, size, out = _pool_args(
+        ctx, x, kernel_size, stride, padding)
+    # The divisor of each output position, as PyTorch counts it: the
+    # window clipped to the padded input (count_include_pad) or to the
+    # input, or divisor_override.
+    factors = []
+    for s in range(spatial):
+        counts = []
+        for o in range(out[s]):
+            start = o * stride[s] - padding[s]
+            end = min(start + kernel[s], size[s] + padding[s])
+            padded = end - start
+            inside = min(end, size[s]) - max(start, 0)
+            counts.append(padded if count_include_pad else inside)
+        factors.append(counts)
+    divisor = torch.ones(out, dtype=torch.float64)
+    for s, counts in enumerate(factors):
+        view = [1] * spatial
+        view[s] = out[s]
+        divisor = divisor * torch.tensor(counts, dtype=torch.float64).view(
+            view)
+    if divisor_override:
+        divisor = torch.full(out, float(divisor_override),
+                             dtype=torch.float64)
+
+    def position(bb, s, o, k):
+        return _window_index(bb, o, k, stride[s], 1, padding[s], size[s],
+                             out[s], kernel[s])
+
+    return _window_reduce(ctx, x, spatial, kernel, position, "sum",
+                          scale=(1.0 / divisor).numpy())
+
+
+def _adaptive_bounds(size, out):
+    """PyTorch's adaptive windows: [floor(o * size / out),
+    ceil((o + 1) * size / out)) for each output index o."""
+    return [((o * size) // out, -(-((o + 1) * size) // out))
+            for o in range(out)]
+
+
+def _adaptive_pool(ctx, x, kind):
+    x = ctx.tensor(x)
+    spatial = _pool_spatial(ctx)
+    size = x.shape[-spatial:]
+    out = ctx.shape[-spatial:]
+    bounds = [_adaptive_bounds(size[s], out[s]) for s in range(spatial)]
+    kernel = [max(e - b for b, e in bounds[s]) for s in range(spatial)]
+
+    def position(bb, s, o, k):
+        if size[s] % out[s] == 0:
+            step = size[s] // out[s]
+            return _window_index(bb, o, k, step, 1, 0, size[s], out[s],
+                                 step)
+        # start = o * size / out (floor), end = ceil((o + 1) * size / out)
+        times = _index_op(bb, "muli", o, _index_const(bb, size[s]))
+        start = _index_op(bb, "divui", times, _index_const(bb, out[s]))
+        end = _index_op(bb, "divui", _index_op(
+            bb, "addi", times, _index_const(bb, size[s] + out[s] - 1)),
+            _index_const(bb, out[s]))
+        pos = _index_op(bb, "addi", start, k)
+        inside = bb.op(f"arith.cmpi slt, {pos}, {end} : index")
+        pos = _index_op(bb, "minsi", pos, _index_const(bb, size[s] - 1))
+        return pos, [inside]
+
+    scale = None
+    if kind == "sum":
+        divisor = torch.ones(out, dtype=torch.float64)
+        for s in range(spatial):
+            view = [1] * spatial
+            view[s] = out[s]
+            counts = torch.tensor([e - b for b, e in bounds[s]],
+                                  dtype=torch.float64)
+            divisor = divisor * counts.view(view)
+        scale = (1.0 / divisor).numpy()
+    return _window_reduce(ctx, x, spatial, kernel, position, kind,
+                          scale=scale)
+
+
+@_handles("aten.adaptive_avg_pool1d.default",
+          "aten.adaptive_avg_pool2d.default",
+          "aten._adaptive_avg_pool2d.default",
+          "aten.adaptive_avg_pool3d.default",
+          "aten._adaptive_avg_pool3d.default")
+def _adaptive_avg_pool(ctx, x, output_size):
+    return _adaptive_pool(ctx, x, "sum")
+
+
+@_handles("aten.adaptive_max_pool1d.default",
+          "aten.adaptive_max_pool2d.default",
+          "aten.adaptive_max_pool3d.default")
+def _adaptive_max_pool(ctx, x, output_size):
+    ctx.shape = tuple(int(d) for d in ctx.val[0].shape)
+    return (_adaptive_pool(ctx, x, "max"), None)
+
+
+# -- batch, group and RMS normalisation -----------------------------------
+
+
+def _channel_stats(ctx, x, hint):
+    """Per-channel (dim 1) mean and biased variance of ``x`` over every
+    other dim."""
+    t = x.dtype
+    channels = x.shape[1]
+    count = x.size // channels
+    dims = [0, *range(2, x.rank)]
+    inv = 1.0 / count
+    mean = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: _add_acc(bb, e, acc, t),
+                      scale=inv, hint=f"{hint}_mean")
+    loops = [1, 0, *range(2, x.rank)]
+
+    def variance(bb, names, acc):
+        d = bb.binary("arith.subf", names[0], names[1], t)
+        sq = bb.binary("arith.mulf", bb.binary("arith.mulf", d, d, t),
+                       bb.const(inv, t), t)
+        return bb.binary("arith.addf", acc, sq, t)
+
+    var = ctx.b.generic((channels,), t, [(x, loops), (mean, [0])], variance,
+                        reductions=x.rank - 1,
+                        init=ctx.b.filled((channels,), t, 0.0),
+                        hint=f"{hint}_var")
+    return mean, var, count
+
+
+def _normalize(ctx, x, stats, params, eps, dims, hint):
+    """(x - mean) * rsqrt(var + eps) [* weight] [+ bias], each of ``stats``
+    (mean, var) and ``params`` (weight, bias; None when absent) read
+    through ``dims``."""
+    t = x.dtype
+    inputs = [(x, list(range(x.rank)))]
+    for v in stats:
+        inputs.append((ctx.tensor(v), dims))
+    present = [p is not None for p in params]
+    for p in params:
+        if p is not None:
+            inputs.append((ctx.tensor(p), dims))
+
+    def body(bb, names, acc):
+        v, mean, var = (_cast(bb, (n, val.dtype), t)
+                        for n, (val, _) in zip(names[:3], inputs[:3]))
+        y = bb.binary("arith.mulf", bb.binary("arith.subf", v, mean, t),
+                      bb.unary("math.rsqrt", bb.binary(
+                          "arith.addf", var, bb.const(eps, t), t), t), t)
+        rest = list(zip(names[3:], inputs[3:]))
+        if present[0]:
+            n, (val, _) = rest.pop(0)
+            y = bb.binary("arith.mulf", y, _cast(bb, (n, val.dtype), t), t)
+        if present[1]:
+            n, (val, _) = rest.pop(0)
+            y = bb.binary("arith.addf", y, _cast(bb, (n, val.dtype), t), t)
+        return y
+
+    return ctx.b.generic(x.shape, t, inputs, body, hint=hint)
+
+
+def _batch_norm_value(ctx, x, weight, bias, running_mean, running_var,
+                      training, momentum, eps, extras=True):
+    """(out, mean, rstd, new running mean, new running var): training mode
+    normalises with the batch statistics (over N and the spatial dims;
+    biased variance), eval mode with the running ones. Without ``extras``
+    only ``out`` is made (the rest are None)."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    if x.rank < 2:
+        ctx.unsupported("batch norm needs an [N, C, ...] input")
+    t = x.dtype
+    channels = x.shape[1]
+    if training or running_mean is None or running_var is None:
+        mean, var, count = _channel_stats(ctx, x, "bn")
+    else:
+        mean, var = ctx.tensor(running_mean), ctx.tensor(running_var)
+        count = None
+    out = _normalize(ctx, x, (mean, var), (weight, bias), eps, [1],
+                     ctx.hint)
+    if not extras:
+        return out, None, None, None, None
+    rstd = ctx.elementwise([var], lambda bb, xs: bb.unary(
+        "math.rsqrt", bb.binary("arith.addf", _cast(bb, xs[0], t),
+                                bb.const(eps, t), t), t),
+        shape=(channels,), dtype=t, hint="bn_rstd")
+    new_mean = new_var = None
+    if count is not None and running_mean is not None and \
+            running_var is not None:
+        m = momentum if momentum is not None else 0.1
+        unbiased = count / max(count - 1, 1)
+
+        def update(factor):
+            def fn(bb, xs):
+                old, batch = (_cast(bb, v, t) for v in xs)
+                return bb.binary("arith.addf", bb.binary(
+                    "arith.mulf", old, bb.const(1 - m, t), t), bb.binary(
+                    "arith.mulf", batch, bb.const(m * factor, t), t), t)
+            return fn
+
+        new_mean = ctx.elementwise([running_mean, mean], update(1.0),
+                                   shape=(channels,), dtype=t,
+                                   hint="running_mean")
+        new_var = ctx.elementwise([running_var, var], update(unbiased),
+                                  shape=(channels,), dtype=t,
+                                  hint="running_var")
+    # As in PyTorch, only `out` is differentiable.
+    extras = [_no_grad(ctx, v) for v in (mean, rstd, new_mean, new_var)]
+    return (out, *extras)
+
+
+def _read_later(node, arg):
+    """Whether graph value ``arg`` is read by a node after ``node``."""
+    if not isinstance(arg, torch.fx.Node):
+        return False
+    later = node.next
+    while later.op != "root":
+        if arg in later.all_input_nodes:
+            return True
+        later = later.next
+    return False
+
+
+def _update_running_stats(ctx, training, new_mean, new_var):
+    """PyTorch updates the running statistics in place in training mode:
+    later reads in this forward see the new values (no gradient). Nothing
+    is written back: the compiled program returns only the loss."""
+    if not training:
+        return
+    args = ctx.node.args
+    for position, value in ((3, new_mean), (4, new_var)):
+        if value is not None and len(args) > position and \
+                _read_later(ctx.node, args[position]):
+            ctx.translator.env[args[position]] = value
+
+
+def _batch_norm_updating(ctx, x, weight, bias, running_mean, running_var,
+                         training, momentum, eps):
+    node, args = ctx.node, ctx.node.args
+    extras = training and any(_read_later(node, args[i]) for i in (3, 4)
+                              if len(args) > i)
+    result = _batch_norm_value(ctx, x, weight, bias, running_mean,
+                               running_var, training, momentum, eps,
+                               extras=extras or isinstance(ctx.val,
+                                                           (tuple, list)))
+    _update_running_stats(ctx, training, result[3], result[4])
+    return result
+
+
+@_handles("aten.batch_norm.default")
+def _batch_norm(ctx, x, weight, bias, running_mean, running_var, training,
+                momentum, eps, cudnn_enabled=False):
+    return _batch_norm_updating(ctx, x, weight, bias, running_mean,
+                                running_var, training, momentum, eps)[0]
+
+
+@_handles("aten._native_batch_norm_legit_functional.default")
+def _batch_norm_functional(ctx, x, weight, bias, running_mean, running_var,
+                           training, momentum, eps):
+    out, mean, rstd, new_mean, new_var = _batch_norm_value(
+        ctx, x, weight, bias, running_mean, running_var, training, momentum,
+        eps)
+    if not training:
+        new_mean, new_var = running_mean, running_var
+    return (out, mean, rstd, new_mean, new_var)
+
+
+@_handles("aten._native_batch_norm_legit.default",
+          "aten.native_batch_norm.default")
+def _native_batch_norm(ctx, x, weight, bias, running_mean, running_var,
+                       training, momentum, eps):
+    out, mean, rstd, _, _ = _batch_norm_updating(
+        ctx, x, weight, bias, running_mean, running_var, training, momentum,
+        eps)
+    if not training:
+        # PyTorch returns empty statistics in eval mode.
+        return (out, None, None)
+    return (out, mean, rstd)
+
+
+@_handles("aten._native_batch_norm_legit.no_stats")
+def _native_batch_norm_no_stats(ctx, x, weight, bias, training, momentum,
+                                eps):
+    out, mean, rstd, _, _ = _batch_norm_value(
+        ctx, x, weight, bias, None, None, True, momentum, eps)
+    return (out, mean, rstd)
+
+
+@_handles("aten._native_batch_norm_legit_no_training.default")
+def _native_batch_norm_eval(ctx, x, weight, bias, running_mean, running_var,
+                            momentum, eps):
+    out = _batch_norm_value(ctx, x, weight, bias, running_mean, running_var,
+                            False, momentum, eps, extras=False)[0]
+    return (out, None, None)
+
+
+def _group_norm_value(ctx, x, groups, weight, bias, eps):
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    if x.rank < 2 or x.shape[1] % groups:
+        ctx.unsupported(f"{list(x.shape)} does not split into {groups} "
+                        "channel groups")
+    n, channels = x.shape[:2]
+    width = channels // groups
+    length = x.size // (n * channels)
+    x4 = ctx.b.reshape(x, (n, groups, width, length))
+    inv = 1.0 / (width * length)
+    mean = ctx.reduce(x4, [2, 3], 0.0, lambda bb, e, acc: _add_acc(
+        bb, e, acc, t), scale=inv, hint="gn_mean")
+
+    def variance(bb, names, acc):
+        d = bb.binary("arith.subf", names[0], names[1], t)
+        sq = bb.binary("arith.mulf", bb.binary("arith.mulf", d, d, t),
+                       bb.const(inv, t), t)
+        return bb.binary("arith.addf", acc, sq, t)
+
+    var = ctx.b.generic((n, groups), t, [(x4, [0, 1, 2, 3]), (mean, [0, 1])],
+                        variance, reductions=2,
+                        init=ctx.b.filled((n, groups), t, 0.0),
+                        hint="gn_var")
+    inputs = [(x4, [0, 1, 2, 3]), (mean, [0, 1]), (var, [0, 1])]
+    present = []
+    for p in (weight, bias):
+        present.append(p is not None)
+        if p is not None:
+            inputs.append((ctx.reshape(p, (groups, width)), [1, 2]))
+
+    def body(bb, names, acc):
+        v, m, var_ = names[:3]
+        y = bb.binary("arith.mulf", bb.binary("arith.subf", v, m, t),
+                      bb.unary("math.rsqrt", bb.binary(
+                          "arith.addf", var_, bb.const(eps, t), t), t), t)
+        rest = list(names[3:])
+        if present[0]:
+            y = bb.binary("arith.mulf", y, rest.pop(0), t)
+        if present[1]:
+            y = bb.binary("arith.addf", y, rest.pop(0), t)
+        return y
+
+    normed = ctx.b.generic((n, groups, width, length), t, inputs, body,
+                           hint=ctx.hint)
+    rstd = ctx.elementwise([var], lambda bb, xs: bb.unary(
+        "math.rsqrt", bb.binary("arith.addf", xs[0][0], bb.const(eps, t), t),
+        t), shape=(n, groups), dtype=t, hint="gn_rstd")
+    return ctx.b.reshape(normed, x.shape), mean, rstd
+
+
+@_handles("aten.group_norm.default")
+def _group_norm(ctx, x, num_groups, weight=None, bias=None, eps=1e-5,
+                cudnn_enabled=True):
+    return _group_norm_value(ctx, x, num_groups, weight, bias, eps)[0]
+
+
+@_handles("aten.native_group_norm.default")
+def _native_group_norm(ctx, x, weight, bias, n, c, hw, group, eps):
+    return _group_norm_value(ctx, x, group, weight, bias, eps)
+
+
+def _rms_norm_value(ctx, x, normalized_shape, weight, eps):
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    if eps is None:
+        eps = torch.finfo({"f64": torch.float64, "f32": torch.float32,
+                           "f16": torch.float16}[t]).eps
+    width = math.prod(normalized_shape)
+    rows = x.size // width
+    flat = ctx.b.reshape(x, (rows, width))
+    inv = 1.0 / width
+
+    def square(bb, e, acc):
+        return bb.binary("arith.addf", acc, bb.binary(
+            "arith.mulf", bb.binary("arith.mulf", e, e, t),
+            bb.const(inv, t), t), t)
+
+    mean_square = ctx.reduce(flat, [1], 0.0, square, hint="rms_ms")
+    rstd = ctx.elementwise([mean_square], lambda bb, xs: bb.unary(
+        "math.rsqrt", bb.binary("arith.addf", xs[0][0], bb.const(eps, t), t),
+        t), shape=(rows,), dtype=t, hint="rms_rstd")
+    inputs = [(flat, [0, 1]), (rstd, [0])]
+    if weight is not None:
+        inputs.append((ctx.reshape(weight, (width,)), [1]))
+
+    def body(bb, names, acc):
+        y = bb.binary("arith.mulf", names[0], names[1], t)
+        if weight is not None:
+            y = bb.binary("arith.mulf", y, names[2], t)
+        return y
+
+    out = ctx.b.generic((rows, width), t, inputs, body, hint=ctx.hint)
+    return ctx.b.reshape(out, x.shape), rstd
+
+
+@_handles("aten.rms_norm.default")
+def _rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
+    return _rms_norm_value(ctx, x, normalized_shape, weight, eps)[0]
+
+
+@_handles("aten._fused_rms_norm.default")
+def _fused_rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
+    out, rstd = _rms_norm_value(ctx, x, normalized_shape, weight, eps)
+    shape = tuple(int(d) for d in ctx.val[1].shape)
+    return (out, ctx.b.reshape(rstd, shape))
+
+
+# -- higher-order ops -----------------------------------------------------
+
+
+@_handles("wrap_with_set_grad_enabled")
+def _set_grad_enabled(ctx, enabled, graph_module, *args):
+    """A region run under torch.no_grad() (or enable_grad): its graph is
+    translated inline; without grad its float results get no gradient."""
+    results = _inline(ctx.translator, graph_module, args)
+    if not enabled:
+        results = pytree.tree_map(lambda v: _no_grad(ctx, v), results)
+    return results
+
+
+def _inline(translator, graph_module, args):
+    """Translate ``graph_module``'s graph with its placeholders bound to
+    ``args``; returns its outputs."""
+    env = translator.env
+    placeholders = [n for n in graph_module.graph.nodes
+                    if n.op == "placeholder"]
+    if len(placeholders) != len(args):
+        raise FrontendError(f"a subgraph takes {len(placeholders)} inputs, "
+                            f"given {len(args)}")
+    for node, value in zip(placeholders, args):
+        env[node] = value
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function":
+            env[node] = translate(translator, node)
+        elif node.op == "get_attr":
+            env[node] = getattr(graph_module, node.target)
+        elif node.op == "output":
+            return pytree.tree_map(
+                lambda n: env[n] if isinstance(n, torch.fx.Node) else n,
+                node.args[0])
+        elif node.op != "placeholder":
+            raise FrontendError(f"unsupported subgraph node '{node.op}'")
+    raise FrontendError("a subgraph without an output")

@@ -1,0 +1,436 @@
+"""The PyTorch frontend's ATen coverage: ops and whole models.
+
+Each op test is a tiny float64 module using the op, ending in a loss that
+weights the op's output non-uniformly; its input first goes through a
+parameter of the input's shape (``x + shift``), so the gradient of ``shift``
+is the gradient with respect to the op's input. ``from_torch`` translates
+it and ``zb-run --grads --check-grad`` computes the loss and every gradient
+(and compares a sample with central finite differences); both must equal
+torch autograd's to 1e-9 relative.
+
+The model tests translate the models of real_models.py (GPT-2 and BERT
+from transformers, torchvision's vision transformer; tiny and randomly
+initialised), each with its own loss, and compare the loss and every
+parameter gradient with torch autograd at float32 (1e-4 relative) over two
+microbatches on one process.
+"""
+
+import re
+
+import numpy as np
+import pytest
+
+from zb_testing import assert_close, require
+
+torch = require("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import zerobubble as zb  # noqa: E402
+from real_models import (MODELS, assert_grads_close,  # noqa: E402
+                         torch_reference)
+from zerobubble._tools import run_tool  # noqa: E402
+
+F64_RTOL = 1e-9
+F32_RTOL = 1e-4
+# Central differences of a float64 loss (zb-run --check-grad): a few 1e-7
+# of rounding noise relative to small gradient entries.
+FD_TOL = 1e-5
+WORST_RE = re.compile(r"check-grad: worst relative error (\S+)")
+
+
+def compiled_gradients(program, batches, tmp_path, check_grad=True):
+    """(loss, grads) from zb-run --grads on ``batches``; with
+    ``check_grad``, also a finite-difference check of every parameter."""
+    model_path = tmp_path / "model.mlir"
+    params, inputs = tmp_path / "params.npz", tmp_path / "inputs.npz"
+    grads_path = tmp_path / "grads.npz"
+    program.save(model_path)
+    program.save_params(params)
+    program.save_inputs(inputs, batches)
+    args = [model_path, "--grads", "--microbatches", len(batches),
+            "--params", params, "--inputs", inputs,
+            "--dump-grads", grads_path]
+    if check_grad:
+        args += ["--check-grad", "--grad-samples", 6, "--grad-tol", FD_TOL]
+    proc = run_tool("zb-run", args)
+    if check_grad:
+        match = WORST_RE.search(proc.stdout)
+        assert match, proc.stdout
+        assert float(match.group(1)) <= FD_TOL, proc.stdout
+    with np.load(grads_path) as data:
+        grads = {k: data[k] for k in data.files}
+    return float(grads.pop("loss")), grads
+
+
+def check_op(name, model, batch, tmp_path, rtol=F64_RTOL, check_grad=True):
+    """from_torch + zb-run (with a finite-difference check unless the
+    gradient is not the loss's derivative by design) against torch
+    autograd, in float64."""
+    model = model.double()
+    batch = tuple(b.double() if b.is_floating_point() else b for b in batch)
+    program = zb.from_torch(model, batch)
+    ref_loss, ref_grads = torch_reference(model, [batch])
+    loss, grads = compiled_gradients(program, [batch], tmp_path,
+                                     check_grad=check_grad)
+    assert loss == pytest.approx(ref_loss, rel=rtol), name
+    assert sorted(grads) == sorted(ref_grads), name
+    for param, grad in ref_grads.items():
+        assert_close(f"{name} grad {param}", grads[param], grad, rtol)
+    return program
+
+
+def weighted(y):
+    """A loss reading every element of ``y`` with a different weight."""
+    w = torch.linspace(-1.0, 2.0, y.numel(), dtype=y.dtype).view(y.shape)
+    return (y * w).sum() + 0.5 * (y * y).sum()
+
+
+class OnInput(nn.Module):
+    """``fn(x + shift, *rest)`` then :func:`weighted`, with a learnable
+    ``shift`` of x's shape (so its gradient is the gradient with respect to
+    fn's input) and the parameters of ``modules``."""
+
+    def __init__(self, shape, fn, **modules):
+        super().__init__()
+        gen = torch.Generator().manual_seed(3)
+        self.shift = nn.Parameter(0.1 * torch.randn(shape, generator=gen))
+        self.fn = fn
+        for key, module in modules.items():
+            setattr(self, key, module)
+
+    def forward(self, x, *rest):
+        return weighted(self.fn(self, x + self.shift, *rest))
+
+
+def randn(*shape, seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# -- padding, indexing, scans -------------------------------------------
+
+
+def test_constant_pad(tmp_path):
+    def fn(m, h):
+        a = F.pad(h, (1, 2, -1, 1), value=0.5)
+        b = torch.constant_pad_nd(h, [0, -2, 2, 0])
+        return torch.cat([a.flatten(), b.flatten()])
+
+    model = OnInput((2, 3, 4, 5), fn)
+    program = check_op("pad", model, (randn(2, 3, 4, 5),), tmp_path)
+    assert "tensor.insert_slice" in program.mlir
+
+
+def test_pad_on_integer_labels(tmp_path):
+    """GPT-2's label shift: pad integer targets with -100 (ignored)."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 6)
+
+        def forward(self, x, labels):
+            shifted = F.pad(labels, (0, 1), value=-100)[:, 1:]
+            return F.cross_entropy(self.lin(x).transpose(1, 2), shifted)
+
+    torch.manual_seed(0)
+    check_op("pad labels", Model(), (randn(2, 5, 4),
+                                     torch.randint(0, 6, (2, 5))), tmp_path)
+
+
+def test_non_constant_pad_is_unsupported():
+    model = OnInput((1, 2, 5), lambda m, h: F.pad(h, (1, 1), mode="reflect"))
+    with pytest.raises(zb.UnsupportedOpError, match="reflect"):
+        zb.from_torch(model, (randn(1, 2, 5),))
+
+
+def test_embedding_padding_idx(tmp_path):
+    """The padding row is looked up (here it is not zero) but gets no
+    gradient, as in PyTorch."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4, padding_idx=2)
+            with torch.no_grad():
+                self.emb.weight[2] = torch.tensor([0.5, -1.0, 2.0, 0.25])
+
+        def forward(self, ids):
+            return weighted(self.emb(ids))
+
+    torch.manual_seed(0)
+    ids = torch.tensor([[1, 2, 3, 2], [9, 0, 2, 1]])
+    # No finite-difference check: the padding row changes the loss, but by
+    # definition gets no gradient.
+    program = check_op("embedding padding_idx", Model(), (ids,), tmp_path,
+                       check_grad=False)
+    assert "zb.range = 10" in program.mlir
+
+
+def test_gather_index_select_take_along_dim_index(tmp_path):
+    def fn(m, h, i):
+        a = torch.gather(h, 1, i)
+        b = torch.index_select(h, 2, i[0, 0, :3] % 5)
+        c = torch.take_along_dim(h, i[:, :2], dim=1)
+        d = h[:, i[1] % 3]
+        e = h[i[0, :2] % 2, :, i[1, :2] % 5 - 5]
+        f = torch.take_along_dim(h, i[:, :1] + 2)
+        return torch.cat([a.flatten(), b.flatten(), c.flatten(), d.flatten(),
+                          e.flatten(), f.flatten()])
+
+    model = OnInput((2, 3, 5), fn)
+    gen = torch.Generator().manual_seed(5)
+    index = torch.randint(0, 3, (2, 3, 5), generator=gen)
+    check_op("gather", model, (randn(2, 3, 5), index), tmp_path)
+
+
+def test_chunk_cumsum_sin_cos(tmp_path):
+    def fn(m, h):
+        a, b = h.chunk(2, dim=-1)
+        c = torch.cumsum(a, dim=1) * torch.sin(b) + torch.cos(h[..., :3])
+        return torch.cat([c.flatten(), torch.cumsum(h, 0).flatten()])
+
+    model = OnInput((2, 4, 6), fn)
+    check_op("cumsum", model, (randn(2, 4, 6),), tmp_path)
+
+
+# -- convolution and pooling --------------------------------------------
+
+
+def test_conv2d_stride_padding_bias(tmp_path):
+    model = OnInput((2, 3, 7, 6), lambda m, h: m.conv(h),
+                    conv=nn.Conv2d(3, 4, 3, stride=2, padding=1))
+    program = check_op("conv2d", model, (randn(2, 3, 7, 6),), tmp_path)
+    assert "linalg.matmul" in program.mlir
+
+
+def test_conv2d_groups_dilation(tmp_path):
+    model = OnInput((2, 4, 8, 7), lambda m, h: m.conv(h),
+                    conv=nn.Conv2d(4, 6, (3, 2), stride=(1, 2), padding=(2, 1),
+                                   dilation=(2, 1), groups=2, bias=False))
+    check_op("grouped conv2d", model, (randn(2, 4, 8, 7),), tmp_path)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+def test_conv1d_same_padding(tmp_path):
+    model = OnInput((2, 3, 9), lambda m, h: m.conv(h),
+                    conv=nn.Conv1d(3, 2, 4, padding="same"))
+    check_op("conv1d", model, (randn(2, 3, 9),), tmp_path)
+
+
+def test_transposed_conv_is_unsupported():
+    model = OnInput((1, 2, 4, 4), lambda m, h: m.conv(h),
+                    conv=nn.ConvTranspose2d(2, 2, 3))
+    with pytest.raises(zb.UnsupportedOpError, match="conv"):
+        zb.from_torch(model, (randn(1, 2, 4, 4),))
+
+
+def test_pooling(tmp_path):
+    def fn(m, h):
+        a = F.max_pool2d(h, 3, stride=2, padding=1)
+        b, _ = F.max_pool2d(h, 2, return_indices=True)
+        c = F.avg_pool2d(h, 3, stride=2, padding=1)
+        d = F.avg_pool2d(h, (2, 3), stride=(2, 1), padding=(1, 1),
+                         count_include_pad=False, ceil_mode=True)
+        e = F.adaptive_avg_pool2d(h, (2, 3))
+        f = F.adaptive_avg_pool2d(h, (4, 5))
+        g = F.adaptive_avg_pool2d(h, 1)
+        k = F.max_pool2d(h, 2, stride=2, ceil_mode=True, dilation=1)
+        return torch.cat([t.flatten() for t in (a, b, c, d, e, f, g, k)])
+
+    model = OnInput((2, 2, 6, 9), fn)
+    check_op("pooling", model, (randn(2, 2, 6, 9),), tmp_path)
+
+
+# -- normalisation --------------------------------------------------------
+
+
+def test_batch_norm_train_and_eval(tmp_path):
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            gen = torch.Generator().manual_seed(3)
+            self.shift = nn.Parameter(0.1 * torch.randn(4, 3, 5, 2,
+                                                        generator=gen))
+            self.train_bn = nn.BatchNorm2d(3)
+            self.eval_bn = nn.BatchNorm2d(3).eval()
+            self.bn1d = nn.BatchNorm1d(3, affine=False)
+            with torch.no_grad():
+                for bn in (self.train_bn, self.eval_bn):
+                    bn.weight.copy_(torch.tensor([1.5, -0.5, 0.8]))
+                    bn.bias.copy_(torch.tensor([0.1, 0.2, -0.3]))
+                    bn.running_mean.copy_(torch.tensor([0.2, -0.1, 0.3]))
+                    bn.running_var.copy_(torch.tensor([0.5, 2.0, 1.2]))
+
+        def forward(self, x):
+            h = x + self.shift
+            a = self.train_bn(h)
+            b = self.eval_bn(h)
+            c = self.bn1d(h.flatten(2))
+            d = F.batch_norm(h, None, None, training=True)
+            return weighted(torch.cat([a.flatten(), b.flatten(), c.flatten(),
+                                       d.flatten()]))
+
+    model = Model()
+    model.train_bn.train()
+    model.bn1d.train()
+    check_op("batch_norm", model, (randn(4, 3, 5, 2),), tmp_path)
+
+
+def test_group_norm_and_rms_norm(tmp_path):
+    def fn(m, h):
+        a = m.gn(h)
+        b = m.rms(h)
+        c = F.rms_norm(h, (5,), eps=1e-3)
+        d = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return torch.cat([a.flatten(), b.flatten(), c.flatten(), d.flatten()])
+
+    torch.manual_seed(0)
+    gn, rms = nn.GroupNorm(2, 4), nn.RMSNorm((3, 5))
+    with torch.no_grad():
+        gn.weight.uniform_(0.5, 1.5)
+        gn.bias.uniform_(-0.5, 0.5)
+        rms.weight.uniform_(0.5, 1.5)
+    model = OnInput((2, 4, 3, 5), fn, gn=gn, rms=rms)
+    check_op("group_norm rms_norm", model, (randn(2, 4, 3, 5),), tmp_path)
+
+
+def test_native_normalisation_forms(tmp_path):
+    """The ATen forms after decomposition, with their statistics outputs
+    (batch norm's carry no gradient in PyTorch; group norm's do)."""
+    aten = torch.ops.aten
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            gen = torch.Generator().manual_seed(3)
+            self.shift = nn.Parameter(0.1 * torch.randn(2, 3, 2, 2,
+                                                        generator=gen))
+            self.w = nn.Parameter(torch.tensor([1.5, -0.5, 0.8]))
+            self.b = nn.Parameter(torch.tensor([0.1, 0.2, -0.3]))
+            self.conv = nn.Parameter(0.3 * torch.randn(4, 3, 2, 2,
+                                                       generator=gen))
+            self.register_buffer("rm", torch.tensor([0.2, -0.1, 0.3]))
+            self.register_buffer("rv", torch.tensor([0.5, 2.0, 1.2]))
+
+        def forward(self, x):
+            h = x + self.shift
+            w, b, rm, rv = self.w, self.b, self.rm, self.rv
+            a, m1, r1 = aten.native_batch_norm(h, w, b, rm, rv, True, 0.1,
+                                               1e-5)
+            e1 = aten._native_batch_norm_legit_no_training(h, w, b, rm, rv,
+                                                           0.1, 1e-5)[0]
+            c, m2, r2 = aten._native_batch_norm_legit(
+                h, w, b, rm.clone(), rv.clone(), True, 0.1, 1e-5)
+            d = aten._native_batch_norm_legit_functional(h, w, b, rm, rv,
+                                                         True, 0.1, 1e-5)
+            g, gm, gr = aten.native_group_norm(h, w, b, 2, 3, 4, 1, 1e-5)
+            f, fr = aten._fused_rms_norm(h, [2], w[:2], 1e-5)
+            k = aten.convolution(h, self.conv, b[:2].repeat(2), [1, 1],
+                                 [1, 0], [1, 1], False, [0, 0], 1)
+            parts = (a, e1, c, d[0], g, f, k, m1 * r1, m2 + r2, d[1], d[2],
+                     d[3], d[4], gm, gr, fr)
+            return weighted(torch.cat([p.flatten() for p in parts]))
+
+    # No finite differences: batch norm's statistics outputs change with
+    # the input but carry no gradient.
+    check_op("native norms", Model(), (randn(2, 3, 2, 2),), tmp_path,
+             check_grad=False)
+
+
+# -- in-place ops, clamps, detach ----------------------------------------
+
+
+def test_in_place_ops_and_clamps(tmp_path):
+    def fn(m, h):
+        y = h.clone()
+        y.add_(0.5)
+        y.mul_(h)
+        y.sub_(h, alpha=0.5)
+        y.div_(1.5)
+        z = F.relu(y.clone(), inplace=True)
+        z = z + F.hardtanh(y.clone(), -0.3, 0.4)
+        z.add_(F.relu6(y * 8))
+        w = torch.clamp(y, -0.2, 0.3) + y.clamp_min(0.1) + y.clamp_max(-0.1)
+        w.clamp_(-1.0, 0.9)
+        v = torch.clamp(y, min=h[0])
+        return torch.cat([z.flatten(), w.flatten(), v.flatten()])
+
+    model = OnInput((2, 3, 4), fn)
+    check_op("in-place", model, (randn(2, 3, 4),), tmp_path)
+
+
+def test_detach_stops_the_gradient(tmp_path):
+    def fn(m, h):
+        scale = (h * h).sum().detach()
+        return h * scale + h.detach() ** 3
+
+    model = OnInput((3, 4), fn)
+    check_op("detach", model, (randn(3, 4),), tmp_path, check_grad=False)
+
+
+def test_in_place_update_of_a_read_view_is_unsupported():
+    def fn(m, h):
+        h = h * 2
+        h[:, 0].add_(1.0)
+        return h
+
+    with pytest.raises(zb.UnsupportedOpError, match="view"):
+        zb.from_torch(OnInput((3, 4), fn), (randn(3, 4),))
+
+
+# -- attention and losses -----------------------------------------------
+
+
+def test_grouped_query_attention(tmp_path):
+    """scaled_dot_product_attention(enable_gqa=True): 4 query heads on 2
+    key/value heads."""
+
+    def fn(m, h):
+        q = h[:, :4]
+        k, v = h[:, 4:6], h[:, 6:]
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                              enable_gqa=True)
+
+    model = OnInput((2, 8, 5, 3), fn)
+    check_op("gqa", model, (randn(2, 8, 5, 3),), tmp_path)
+
+
+
+def test_cross_entropy_over_extra_dims(tmp_path):
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+
+        def forward(self, x, target):
+            logits = self.lin(x).permute(0, 3, 1, 2)      # [N, C, d1, d2]
+            mean = F.cross_entropy(logits, target, ignore_index=1)
+            total = F.cross_entropy(logits, target, reduction="sum")
+            each = F.cross_entropy(logits, target, reduction="none")
+            nll = F.nll_loss(F.log_softmax(logits, 1), target)
+            return mean + 0.1 * total + weighted(each) + nll
+
+    torch.manual_seed(0)
+    target = torch.randint(0, 5, (2, 3, 2),
+                           generator=torch.Generator().manual_seed(2))
+    target[0, 0, 0] = 1
+    check_op("cross_entropy nd", Model(), (randn(2, 3, 2, 4), target),
+             tmp_path)
+
+
+# -- whole models -------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_matches_autograd(name):
+    torch.manual_seed(0)
+    model, batches = MODELS[name]()
+    program = zb.from_torch(model, batches[0])
+    ref_loss, ref_grads = torch_reference(model, batches)
+    for alias, kept in program.tied.items():
+        # A tied parameter is one parameter: PyTorch lists it once.
+        assert alias not in ref_grads and kept in ref_grads
+    result = zb.gradients(program, microbatches=len(batches), inputs=batches)
+    assert result.loss == pytest.approx(ref_loss, rel=F32_RTOL), name
+    assert_grads_close(name, result.grads, ref_grads, F32_RTOL)
