@@ -263,6 +263,11 @@ class _Translator:
                 self._call(node)
             elif node.op == "output":
                 loss = self._output(node)
+            elif node.op == "get_attr":
+                # A submodule of a higher-order op (a torch.no_grad()
+                # region, as Llama's rotary embedding has).
+                self.env[node] = getattr(self.exported.graph_module,
+                                         node.target)
             elif node.op != "placeholder":
                 raise FrontendError(f"unsupported graph node '{node.op}'")
 

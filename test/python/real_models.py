@@ -1,5 +1,6 @@
-"""The real models of the frontend tests: Hugging Face GPT-2 and BERT,
-torchvision's vision transformer, tiny and randomly
+"""The real models of the frontend tests: Hugging Face GPT-2, Llama (grouped
+and full key/value heads) and BERT, torchvision's vision transformer, tiny
+and randomly
 initialised (nothing is downloaded), each wrapped so that ``model(*data)``
 returns the model's own training loss for one microbatch."""
 
@@ -45,6 +46,16 @@ def gpt2(count=2, seed=7, layers=2):
             _ids(count, seed=seed))
 
 
+def llama(kv_heads, count=2, seed=7):
+    transformers = require("transformers")
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=kv_heads, vocab_size=64,
+        max_position_embeddings=32, bos_token_id=0, eos_token_id=0)
+    return (LossOf(transformers.LlamaForCausalLM(config)).eval(),
+            _ids(count, seed=seed))
+
+
 def bert(count=2, seed=7):
     transformers = require("transformers")
     config = transformers.BertConfig(
@@ -76,10 +87,11 @@ def vit(count=2, seed=7):
             _images(count, (2, 3, 16, 16), seed=seed))
 
 
-# Llama (its rotary embedding's buffers reach the exported graph as
-# get_attr nodes) and ResNet-18 (zb-run crashes in MLIR's
-# buffer-results-to-out-params) do not compile yet.
-MODELS = {"gpt2": gpt2, "bert": bert, "vit": vit}
+# ResNet-18 does not compile yet: zb-run crashes in MLIR's
+# buffer-results-to-out-params when a public gradient function returns one
+# value for two parameters (two batch-norm biases get the same gradient).
+MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
+          "llama_mha": lambda **kw: llama(2, **kw), "bert": bert, "vit": vit}
 
 
 def torch_reference(model, batches):

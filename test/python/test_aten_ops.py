@@ -8,8 +8,8 @@ it and ``zb-run --grads --check-grad`` computes the loss and every gradient
 (and compares a sample with central finite differences); both must equal
 torch autograd's to 1e-9 relative.
 
-The model tests translate the models of real_models.py (GPT-2 and BERT
-from transformers, torchvision's vision transformer; tiny and randomly
+The model tests translate the models of real_models.py (GPT-2, Llama and
+BERT from transformers, torchvision's vision transformer; tiny and randomly
 initialised), each with its own loss, and compare the loss and every
 parameter gradient with torch autograd at float32 (1e-4 relative) over two
 microbatches on one process.
