@@ -7,6 +7,7 @@
 #include "zb/Conversion/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/BitVector.h"
@@ -18,6 +19,28 @@ namespace zb {
 
 using namespace mlir;
 
+/// A public function keeps its signature (callers outside the module rely
+/// on it): each repeat of a returned buffer becomes a copy of its own.
+static void copyRepeatedResults(func::FuncOp fn) {
+  fn.walk([&](func::ReturnOp ret) {
+    OpBuilder b(ret);
+    for (unsigned i = 0, e = ret.getNumOperands(); i < e; ++i) {
+      Value v = ret.getOperand(i);
+      auto type = dyn_cast<MemRefType>(v.getType());
+      if (!type || !type.hasStaticShape() ||
+          !llvm::is_contained(ret.getOperands().take_front(i), v))
+        continue;
+      Value copy = memref::AllocOp::create(
+          b, ret.getLoc(),
+          MemRefType::get(type.getShape(), type.getElementType()));
+      memref::CopyOp::create(b, ret.getLoc(), v, copy);
+      if (copy.getType() != type)
+        copy = memref::CastOp::create(b, ret.getLoc(), type, copy);
+      ret.setOperand(i, copy);
+    }
+  });
+}
+
 namespace {
 struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
   void runOnOperation() override {
@@ -25,8 +48,12 @@ struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
     SymbolTableCollection symbols;
     SymbolUserMap users(symbols, module);
     for (auto fn : module.getOps<func::FuncOp>()) {
-      if (fn.isPublic() || fn.isExternal())
+      if (fn.isExternal())
         continue;
+      if (fn.isPublic()) {
+        copyRepeatedResults(fn);
+        continue;
+      }
       SmallVector<func::ReturnOp> returns;
       fn.walk([&](func::ReturnOp r) { returns.push_back(r); });
       if (returns.size() != 1)

@@ -55,13 +55,16 @@ def ZBApproximateMath : Pass<"zb-approximate-math"> {
 }
 
 def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
-  let summary = "Return each value of a private function once";
+  let summary = "Return each value of a function once";
   let description = [{
     After bufferization two tensor results of a function may become the
     same buffer. For every private `func.func` whose `return` repeats a
     value, the repeats are dropped from the signature and every call's
     extra results replaced by the first one, so that results can become
-    out-parameters.
+    out-parameters. A public function keeps its signature: each repeat is
+    returned as a copy of its own (a model's gradient function can return
+    one value for two parameters, such as two biases whose gradients are
+    the same sum).
   }];
 }
 
