@@ -1,6 +1,6 @@
 """The real models of the frontend tests: Hugging Face GPT-2, Llama (grouped
-and full key/value heads) and BERT, torchvision's vision transformer, tiny
-and randomly
+and full key/value heads) and BERT, torchvision's vision transformer and
+ResNet-18, tiny and randomly
 initialised (nothing is downloaded), each wrapped so that ``model(*data)``
 returns the model's own training loss for one microbatch."""
 
@@ -87,11 +87,19 @@ def vit(count=2, seed=7):
             _images(count, (2, 3, 16, 16), seed=seed))
 
 
-# ResNet-18 does not compile yet: zb-run crashes in MLIR's
-# buffer-results-to-out-params when a public gradient function returns one
-# value for two parameters (two batch-norm biases get the same gradient).
+def resnet18(count=2, seed=7):
+    """Training-mode batch norm. 64x64 images: at 32x32 the last block's
+    batch norm sees one pixel of two images, where PyTorch's own float32
+    gradients are far from its float64 ones."""
+    torchvision = require("torchvision")
+    model = LossOf(torchvision.models.resnet18(num_classes=10),
+                   F.cross_entropy).train()
+    return model, _images(count, (2, 3, 64, 64), seed=seed)
+
+
 MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
-          "llama_mha": lambda **kw: llama(2, **kw), "bert": bert, "vit": vit}
+          "llama_mha": lambda **kw: llama(2, **kw), "bert": bert, "vit": vit,
+          "resnet18": resnet18}
 
 
 def torch_reference(model, batches):

@@ -369,6 +369,18 @@ def test_detach_stops_the_gradient(tmp_path):
     check_op("detach", model, (randn(3, 4),), tmp_path, check_grad=False)
 
 
+def test_no_grad_region_stops_the_gradient(tmp_path):
+    """torch.no_grad() in forward: export makes it a higher-order op whose
+    submodule is a get_attr node; no gradient flows out of it."""
+    def fn(m, h):
+        with torch.no_grad():
+            scale = torch.tanh(h).sum()
+        return h * scale
+
+    model = OnInput((3, 4), fn)
+    check_op("no_grad", model, (randn(3, 4),), tmp_path, check_grad=False)
+
+
 def test_in_place_update_of_a_read_view_is_unsupported():
     def fn(m, h):
         h = h * 2

@@ -4,7 +4,9 @@ with its own loss; see real_models.py), through ``from_torch`` and
 ``zb-run --np 2``.
 
 ZB-H1 on two ranks, five AdamW steps: torch's loss curve, the last step's
-gradients and the trained parameters, all to 1e-4 relative. (ZB-V is not
+gradients and the trained parameters, to 1e-4 relative of PyTorch in
+float64 (or within 4x of PyTorch's own float32 error where the model
+amplifies rounding more). (ZB-V is not
 here yet: its generator finds no candidate schedule for the cost model's
 uneven stages of these models; test_tied_params.py runs ZB-V with marked
 stages.)
@@ -16,61 +18,92 @@ they stayed bitwise equal. The one-process gradients of the same models
 are in test_aten_ops.py.
 """
 
+import copy
+
 import numpy as np
 import pytest
 
-from zb_testing import assert_close, require
+from zb_testing import require
 
 torch = require("torch")
 
 import zerobubble as zb  # noqa: E402
-from real_models import (MODELS, assert_grads_close,  # noqa: E402
-                         torch_reference)
+from real_models import MODELS, torch_reference  # noqa: E402
 
 RTOL = 1e-4
 STEPS = 5
 LR = 1e-3
 
 
-def trained_in_torch(model, data, lr):
-    """Losses per step and the last step's gradients of AdamW training."""
+def trained_in_torch(model, data, lr, dtype):
+    """AdamW training of a copy of ``model`` in ``dtype``: the losses per
+    step, the last step's gradients and the trained parameters."""
+    model = copy.deepcopy(model).to(dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
     for batches in data:
+        batches = [tuple(x.to(dtype) if x.is_floating_point() else x
+                         for x in mb) for mb in batches]
         loss, grads = torch_reference(model, batches)
         losses.append(loss)
         opt.step()
-    return losses, grads
+    params = {n: p.detach().double().numpy()
+              for n, p in model.named_parameters()}
+    return losses, grads, params
+
+
+def rel_err(ours, ref, floor=0.0):
+    """max |ours - ref| relative to max(max |ref|, floor)."""
+    ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
+    scale = max(float(np.abs(ref).max()), floor, 1e-30)
+    return float(np.abs(ours - ref).max()) / scale
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zb_h1_adamw_matches_torch(name):
+    """The reference is PyTorch in float64; each figure must be within
+    1e-4 of it, or within 4x of PyTorch's own float32 error where that is
+    larger (ResNet-18 with batch norm over two images amplifies rounding:
+    PyTorch's float32 loss curve leaves its float64 one by ~2e-3 in five
+    steps)."""
     torch.manual_seed(0)
     model, first = MODELS[name](count=2)
     data = [first] + [MODELS[name](count=2, seed=20 + s)[1]
                       for s in range(1, STEPS)]
     program = zb.from_torch(model, first[0])
     initial = {k: v.copy() for k, v in program.params.items()}
-    ref_losses, ref_grads = trained_in_torch(model, data, LR)
+    exact = trained_in_torch(model, data, LR, torch.float64)
+    single = trained_in_torch(model, data, LR, torch.float32)
     result = zb.run(program, ranks=2, schedule="zb-h1", microbatches=2,
                     steps=STEPS, optimizer="adamw", lr=LR, params=initial,
                     inputs=data)
-    np.testing.assert_allclose(result.losses, ref_losses, rtol=RTOL,
-                               err_msg=name)
-    assert_grads_close(f"{name} zb-h1", result.grads, ref_grads, RTOL)
-    trained = {n: p.detach().numpy() for n, p in model.named_parameters()}
-    assert sorted(result.params) == sorted(trained), name
-    # Entries whose gradient vanishes in exact arithmetic (attention's key
-    # bias: softmax ignores a per-row shift) get rounding noise, which
-    # AdamW scales up to steps of about lr on either side; they are left
-    # out of the comparison of the trained values.
-    largest = max(float(np.abs(g).max()) for g in ref_grads.values())
-    for param, value in trained.items():
-        live = np.abs(ref_grads[param]) > 1e-5 * largest
-        if not live.any():
-            continue
-        assert_close(f"{name} param {param}", result.params[param][live],
-                     value[live], RTOL)
+
+    def check(what, ours, exact_value, single_value, floor=0.0):
+        tol = max(RTOL, 4 * rel_err(single_value, exact_value, floor))
+        err = rel_err(ours, exact_value, floor)
+        assert err <= tol, (f"{name} {what}: relative error {err:.2e} > "
+                            f"{tol:.1e}")
+
+    for step, (ours, e, f) in enumerate(zip(result.losses, exact[0],
+                                            single[0])):
+        check(f"loss of step {step}", ours, e, f)
+    assert sorted(result.grads) == sorted(exact[1]), name
+    # Gradients relative to their largest entry, but at least 1e-3 of the
+    # model's largest (attention's key bias has a zero gradient in exact
+    # arithmetic).
+    largest = max(float(np.abs(g).max()) for g in exact[1].values())
+    for param, grad in exact[1].items():
+        check(f"grad {param}", result.grads[param], grad, single[1][param],
+              floor=1e-3 * largest)
+    assert sorted(result.params) == sorted(exact[2]), name
+    # Entries whose gradient vanishes in exact arithmetic get rounding
+    # noise, which AdamW scales up to steps of about lr on either side;
+    # they are left out of the comparison of the trained values.
+    for param, value in exact[2].items():
+        live = np.abs(exact[1][param]) > 1e-5 * largest
+        if live.any():
+            check(f"param {param}", result.params[param][live], value[live],
+                  single[2][param][live])
     if program.tied:
         # The tied weight is one tensor in the result, as in torch.
         for alias, kept in program.tied.items():
