@@ -126,7 +126,8 @@ static FailureOr<SmallVector<int64_t>> stagesFromCuts(const OpGraph &graph,
 }
 
 /// Stages from the cost model: a dynamic program over the valid cut points
-/// minimising the most expensive stage, then the bytes transferred.
+/// minimising the most expensive stage, then the bytes transferred and the
+/// bytes of parameters the cuts make shared.
 static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
                                                        func::FuncOp fn,
                                                        int64_t numStages) {
@@ -153,9 +154,10 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
   // activation (and, inside a residual block, the residual stream), not a
   // fan of intermediates.
   constexpr int64_t kMaxLive = 2;
-  // A parameter belongs to one stage: no cut between its first and last
-  // user.
-  SmallVector<bool> splitsParam(n, false);
+  // A cut between a parameter's first and last user makes it shared (each
+  // side holds a copy and the step sums their gradients): allowed, as a
+  // tied embedding must be, but its bytes count like transferred ones.
+  SmallVector<int64_t> splitBytes(n, 0);
   for (BlockArgument arg : fn.getArguments()) {
     if (!fn.getArgAttr(arg.getArgNumber(), kParamAttr))
       continue;
@@ -167,19 +169,17 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
         last = i;
       }
     for (int64_t b = first; b >= 0 && b < last; ++b)
-      splitsParam[b] = true;
+      splitBytes[b] += estimateBytes(arg.getType());
   }
   SmallVector<unsigned> cuts;
   for (unsigned b = 0; b + 1 < n; ++b)
-    if (liveCount[b] >= 1 && liveCount[b] <= kMaxLive && !splitsParam[b])
+    if (liveCount[b] >= 1 && liveCount[b] <= kMaxLive)
       cuts.push_back(b);
   if (cuts.size() < static_cast<size_t>(numStages - 1))
     return fn.emitError("only ")
            << cuts.size() << " points in '" << fn.getSymName()
-           << "' have at most " << kMaxLive
-           << " values live across them and split no parameter's users; "
-           << numStages
-           << " stages need " << numStages - 1
+           << "' have at most " << kMaxLive << " values live across them; "
+           << numStages << " stages need " << numStages - 1
            << " (place pipe.cut markers to choose the cuts)";
 
   // best[s][c]: stages 0..s with stage s ending at cut c (or at the end).
@@ -199,7 +199,8 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
           continue;
         double cost = prefix[endOf(c) + 1] - prefix[cuts[p] + 1];
         Score score = {std::max(best[s - 1][p].first, cost),
-                       best[s - 1][p].second + liveBytes[cuts[p]]};
+                       best[s - 1][p].second + liveBytes[cuts[p]] +
+                           splitBytes[cuts[p]]};
         if (score < best[s][c]) {
           best[s][c] = score;
           from[s][c] = p;

@@ -1,6 +1,7 @@
 // RUN: zb-opt %s --zb-partition-stages="stages=3" --zb-autodiff --zb-split-backward --zb-schedule="schedule=zb-h1 microbatches=2" --zb-insert-comm | FileCheck %s
 // RUN: zb-opt %s --zb-partition-stages="stages=3" --zb-autodiff --zb-split-backward --zb-schedule="schedule=zb-h1 microbatches=2" --zb-insert-comm --zb-lower-to-runtime | FileCheck %s --check-prefix=STEP
 // RUN: zb-opt %s --zb-partition-stages="stages=3" --zb-autodiff --zb-split-backward --zb-schedule="schedule=zb-h1 microbatches=2" --zb-insert-comm --zb-lower-to-runtime=unroll=true | FileCheck %s --check-prefix=UNROLLED
+// RUN: zb-opt %s --zb-strip-cuts --zb-partition-stages="stages=2" | FileCheck %s --check-prefix=COST
 
 // A tied weight: %w is read by the first and the last of three stages
 // (GPT-2's wte/lm_head). Each of those stages holds it as a parameter of its
@@ -44,6 +45,12 @@
 // STEP-LABEL:  func.func @zb_rank2_step
 // STEP:          func.call @zbrt_group_sum_f32
 // STEP:          call @zbrt_wait_group_sums()
+
+// Without markers the cost model may cut between a parameter's uses too:
+// the stages balance, and both hold the tied weight.
+// COST-LABEL: func.func @shared
+// COST:         pipe.stage 0 on rank 0 data(%{{.*}}) params(%[[W:[^,]*]], %{{.*}} : tensor<4xf32>, tensor<4xf32>)
+// COST:         pipe.stage 1 on rank 1 inputs(%{{.*}}) params(%[[W]] : tensor<4xf32>)
 
 // The unrolled form sums a copy of the running sum in place.
 // UNROLLED-LABEL: func.func @zb_rank0_step

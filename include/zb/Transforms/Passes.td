@@ -114,12 +114,14 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
       dynamic program over the valid cut points (positions in program order
       where at most two tensors, the activation and a residual, are live
       across the boundary) minimise the most expensive stage; ties go to the
-      smaller transfer.
+      smaller transfer plus the bytes of the parameters a cut makes shared.
 
     Values crossing a boundary become the stage's `inputs` and the previous
     stage's results (values skipping a stage are handed through it);
-    parameters go to the stage that uses them (a parameter used by two
-    stages is an error); data arguments are `data` of every stage that
+    parameters go to the stages that use them (a parameter used by two
+    stages, such as a tied embedding, is a parameter of both, and the
+    schedule sums its gradient over the ranks holding it, see
+    `sched.allreduce`); data arguments are `data` of every stage that
     reads them; constants and `tensor.empty` are recreated where used.
     Placement `loop` puts stage s on rank s mod P; `v` (two chunks) puts
     stages r and 2P−1−r on rank r.
