@@ -508,8 +508,23 @@ static Result<Schedule> vShape(const std::string &name,
       return block;
   }
   Result<Schedule> schedule = autoSchedule(problem, limit);
-  if (schedule)
+  if (schedule) {
     schedule->name = name;
+    return schedule;
+  }
+  // The heuristic can find nothing within the limit (very uneven stages);
+  // zb-v then falls back to a V building block that fits it.
+  if (name == "zb-v")
+    for (const char *block : {"v-half", "v-min"}) {
+      Result<Schedule> fallback = vBlock(block, problem);
+      if (fallback && fits(problem, *fallback, limit)) {
+        fallback->note = "zb-v: the heuristic found no schedule within the "
+                         "memory limit (" +
+                         schedule.error() + "); using the " + block +
+                         " building block";
+        return fallback;
+      }
+    }
   return schedule;
 }
 

@@ -235,6 +235,8 @@ int main(int argc, char **argv) {
     Result<Schedule> generated = generateSchedule(flags["schedule"], problem);
     if (!generated)
       return fail(generated.error());
+    if (!generated->note.empty())
+      std::cerr << "zb-sched: note: " << generated->note << "\n";
     schedule = std::move(*generated);
   }
 

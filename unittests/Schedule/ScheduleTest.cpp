@@ -306,3 +306,37 @@ TEST(Simulator, ReportsDeadlock) {
   ASSERT_FALSE(sim.ok());
   EXPECT_NE(sim.error().find("deadlock"), std::string::npos);
 }
+
+// The four V stages the cost model made of a small GPT-2 (almost all work
+// in stage 0, a B of 0 there): the zb-v heuristic finds nothing within
+// p * M_B, and zb-v falls back to a V building block that fits, saying so.
+TEST(VSchedules, ZbVFallsBackOnUnevenStages) {
+  Problem problem;
+  problem.numRanks = 2;
+  problem.numChunks = 2;
+  problem.placement = Placement::V;
+  problem.numMicrobatches = 2;
+  problem.stageCostF = {2004992.0, 12448.0, 64.0, 1.0};
+  problem.stageCostB = {0.0, 26880.0, 0.0, 6.0};
+  problem.stageCostW = {4066976.0, 0.0, 0.0, 0.0};
+  problem.memB = 549384.0;
+  problem.memW = 459264.0;
+  ASSERT_FALSE(autoSchedule(problem, targetMemoryLimit("zb-v", problem)).ok());
+  Result<Schedule> schedule = generateSchedule("zb-v", problem);
+  ASSERT_TRUE(schedule.ok()) << schedule.error();
+  EXPECT_EQ(schedule->name, "zb-v");
+  EXPECT_NE(schedule->note.find("building block"), std::string::npos)
+      << schedule->note;
+  Problem limited = problem;
+  limited.memLimit = targetMemoryLimit("zb-v", problem);
+  EXPECT_TRUE(validate(limited, *schedule).empty());
+  // A problem the heuristic solves has no note.
+  Result<Schedule> even = generateSchedule("zb-v", [] {
+    Problem p = makeProblem(2, 4, 1, 1, 1);
+    p.numChunks = 2;
+    p.placement = Placement::V;
+    return p;
+  }());
+  ASSERT_TRUE(even.ok()) << even.error();
+  EXPECT_TRUE(even->note.empty()) << even->note;
+}

@@ -55,6 +55,9 @@ struct Schedule {
   std::string name;
   /// ranks[r] is rank r's program order.
   std::vector<std::vector<Action>> ranks;
+  /// Set when the generator fell back to another construction: why, and
+  /// what it used instead (tools show it to the user).
+  std::string note;
 
   std::size_t numActions() const;
   bool operator==(const Schedule &other) const { return ranks == other.ranks; }

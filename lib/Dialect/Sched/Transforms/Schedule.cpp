@@ -313,6 +313,8 @@ LogicalResult SchedulePass::schedule() {
   if (!generated)
     return func->emitError() << "cannot generate schedule '" << scheduleName
                              << "': " << generated.error();
+  if (!generated->note.empty())
+    emitRemark(func->getLoc()) << generated->note;
   // Fixed-shape schedules do not look at the limit: check it.
   if (memLimit > 0) {
     std::vector<zs::Diagnostic> diagnostics = zs::validate(problem, *generated);
