@@ -6,10 +6,9 @@ with its own loss; see real_models.py), through ``from_torch`` and
 ZB-H1 on two ranks, five AdamW steps: torch's loss curve, the last step's
 gradients and the trained parameters, to 1e-4 relative of PyTorch in
 float64 (or within 4x of PyTorch's own float32 error where the model
-amplifies rounding more). (ZB-V is not
-here yet: its generator finds no candidate schedule for the cost model's
-uneven stages of these models; test_tied_params.py runs ZB-V with marked
-stages.)
+amplifies rounding more). Then one step with ZB-V (two chunks per rank,
+four stages) on two ranks, and a four-block GPT-2 on four ranks: the loss
+and every gradient against autograd.
 
 GPT-2's tied wte/lm_head weight is one parameter held by the first and the
 last stage; its copies are summed over the ranks that hold them and, since
@@ -28,7 +27,8 @@ from zb_testing import require
 torch = require("torch")
 
 import zerobubble as zb  # noqa: E402
-from real_models import MODELS, torch_reference  # noqa: E402
+from real_models import (MODELS, assert_grads_close,  # noqa: E402
+                         torch_reference)
 
 RTOL = 1e-4
 STEPS = 5
@@ -108,3 +108,30 @@ def test_zb_h1_adamw_matches_torch(name):
         # The tied weight is one tensor in the result, as in torch.
         for alias, kept in program.tied.items():
             assert alias not in result.params and kept in result.params
+
+
+def one_step(name, ranks, schedule, chunks=None, **kwargs):
+    """One pipelined step against torch autograd: loss and gradients."""
+    torch.manual_seed(0)
+    model, batches = MODELS[name](count=2, **kwargs)
+    program = zb.from_torch(model, batches[0])
+    ref_loss, ref_grads = torch_reference(model, batches)
+    result = zb.run(program, ranks=ranks, schedule=schedule, chunks=chunks,
+                    microbatches=2, steps=1, lr=0.1, inputs=batches)
+    assert result.losses[0] == pytest.approx(ref_loss, rel=RTOL), name
+    assert_grads_close(f"{name} {schedule} P={ranks}", result.grads,
+                       ref_grads, RTOL)
+    return program
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zb_v_gradients_match_autograd(name):
+    """ZB-V: two chunks per rank in a V, four stages on two ranks."""
+    one_step(name, 2, "zb-v", chunks=2)
+
+
+def test_gpt2_on_four_ranks():
+    """A four-block GPT-2 on four ranks: the tied weight's first and last
+    users are on ranks 0 and 3."""
+    program = one_step("gpt2", 4, "zb-h1", layers=4)
+    assert program.tied
