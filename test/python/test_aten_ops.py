@@ -408,7 +408,6 @@ def test_grouped_query_attention(tmp_path):
     check_op("gqa", model, (randn(2, 8, 5, 3),), tmp_path)
 
 
-
 def test_cross_entropy_over_extra_dims(tmp_path):
     class Model(nn.Module):
         def __init__(self):
