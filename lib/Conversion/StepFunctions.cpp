@@ -477,14 +477,6 @@ LogicalResult RankLowering::planBackwardWeight(Action &a) {
   return success();
 }
 
-/// The name a sched program gives parameter `arg` of `model`: its
-/// `zb.param` string, else "arg<N>".
-static std::string paramName(func::FuncOp model, int64_t arg) {
-  if (auto name = model.getArgAttrOfType<StringAttr>(arg, kParamAttr))
-    return name.str();
-  return "arg" + std::to_string(arg);
-}
-
 LogicalResult RankLowering::planReduction(Action &a,
                                           sched::AllReduceOp reduce) {
   a.kind = Action::Reduce;
@@ -503,7 +495,7 @@ LogicalResult RankLowering::planReduction(Action &a,
     std::optional<int64_t> found;
     for (BlockArgument arg : model.getArguments())
       if (model.getArgAttr(arg.getArgNumber(), kParamAttr) &&
-          paramName(model, arg.getArgNumber()) == name)
+          argName(model, arg.getArgNumber()) == name)
         found = arg.getArgNumber();
     if (!found || !rankParams.contains(model.getArgument(*found)))
       return reduce.emitOpError()
@@ -633,7 +625,7 @@ LogicalResult RankLowering::plan(Region &region) {
       bool reduced = llvm::any_of(actions, [&](const Action &a) {
         return a.kind == Action::Reduce &&
                llvm::any_of(a.reduced, [&](int64_t arg) {
-                 return paramName(model, arg) == entry.getName().getValue();
+                 return argName(model, arg) == entry.getName().getValue();
                });
       });
       if (mine && !reduced)

@@ -25,6 +25,14 @@ static bool isSupportedElementType(Type type) {
          type.isInteger(64);
 }
 
+std::string zb::argName(func::FuncOp fn, unsigned i) {
+  if (auto name = fn.getArgAttrOfType<StringAttr>(i, kParamAttr))
+    return name.str();
+  if (auto name = fn.getArgAttrOfType<StringAttr>(i, kDataAttr))
+    return name.str();
+  return "arg" + std::to_string(i);
+}
+
 FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
   SmallVector<func::FuncOp> candidates;
   for (auto fn : module.getOps<func::FuncOp>())
@@ -65,12 +73,7 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
     arg.type = dyn_cast<RankedTensorType>(type.getInput(i));
     Attribute param = fn.getArgAttr(i, kParamAttr);
     arg.kind = param ? ModelArg::Kind::Param : ModelArg::Kind::Data;
-    if (auto name = dyn_cast_or_null<StringAttr>(param))
-      arg.name = name.str();
-    else if (auto name = fn.getArgAttrOfType<StringAttr>(i, kDataAttr))
-      arg.name = name.str();
-    else
-      arg.name = "arg" + std::to_string(i);
+    arg.name = argName(fn, i);
     if (!arg.type)
       return fn.emitError("argument #")
              << i << " ('" << arg.name << "') must be a ranked tensor, got "

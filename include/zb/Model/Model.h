@@ -53,6 +53,11 @@ struct ModelSignature {
   std::vector<ModelArg> args;
 };
 
+/// The name of argument `i` of a model function: its `zb.param` or
+/// `zb.data` string, else "arg<i>" (ModelArg::name, and how sched programs
+/// name parameters).
+std::string argName(mlir::func::FuncOp fn, unsigned i);
+
 /// Finds the model function in `module` and checks it against the
 /// convention and the set of ops the backends support. Emits a diagnostic
 /// naming the offending function, argument or op on failure.

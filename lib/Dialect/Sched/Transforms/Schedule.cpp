@@ -183,7 +183,7 @@ void SchedulePass::readMemory(Operation *func,
 
 /// The program's `param_stages`: each parameter that stages on more than
 /// one rank use (a tied weight), with those stages; null when there is none.
-/// A parameter is named by its `zb.param` string, else "arg<N>".
+/// A parameter is named as zb::argName names it.
 static DictionaryAttr sharedParamStages(OpBuilder &b, Operation *func,
                                         ArrayRef<zb::pipe::StageOp> stages,
                                         ArrayRef<int> stageRanks) {
@@ -198,16 +198,14 @@ static DictionaryAttr sharedParamStages(OpBuilder &b, Operation *func,
       ranks.insert(stageRanks[s]);
     if (ranks.size() < 2)
       continue;
-    std::string name;
+    // A parameter that is no argument of the model is diagnosed by
+    // --zb-lower-to-runtime.
     auto arg = dyn_cast<BlockArgument>(param);
-    auto fn = dyn_cast<FunctionOpInterface>(func);
-    if (arg && fn && arg.getOwner()->isEntryBlock())
-      if (auto attr = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                      zb::kParamAttr))
-        name = attr.str();
-    if (name.empty() && arg)
-      name = "arg" + std::to_string(arg.getArgNumber());
-    entries.push_back(b.getNamedAttr(name, b.getDenseI64ArrayAttr(stageList)));
+    auto fn = dyn_cast<func::FuncOp>(func);
+    if (!arg || !fn || arg.getOwner() != &fn.front())
+      continue;
+    entries.push_back(b.getNamedAttr(zb::argName(fn, arg.getArgNumber()),
+                                     b.getDenseI64ArrayAttr(stageList)));
   }
   if (entries.empty())
     return DictionaryAttr();
