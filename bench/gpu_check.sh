@@ -121,6 +121,9 @@ else
 fi
 ZB_RUN="$BUILD_DIR/bin/zb-run"
 export ZB_CACHE_DIR="$BUILD_DIR/cache"
+# zb-run loads code only from a cache private to the user (an unpacked
+# bundle's modes follow the umask).
+mkdir -p "$ZB_CACHE_DIR" && chmod -R go-w "$ZB_CACHE_DIR"
 COMPARE="$ROOT/test/GPU/Inputs/compare_losses.py"
 
 # train NAME MODEL M [FLAGS...]: trains on the CPU and with --backend nccl

@@ -26,10 +26,11 @@
 #include "zb/Autodiff/GradientOpInterface.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Driver/Compile.h"
 #include "zb/Model/Model.h"
 #include "zb/Schedule/Generators.h"
-#include "zb/Transforms/Passes.h"
 #include "zb/Target/CPUCompiler.h"
+#include "zb/Transforms/Passes.h"
 
 #include "Measure.h"
 
@@ -271,31 +272,6 @@ static std::string shapeString(ArrayRef<int64_t> shape) {
   zbrt::NpyArray a;
   a.shape.assign(shape.begin(), shape.end());
   return a.shapeString();
-}
-
-/// A hash of this executable: a rebuilt compiler never reuses objects an
-/// older one cached.
-static std::string compilerIdentity(const char *argv0) {
-  std::string self = llvm::sys::fs::getMainExecutable(
-      argv0, reinterpret_cast<void *>(&compilerIdentity));
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> binary =
-      llvm::MemoryBuffer::getFile(self);
-  if (!binary)
-    return "unknown";
-  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(
-      (*binary)->getBuffer())));
-}
-
-static std::string defaultCacheDir() {
-  if (std::optional<std::string> dir = llvm::sys::Process::GetEnv("ZB_CACHE_DIR"))
-    return *dir;
-  if (std::optional<std::string> xdg =
-          llvm::sys::Process::GetEnv("XDG_CACHE_HOME"))
-    return *xdg + "/zerobubble";
-  SmallString<128> home;
-  if (llvm::sys::path::home_directory(home))
-    return (home + "/.cache/zerobubble").str();
-  return "/tmp/zerobubble-cache";
 }
 
 static double loadScalar(const zbrt::NpyArray &array, int64_t i) {
@@ -556,10 +532,13 @@ static int checkGradients(Runner &runner, const zb::ModelSignature &signature,
   return 0;
 }
 
-/// Compiles `module` (already transformed) into the cache unless an object
-/// for `key` is there; returns the object's path or an empty string.
-static std::string compileCached(ModuleOp module, const std::string &key,
-                                 const char *argv0, bool gpu = false) {
+/// The verified object for `module` (already transformed) under `key`,
+/// compiled into the cache unless a valid entry is there; null (with the
+/// error printed) on failure.
+static std::unique_ptr<zb::CacheEntry> compileCached(ModuleOp module,
+                                                     const std::string &key,
+                                                     const char *argv0,
+                                                     bool gpu = false) {
   zb::CPUCompileOptions options;
   if (gpu)
     options.target = "gpu";
@@ -568,23 +547,24 @@ static std::string compileCached(ModuleOp module, const std::string &key,
     if (std::optional<std::string> cpu =
             llvm::sys::Process::GetEnv("ZB_TARGET_CPU"))
       options.cpu = *cpu;
-  std::string dir = cacheDir.empty() ? defaultCacheDir() : cacheDir.getValue();
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
-    fail("cannot create cache directory '" + dir + "': " + ec.message());
-    return "";
+  llvm::Expected<zb::CompileCache> cache = zb::CompileCache::open(
+      cacheDir.empty() ? zb::CompileCache::defaultDirectory()
+                       : cacheDir.getValue());
+  if (!cache) {
+    fail(llvm::toString(cache.takeError()));
+    return nullptr;
   }
-  std::string full = key + "\n" + zb::getCPUCompilerFingerprint(options) +
-                     ";" + compilerIdentity(argv0);
-  std::string hash = llvm::toHex(llvm::SHA256::hash(
-      ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(full.data()),
-                        full.size())));
-  std::string path = dir + "/" + hash.substr(0, 32) + ".so";
-  if (!llvm::sys::fs::exists(path) &&
-      failed(zb::compileToSharedObject(module, path, options))) {
-    fail("compiling '" + modelPath + "' failed");
-    return "";
+  static std::string identity =
+      zb::executableIdentity(argv0, reinterpret_cast<void *>(&compileCached));
+  llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry = zb::compileCached(
+      module, key, options, *cache, identity, [](const llvm::Twine &message) {
+        llvm::errs() << "zb-run: warning: " << message << "\n";
+      });
+  if (!entry) {
+    fail("compiling '" + modelPath + "': " + llvm::toString(entry.takeError()));
+    return nullptr;
   }
-  return path;
+  return std::move(*entry);
 }
 
 /// The optimizer the flags ask for.
@@ -790,17 +770,17 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
     if (failed(pm.run(*clone)))
       return fail("differentiating '" + modelPath + "' failed");
   }
-  std::string soPath = compileCached(
+  std::unique_ptr<zb::CacheEntry> compiled = compileCached(
       *clone, modelText + (needGrads ? ";grads" : ";eval"), argv0);
-  if (soPath.empty())
+  if (!compiled)
     return 1;
   if (compileOnly) {
-    llvm::outs() << soPath << "\n";
+    llvm::outs() << compiled->getPath() << "\n";
     return 0;
   }
   std::string errorMessage;
   std::unique_ptr<zbrt::SharedObject> object =
-      zbrt::SharedObject::open(soPath, errorMessage);
+      zbrt::SharedObject::open(compiled->loadPath(), errorMessage);
   if (!object)
     return fail(errorMessage);
   func::FuncOp modelFn = signature.func;
@@ -1057,7 +1037,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                     ";chunks=" + std::to_string(chunks) +
                     ";m=" + std::to_string(microbatches) +
                     (gpu ? ";gpu" : "");
-  auto compileRank = [&](int r) -> std::string {
+  auto compileRank = [&](int r) -> std::unique_ptr<zb::CacheEntry> {
     OwningOpRef<ModuleOp> mine = lowered->clone();
     PassManager keepPm(&context);
     zb::ZBKeepRankOptions keep;
@@ -1065,26 +1045,26 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     keepPm.addPass(zb::createZBKeepRank(keep));
     if (failed(keepPm.run(*mine))) {
       fail("selecting rank " + std::to_string(r) + "'s program failed");
-      return "";
+      return nullptr;
     }
     return compileCached(*mine, key + ";rank=" + std::to_string(r), argv0,
                          gpu);
   };
   if (compileOnly) {
     for (int r = 0; r < numRanks; ++r) {
-      std::string path = compileRank(r);
-      if (path.empty())
+      std::unique_ptr<zb::CacheEntry> compiled = compileRank(r);
+      if (!compiled)
         return 1;
-      llvm::outs() << path << "\n";
+      llvm::outs() << compiled->getPath() << "\n";
     }
     return 0;
   }
-  std::string soPath = compileRank(rank);
-  if (soPath.empty())
+  std::unique_ptr<zb::CacheEntry> compiled = compileRank(rank);
+  if (!compiled)
     comm->abort("compiling rank " + std::to_string(rank) +
                 "'s program for '" + modelPath + "' failed");
   std::unique_ptr<zbrt::SharedObject> object =
-      zbrt::SharedObject::open(soPath, error);
+      zbrt::SharedObject::open(compiled->loadPath(), error);
   if (!object)
     comm->abort(error);
   zbrt::EntryFn entry =
