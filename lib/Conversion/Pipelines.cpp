@@ -143,17 +143,27 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
 }
 
 void zb::registerZBPipelines() {
-  PassPipelineRegistration<ZBPipelineOptions>(
+  // Registered by hand rather than through PassPipelineRegistration, whose
+  // builder cannot fail: a bad option value is a diagnostic through the
+  // pipeline parser's error handler, not a crash.
+  registerPassPipeline(
       "zb-pipeline",
       "From a model to per-rank step functions: partition, autodiff, B/W "
       "split, schedule, send/recv, lowering (options: stages, microbatches, "
       "schedule, chunks, mem-limit, costs, target, dtype, lower-to-cpu, "
       "unroll)",
-      [](OpPassManager &pm, const ZBPipelineOptions &options) {
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        ZBPipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
         std::string error;
         if (failed(buildZBPipeline(pm, options, error)))
-          llvm::report_fatal_error(llvm::Twine("--zb-pipeline: ") + error,
-                                   /*gen_crash_diag=*/false);
+          return errorHandler("zb-pipeline: " + error);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) {
+        handler(ZBPipelineOptions());
       });
   PassPipelineRegistration<LowerToCPUOptions>(
       "zb-lower-to-cpu",

@@ -1,0 +1,26 @@
+// A bad --zb-pipeline option value is a diagnostic naming the option and
+// what is known, not a crash with a stack dump.
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 schedule=zz" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 schedule=zb-v chunks=3" 2>&1 | FileCheck %s --check-prefix=CHUNKS
+// RUN: not zb-opt %s --pass-pipeline="builtin.module(zb-pipeline{stages=2 microbatches=4 schedule=zz})" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+
+// SCHEDULE: error: zb-pipeline: unknown schedule 'zz'; known: gpipe, 1f1b,
+// SCHEDULE-NOT: Stack dump
+// TARGET: error: zb-pipeline: unknown target 'tpu'; known: cpu, gpu
+// DTYPE: error: zb-pipeline: unknown dtype 'f16'; known: f32, bf16
+// CHUNKS: error: zb-pipeline: schedule 'zb-v' needs 2 chunks per rank
+
+func.func @model(%w: tensor<4x4xf32> {zb.param}, %x: tensor<2x4xf32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty() : tensor<2x4xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = linalg.matmul ins(%x, %w : tensor<2x4xf32>, tensor<4x4xf32>) outs(%fill : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %r = linalg.reduce ins(%y : tensor<2x4xf32>) outs(%s : tensor<f32>) dimensions = [0, 1]
+    (%a: f32, %b: f32) { %c = arith.addf %a, %b : f32
+      linalg.yield %c : f32 }
+  return %r : tensor<f32>
+}
