@@ -39,5 +39,5 @@
 
 // LINKS: cannot insert transfers for a transport that matches them per link in order (NCCL): rank 0 sends 'send F stage 0 microbatch {{[0-9]+}} to 1' {{[0-9]+}}{{st|nd|rd|th}} to rank 1, which receives 'recv B stage 3 microbatch {{[0-9]+}} from 0' {{[0-9]+}}{{st|nd|rd|th}}; use a schedule without a V placement, or MPI
 
-// TARGET: --zb-pipeline: unknown target 'tpu'; known: cpu, gpu
-// DTYPE: --zb-pipeline: unknown dtype 'f16'; known: f32, bf16
+// TARGET: error: zb-pipeline: unknown target 'tpu'; known: cpu, gpu
+// DTYPE: error: zb-pipeline: unknown dtype 'f16'; known: f32, bf16
