@@ -23,12 +23,16 @@ bool parsePlacement(const std::string &text, Placement &placement) {
   return false;
 }
 
-int Problem::rankOfStage(int stage) const {
+int rankOfStage(int stage, int numRanks, Placement placement) {
   int chunk = stage / numRanks;
   int offset = stage % numRanks;
   if (placement == Placement::V && chunk % 2 == 1)
     return numRanks - 1 - offset;
   return offset;
+}
+
+int Problem::rankOfStage(int stage) const {
+  return zb::schedule::rankOfStage(stage, numRanks, placement);
 }
 
 std::vector<int> Problem::stagesOfRank(int rank) const {

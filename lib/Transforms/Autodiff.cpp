@@ -25,16 +25,6 @@ namespace zb {
 using namespace mlir;
 using namespace zb;
 
-/// Bytes of the values in `stash`, leaving out those that are `params`
-/// (held once, not per microbatch).
-static int64_t stashBytes(ValueRange stash, ValueRange params) {
-  int64_t bytes = 0;
-  for (Value v : stash)
-    if (!llvm::is_contained(params, v))
-      bytes += estimateBytes(v.getType());
-  return bytes;
-}
-
 /// Gives `stage` a backward region (see the pass description).
 static LogicalResult differentiateStage(pipe::StageOp stage) {
   Block &forward = stage.getForward().front();
@@ -69,9 +59,7 @@ static LogicalResult differentiateStage(pipe::StageOp stage) {
   Builder attrs(stage.getContext());
   stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
   stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backward)));
-  stage.setMemBAttr(attrs.getI64IntegerAttr(
-      stashBytes(stash, ValueRange(forward.getArguments().drop_front(
-                            numInputs + numData)))));
+  stage.setMemBAttr(attrs.getI64IntegerAttr(forwardStashBytes(stage)));
   return success();
 }
 

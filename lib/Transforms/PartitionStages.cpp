@@ -11,6 +11,7 @@
 #include "zb/Analysis/CostModel.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Model/Model.h"
+#include "zb/Schedule/Problem.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -328,12 +329,13 @@ struct PartitionStagesPass
                        "be at least 1");
       return signalPassFailure();
     }
-    if (placement != "loop" && placement != "v") {
+    schedule::Placement place;
+    if (!schedule::parsePlacement(placement, place)) {
       module.emitError("--zb-partition-stages: unknown placement '")
           << placement << "' (expected loop or v)";
       return signalPassFailure();
     }
-    if (placement == "v" && numChunks != 2) {
+    if (place == schedule::Placement::V && numChunks != 2) {
       module.emitError("--zb-partition-stages: placement v needs chunks=2");
       return signalPassFailure();
     }
@@ -348,9 +350,7 @@ struct PartitionStagesPass
     int64_t total = numStages * numChunks;
     SmallVector<int64_t> rankOf;
     for (int64_t s = 0; s < total; ++s)
-      rankOf.push_back(placement == "v" && s >= numStages
-                           ? 2 * numStages - 1 - s
-                           : s % numStages);
+      rankOf.push_back(schedule::rankOfStage(s, numStages, place));
 
     OpGraph graph(fn.front());
     bool hasCuts = llvm::any_of(

@@ -6,6 +6,9 @@
 
 #include "RegionStash.h"
 
+#include "zb/Analysis/CostModel.h"
+#include "zb/Dialect/Pipe/PipeOps.h"
+
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -67,4 +70,15 @@ SmallVector<Value> zb::stashValuesUsedFromAbove(Region &region,
     value.replaceUsesWithIf(replacement, inRegion);
   }
   return stash;
+}
+
+int64_t zb::forwardStashBytes(pipe::StageOp stage) {
+  Block &forward = stage.getForward().front();
+  auto params = forward.getArguments().drop_front(stage.getInputs().size() +
+                                                  stage.getData().size());
+  int64_t bytes = 0;
+  for (Value v : stage.getForwardYield().getStash())
+    if (!llvm::is_contained(params, v))
+      bytes += estimateBytes(v.getType());
+  return bytes;
 }

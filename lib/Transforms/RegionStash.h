@@ -13,6 +13,9 @@
 #include "llvm/ADT/SmallVector.h"
 
 namespace zb {
+namespace pipe {
+class StageOp;
+} // namespace pipe
 
 /// Whether `op` is cheaper to recreate wherever its result is needed than
 /// to keep or transfer: an operand-free constant, a tensor.empty, or a
@@ -31,6 +34,11 @@ mlir::Value rematerialise(mlir::OpBuilder &builder, mlir::Value value,
 /// returned: the stash the producing region must hand over.
 llvm::SmallVector<mlir::Value> stashValuesUsedFromAbove(mlir::Region &region,
                                                         unsigned firstArg);
+
+/// The stage's mem_b: the bytes its forward region stashes per microbatch,
+/// leaving out its parameters (held once, not per microbatch). The one
+/// definition --zb-autodiff and --zb-split-backward record.
+int64_t forwardStashBytes(pipe::StageOp stage);
 
 } // namespace zb
 

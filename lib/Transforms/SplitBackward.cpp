@@ -80,10 +80,7 @@ static void splitStage(pipe::StageOp stage) {
            arg.getArgNumber() < forwardStash.size() &&
            llvm::is_contained(params, forwardStash[arg.getArgNumber()]);
   };
-  int64_t memB = 0, memW = 0;
-  for (Value v : forwardStash)
-    if (!llvm::is_contained(params, v))
-      memB += estimateBytes(v.getType());
+  int64_t memW = 0;
   for (Value v : wStash)
     if (!isParamStash(v))
       memW += estimateBytes(v.getType());
@@ -92,7 +89,7 @@ static void splitStage(pipe::StageOp stage) {
   stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
   stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backwardInput)));
   stage.setCostWAttr(attrs.getF64FloatAttr(estimateFlops(backwardWeight)));
-  stage.setMemBAttr(attrs.getI64IntegerAttr(memB));
+  stage.setMemBAttr(attrs.getI64IntegerAttr(forwardStashBytes(stage)));
   stage.setMemWAttr(attrs.getI64IntegerAttr(memW));
 }
 

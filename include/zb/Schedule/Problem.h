@@ -30,6 +30,11 @@ const char *placementName(Placement placement);
 /// Parses "loop" or "v"; returns false for anything else.
 bool parsePlacement(const std::string &text, Placement &placement);
 
+/// The rank that runs `stage` of a pipeline of `numRanks` ranks placed by
+/// `placement`: the one definition of the placement, shared by the schedule
+/// library and --zb-partition-stages.
+int rankOfStage(int stage, int numRanks, Placement placement);
+
 /// The problem a schedule is made for. Built from plain values; call verify()
 /// before use.
 ///
