@@ -97,8 +97,7 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
             "'; known: " + schedule::knownScheduleNames();
     return failure();
   }
-  int64_t chunks = options.chunks ? options.chunks.getValue()
-                                  : static_cast<int64_t>(info->defaultChunks);
+  int64_t chunks = info->chunksFor(options.chunks);
   if (chunks < info->minChunks ||
       (info->fixedLayout && chunks != info->defaultChunks)) {
     error = "schedule '" + options.schedule.getValue() + "' needs " +
@@ -111,6 +110,9 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   partition.numStages = options.stages;
   partition.numChunks = chunks;
   partition.placement = schedule::placementName(info->defaultPlacement);
+  // The pipeline serves any P: markers written for another P give way to
+  // the cost model (with a warning).
+  partition.ignoreMismatchedCuts = true;
   pm.addPass(createZBPartitionStages(partition));
   pm.addPass(createZBAutodiff());
   pm.addPass(createCanonicalizerPass());

@@ -153,12 +153,19 @@ Result<SimulationResult> simulate(const Problem &problem,
   result.makespan = last > first ? last - first : 0.0;
   result.maxSpan =
       *std::max_element(result.rankSpan.begin(), result.rankSpan.end());
-  double work = problem.maxRankWork();
-  result.bubbleRate =
-      result.maxSpan > 0 ? std::max(0.0, result.maxSpan - work) / result.maxSpan
-                         : 0.0;
+  result.bubbleRate = bubbleRate(result.rankSpan, result.rankBusy);
   result.peakMemory = peakMemoryPerRank(problem, schedule);
   return result;
+}
+
+double bubbleRate(const std::vector<double> &rankSpan,
+                  const std::vector<double> &rankBusy) {
+  double span = 0.0, work = 0.0;
+  for (double s : rankSpan)
+    span = std::max(span, s);
+  for (double b : rankBusy)
+    work = std::max(work, b);
+  return span > 0 ? std::max(0.0, span - work) / span : 0.0;
 }
 
 } // namespace zb::schedule

@@ -352,9 +352,19 @@ struct PartitionStagesPass
     for (int64_t s = 0; s < total; ++s)
       rankOf.push_back(schedule::rankOfStage(s, numStages, place));
 
+    SmallVector<pipe::CutOp> cuts(fn.getOps<pipe::CutOp>());
+    if (ignoreMismatchedCuts && !cuts.empty() &&
+        static_cast<int64_t>(cuts.size()) + 1 != total) {
+      fn.emitWarning() << cuts.size() << " pipe.cut markers do not make "
+                       << total << " stages; partitioning by the cost model";
+      for (pipe::CutOp cut : cuts) {
+        cut.getResult().replaceAllUsesWith(cut.getInput());
+        cut.erase();
+      }
+      cuts.clear();
+    }
     OpGraph graph(fn.front());
-    bool hasCuts = llvm::any_of(
-        graph.ops, [](Operation *op) { return isa<pipe::CutOp>(op); });
+    bool hasCuts = !cuts.empty();
     FailureOr<SmallVector<int64_t>> stageOf =
         hasCuts ? stagesFromCuts(graph, fn, total)
                 : stagesFromCosts(graph, fn, total);

@@ -93,20 +93,18 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
   // Steps after the first give the costs and figures (the first warms up).
   size_t firstSteady = steps.size() > 1 ? 1 : 0;
 
-  // Measured bubble per step, with the simulator's definition.
+  // Measured bubble per step: the simulator's function on measured times.
   for (const std::vector<RankStep> &step : steps) {
-    double maxSpan = 0, work = 0;
+    std::vector<double> span, busy;
     for (const RankStep &rank : step) {
       if (rank.actions.empty())
         continue;
-      double busy = 0;
+      span.push_back(rank.actions.back().end - rank.actions.front().start);
+      busy.push_back(0.0);
       for (const zbrt::ActionRecord &a : rank.actions)
-        busy += a.end - a.start;
-      maxSpan = std::max(maxSpan,
-                         rank.actions.back().end - rank.actions.front().start);
-      work = std::max(work, busy);
+        busy.back() += a.end - a.start;
     }
-    out.stepBubble.push_back(maxSpan > 0 ? (maxSpan - work) / maxSpan : 0.0);
+    out.stepBubble.push_back(zs::bubbleRate(span, busy));
   }
   for (size_t k = firstSteady; k < steps.size(); ++k)
     out.bubble += out.stepBubble[k];

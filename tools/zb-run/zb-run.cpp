@@ -990,12 +990,16 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     comm->abort("started with " + std::to_string(comm->size()) +
                 " processes, but --np is " + std::to_string(numRanks));
 
-  // Every rank runs the (cheap) MLIR pipeline, then compiles its own part.
+  // Every rank runs the (cheap) MLIR pipeline, then compiles its own part;
+  // rank 0 alone reports the pipeline's warnings and remarks, which every
+  // rank would repeat.
+  std::optional<ScopedDiagnosticHandler> quiet;
+  if (rank != 0)
+    quiet.emplace(&context, [](Diagnostic &diag) {
+      return success(diag.getSeverity() != DiagnosticSeverity::Error);
+    });
   OwningOpRef<ModuleOp> lowered = module.clone();
   PassManager pm(&context);
-  int64_t cuts = 0;
-  func::FuncOp modelFn = signature.func;
-  modelFn.walk([&](zb::pipe::CutOp) { ++cuts; });
   zb::ZBPipelineOptions options;
   options.stages = numRanks;
   options.microbatches = microbatches;
@@ -1007,18 +1011,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     comm->abort(error);
   const zb::schedule::ScheduleInfo *info =
       zb::schedule::lookupSchedule(scheduleName);
-  int64_t chunks = numChunks ? numChunks.getValue() : info->defaultChunks;
-  if (cuts && cuts + 1 != numRanks * chunks) {
-    // The markers do not fit this many stages: cut by the cost model.
-    if (rank == 0)
-      llvm::outs() << "zb-run: note: " << cuts << " pipe.cut markers do not "
-                   << "make " << numRanks * chunks
-                   << " stages; partitioning by the cost model\n";
-    PassManager stripPm(&context);
-    stripPm.addPass(zb::createZBStripCuts());
-    if (failed(stripPm.run(*lowered)))
-      comm->abort("removing the pipe.cut markers failed");
-  }
+  int64_t chunks = info->chunksFor(numChunks);
   if (failed(pm.run(*lowered)))
     comm->abort("compiling the pipeline for '" + modelPath + "' failed");
   std::string stepName = "zb_rank" + std::to_string(rank) + "_step";

@@ -340,3 +340,19 @@ TEST(VSchedules, ZbVFallsBackOnUnevenStages) {
   ASSERT_TRUE(even.ok()) << even.error();
   EXPECT_TRUE(even->note.empty()) << even->note;
 }
+
+TEST(BubbleRate, LargestSpanAgainstLargestBusyTime) {
+  // Rank 0 spans 10 and computes 6, rank 1 spans 8 and computes 7: the
+  // slowest rank's span against the busiest rank's work.
+  EXPECT_DOUBLE_EQ(bubbleRate({10, 8}, {6, 7}), 0.3);
+  EXPECT_DOUBLE_EQ(bubbleRate({}, {}), 0.0);
+  EXPECT_DOUBLE_EQ(bubbleRate({0, 0}, {0, 0}), 0.0);
+  // 1F1B's closed form, (p-1)(F+B+W) / (m(F+B+W) + (p-1)(F+B+W)), is what
+  // the simulator's rate gives.
+  for (int p : {2, 4})
+    for (int m : {4, 8}) {
+      SimulationResult sim = run("1f1b", makeProblem(p, m, 1, 2, 1));
+      EXPECT_NEAR(sim.bubbleRate, double(p - 1) / (m + p - 1), 1e-12)
+          << "p=" << p << " m=" << m;
+    }
+}

@@ -32,6 +32,11 @@ struct ScheduleInfo {
   int minChunks = 1;
   /// Splits the backward into B and W (otherwise emits fused BW).
   bool splitBackward = true;
+
+  /// The chunks per rank when `requested` are asked for (0: the default).
+  int chunksFor(int64_t requested) const {
+    return requested ? static_cast<int>(requested) : defaultChunks;
+  }
 };
 
 /// All known schedules, in the order of the documentation.

@@ -46,14 +46,21 @@ struct SimulationResult {
   std::vector<double> peakMemory;
   /// max(rankSpan).
   double maxSpan = 0.0;
-  /// (maxSpan - work) / maxSpan with work = the largest per-rank total
-  /// m*(T_F+T_B+T_W) (DESIGN.md's definition, per-rank totals for per-stage
-  /// costs).
+  /// bubbleRate(rankSpan, rankBusy): the largest per-rank busy time is the
+  /// largest per-rank total m*(T_F+T_B+T_W).
   double bubbleRate = 0.0;
 
   /// max(peakMemory).
   double maxPeakMemory() const;
 };
+
+/// The bubble rate of a step whose ranks spent `rankSpan` (first start to
+/// last end) and `rankBusy` (computing) each: (maxSpan - work) / maxSpan
+/// with work the largest busy time (DESIGN.md's definition). The one
+/// definition: the simulator applies it to simulated times, zb-run to
+/// measured ones.
+double bubbleRate(const std::vector<double> &rankSpan,
+                  const std::vector<double> &rankBusy);
 
 /// Simulates `schedule`. Fails when the problem or the schedule is malformed
 /// (see validate() for full diagnostics) or when execution deadlocks.

@@ -109,7 +109,10 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
 
     - With `pipe.cut` markers, the cuts are exactly there: the function must
       hold stages × chunks − 1 markers (an op belongs to the stage given by
-      the number of markers it depends on).
+      the number of markers it depends on). With
+      `ignore-mismatched-cuts` (as `--zb-pipeline` and `zb-run` run it),
+      markers that do not make that many stages are removed with a warning
+      and the cost model cuts instead.
     - Without markers, a cost model (FLOPs per op, see CostModel.h) and a
       dynamic program over the valid cut points (positions in program order
       where at most two tensors, the activation and a residual, are live
@@ -132,7 +135,10 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
     Option<"numChunks", "chunks", "int64_t", "1",
            "Stages per rank V (P·V stages in all)">,
     Option<"placement", "placement", "std::string", "\"loop\"",
-           "Stage placement: loop (interleaved) or v">
+           "Stage placement: loop (interleaved) or v">,
+    Option<"ignoreMismatchedCuts", "ignore-mismatched-cuts", "bool", "false",
+           "Markers that do not make stages × chunks stages: warn and cut "
+           "by the cost model (default: an error)">
   ];
   let dependentDialects = ["zb::pipe::PipeDialect"];
 }
