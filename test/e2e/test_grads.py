@@ -58,7 +58,8 @@ def microbatches(model, inputs):
     return [tuple(inputs[k][m] for k in keys) for m in range(MICROBATCHES)]
 
 
-def run_grads(zb_run, examples_dir, tmp_path, model, params, inputs):
+def run_grads(zb_run, examples_dir, tmp_path, model, params, inputs,
+              *flags):
     """Runs zb-run --grads; returns (grads dict, metrics dict, proc)."""
     p_path, i_path = tmp_path / "params.npz", tmp_path / "inputs.npz"
     g_path, m_path = tmp_path / "grads.npz", tmp_path / "metrics.json"
@@ -67,7 +68,7 @@ def run_grads(zb_run, examples_dir, tmp_path, model, params, inputs):
     proc = zb_run(examples_dir / f"{model}.mlir", "--grads",
                   "--params", p_path, "--inputs", i_path,
                   "--microbatches", MICROBATCHES,
-                  "--dump-grads", g_path, "--metrics", m_path)
+                  "--dump-grads", g_path, "--metrics", m_path, *flags)
     assert proc.returncode == 0, describe(proc)
     with np.load(g_path) as archive:
         grads = {k: archive[k] for k in archive.files}
@@ -131,6 +132,40 @@ def test_grads_match_reference(zb_run, examples_dir, tmp_path, model, seed):
     if "loss" in grads and "loss" not in shapes:
         assert float(grads["loss"]) == pytest.approx(want_loss,
                                                      rel=LOSS_REL_TOL)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-v"])
+def test_pipelined_grads_equal_one_process(zb_run, examples_dir, tmp_path,
+                                           model, schedule):
+    """--grads --np 2 runs one step of the per-rank programs without an
+    update: the same gradients and loss as --grads on one process, and the
+    hand-derived reference."""
+    shapes, _, loss_fn, grads_fn = MODELS[model]
+    params, inputs = make_case(model, 3)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one, one_metrics, _ = run_grads(zb_run, examples_dir, tmp_path / "one",
+                                    model, params, inputs)
+    two, two_metrics, proc = run_grads(zb_run, examples_dir,
+                                       tmp_path / "two", model, params,
+                                       inputs, "--np", 2, "--schedule",
+                                       schedule)
+    assert set(two) == set(one), sorted(set(two) ^ set(one))
+    assert_grads_close(two, {k: np.asarray(v, np.float64)
+                             for k, v in one.items() if k in shapes},
+                       1e-6, f"{model} {schedule} --np 2 vs --np 1")
+    assert_grads_close(two, ref.mean_grads(grads_fn, params,
+                                           microbatches(model, inputs)),
+                       GRAD_REL_TOL, f"{model} {schedule} --np 2 vs reference")
+    assert two_metrics["loss"] == pytest.approx(one_metrics["loss"],
+                                                rel=1e-6)
+    assert len(two_metrics["loss"]) == 1
+    printed = re.search(r"mean loss (\S+)", proc.stdout)
+    assert printed, describe(proc)
+    assert float(printed.group(1)) == pytest.approx(one_metrics["loss"][0],
+                                                    rel=1e-5)
+    assert "step 1/" not in proc.stdout, "--grads takes no training step"
 
 
 # --------------------------------------------------------------------------

@@ -601,6 +601,13 @@ static void printStep(int64_t step, double loss, double seconds) {
   llvm::outs().flush();
 }
 
+/// The summary of --eval and --grads.
+static void printMeanLoss(StringRef fnName, double loss) {
+  llvm::outs() << "zb-run: " << fnName << ": " << microbatches << " microbatch"
+               << (microbatches == 1 ? "" : "es") << ", mean loss "
+               << llvm::format("%.6f", loss) << "\n";
+}
+
 static bool writeMetrics(const std::vector<double> &losses,
                          const std::vector<double> &rates,
                          const std::vector<double> *microbatchLosses,
@@ -851,10 +858,7 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
   }
 
   if (!training)
-    llvm::outs() << "zb-run: " << fnName << ": "
-                 << microbatches << " microbatch"
-                 << (microbatches == 1 ? "" : "es") << ", mean loss "
-                 << llvm::format("%.6f", stepLosses.back()) << "\n";
+    printMeanLoss(fnName, stepLosses.back());
   if (!writeMetrics(stepLosses, rates, training ? nullptr : &losses))
     return 1;
   if (!dumpGradsPath.empty()) {
@@ -1091,7 +1095,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   std::vector<double> stepLosses, rates;
   zbrt::NpzArchive lastGrads;
   double lastLoss = 0;
-  for (int64_t s = firstStep; s < numSteps; ++s) {
+  // --grads: one step through the same per-rank programs, no update.
+  bool training = !gradsMode;
+  int64_t steps = training ? numSteps.getValue() : 1;
+  for (int64_t s = firstStep; s < steps; ++s) {
     // Every rank starts the step together: the records of all ranks share
     // the time base of this barrier.
     comm->barrier();
@@ -1168,7 +1175,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     double stepLoss = *loss.as<float>();
     comm->allreduceSum(&stepLoss, 1);
     zbrt::NpzArchive gradArchive = namedGrads(params, grads);
-    if (!updateParams(runner, params, gradArchive, optimizer, error))
+    if (training &&
+        !updateParams(runner, params, gradArchive, optimizer, error))
       comm->abort(error);
     lastGrads = std::move(gradArchive);
     lastLoss = stepLoss;
@@ -1178,8 +1186,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     comm->allreduceMax(&seconds, 1);
     stepLosses.push_back(stepLoss);
     rates.push_back(microbatches / seconds);
-    if (rank == 0)
+    if (rank == 0 && training)
       printStep(s, stepLoss, seconds);
+    if (rank == 0 && !training)
+      printMeanLoss(func::FuncOp(signature.func).getSymName(), stepLoss);
     if (checkpointDue(s)) {
       zbrt::Checkpoint checkpoint{s + 1, checkpointConfig(modelText), {}, {}};
       if (std::error_code ec =
@@ -1259,8 +1269,12 @@ int main(int argc, char **argv) {
   if (numRanks < 1)
     return fail("--np must be at least 1, got " +
                 llvm::Twine(numRanks.getValue()));
-  if (numRanks > 1 && !training)
-    return fail("--eval and --grads run on one process; --np needs training");
+  if (numRanks > 1 && evalMode)
+    return fail("--eval runs on one process; --np needs training or --grads");
+  if (numRanks > 1 && checkGrad)
+    return fail("--check-grad runs on one process (finite differences of "
+                "the unpartitioned model); compare --grads --np P with "
+                "--np 1 instead");
   if ((!tracePath.empty() || !profilePath.empty()) && numRanks < 2)
     return fail("--trace and --profile record a pipelined run: they need "
                 "--np 2 or more");
@@ -1298,6 +1312,9 @@ int main(int argc, char **argv) {
   zb::autodiff::registerGradientExternalModels(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  // A diagnostic names its place in the user's model; the op's dump after
+  // a pass would bury it.
+  context.printOpOnDiagnostic(false);
   std::string errorMessage;
   std::unique_ptr<llvm::MemoryBuffer> file =
       openInputFile(modelPath, &errorMessage);
