@@ -9,6 +9,7 @@
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Pipe/PipeDialect.h"
 #include "zb/Dialect/Sched/SchedDialect.h"
+#include "zb/Pipelines/Pipelines.h"
 
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/InitAllDialects.h"

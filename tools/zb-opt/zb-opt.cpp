@@ -13,6 +13,7 @@
 #include "zb/Dialect/Pipe/PipeDialect.h"
 #include "zb/Dialect/Sched/SchedDialect.h"
 #include "zb/Dialect/Sched/Transforms/Passes.h"
+#include "zb/Pipelines/Pipelines.h"
 #include "zb/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"

@@ -28,6 +28,7 @@
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Driver/Compile.h"
 #include "zb/Model/Model.h"
+#include "zb/Pipelines/Pipelines.h"
 #include "zb/Schedule/Generators.h"
 #include "zb/Target/CPUCompiler.h"
 #include "zb/Transforms/Passes.h"

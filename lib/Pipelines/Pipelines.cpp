@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "zb/Conversion/Passes.h"
+#include "zb/Pipelines/Pipelines.h"
 
+#include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Sched/Transforms/Passes.h"
 #include "zb/Schedule/Generators.h"
 #include "zb/Transforms/Passes.h"

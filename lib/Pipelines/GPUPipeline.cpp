@@ -7,6 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Pipelines/Pipelines.h"
+
 #include "zb/Conversion/GPUPasses.h"
 #include "zb/Conversion/Passes.h"
 
