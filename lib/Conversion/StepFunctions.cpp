@@ -23,6 +23,7 @@
 #include "StepFunctions.h"
 
 #include "zb/Autodiff/Autodiff.h"
+#include "zb/Conversion/ArenaPlanner.h"
 #include "zb/Dialect/Sched/ScheduleInterop.h"
 #include "zb/Model/Model.h"
 
@@ -647,71 +648,23 @@ static int64_t slotBytes(RankedTensorType type) {
 }
 
 /// Offsets every value that a later action reads (and every received
-/// value) in one arena, in program order: best fit among the free ranges,
-/// an action's results placed before its last-used operands are freed.
-/// Returns the arena's size.
+/// value) in one arena (zb::planArena). Returns the arena's size.
 int64_t RankLowering::planArena() {
-  // Free ranges below `end`; a freed range that reaches `end` lowers it
-  // instead, so that the arena grows only from `end`.
-  std::map<int64_t, int64_t> free; // offset -> size
-  int64_t end = 0, peak = 0;
   // A later action reads it, or a receive writes it.
   auto needsSlot = [](const PlannedValue &v) {
     return v.lastUse > v.producer || v.call < 0;
   };
-  std::vector<SmallVector<int64_t>> dying(actions.size());
+  SmallVector<ArenaValue> placed;
+  SmallVector<size_t> ids;
   for (auto [id, v] : llvm::enumerate(values))
-    if (needsSlot(v))
-      dying[v.lastUse].push_back(id);
-  auto allocate = [&](int64_t size) {
-    auto best = free.end();
-    for (auto it = free.begin(); it != free.end(); ++it)
-      if (it->second >= size &&
-          (best == free.end() || it->second < best->second))
-        best = it;
-    if (best == free.end()) {
-      int64_t at = end;
-      end += size;
-      peak = std::max(peak, end);
-      return at;
+    if (needsSlot(v)) {
+      placed.push_back({slotBytes(v.type), v.producer, v.lastUse});
+      ids.push_back(id);
     }
-    int64_t at = best->first, left = best->second - size;
-    free.erase(best);
-    if (left)
-      free[at + size] = left;
-    return at;
-  };
-  auto release = [&](int64_t at, int64_t size) {
-    auto next = free.lower_bound(at);
-    if (next != free.end() && at + size == next->first) {
-      size += next->second;
-      next = free.erase(next);
-    }
-    if (next != free.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == at) {
-        at = prev->first;
-        size += prev->second;
-        free.erase(prev);
-      }
-    }
-    if (at + size == end)
-      end = at;
-    else
-      free[at] = size;
-  };
-  // Values in the order their producers run.
-  size_t next = 0;
-  for (int64_t k = 0, e = actions.size(); k < e; ++k) {
-    for (; next < values.size() && values[next].producer == k; ++next) {
-      PlannedValue &v = values[next];
-      if (needsSlot(v))
-        v.offset = allocate(slotBytes(v.type));
-    }
-    for (int64_t id : dying[k])
-      release(values[id].offset, slotBytes(values[id].type));
-  }
-  return peak;
+  ArenaPlan plan = zb::planArena(placed);
+  for (auto [i, id] : llvm::enumerate(ids))
+    values[id].offset = plan.offsets[i];
+  return plan.size;
 }
 
 /// The operands of `a` that live in the arena, in the order of the table's
