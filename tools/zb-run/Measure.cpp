@@ -6,6 +6,7 @@
 
 #include "Measure.h"
 
+#include "zb/Dialect/Sched/Profile.h"
 #include "zb/Schedule/Simulator.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -220,14 +221,6 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
 }
 
 std::string zb::run::profileJson(const RunMeasurement &measurement) {
-  std::string json;
-  llvm::raw_string_ostream os(json);
-  os << "{\"unit\": \"ms\", \"stages\": [";
-  for (size_t s = 0; s < measurement.timeF.size(); ++s)
-    os << (s ? ",\n  " : "\n  ") << "{\"stage\": " << s
-       << ", \"f\": " << llvm::format("%.6g", measurement.timeF[s])
-       << ", \"b\": " << llvm::format("%.6g", measurement.timeB[s])
-       << ", \"w\": " << llvm::format("%.6g", measurement.timeW[s]) << "}";
-  os << "\n]}\n";
-  return json;
+  return zb::sched::writeProfile(
+      {measurement.timeF, measurement.timeB, measurement.timeW});
 }

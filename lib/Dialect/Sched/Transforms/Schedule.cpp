@@ -11,6 +11,7 @@
 #include "zb/Dialect/Sched/Transforms/Passes.h"
 
 #include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Dialect/Sched/Profile.h"
 #include "zb/Dialect/Sched/SchedOps.h"
 #include "zb/Dialect/Sched/ScheduleInterop.h"
 #include "zb/Model/Model.h"
@@ -41,65 +42,6 @@ namespace zs = zb::schedule;
 
 namespace {
 
-/// Per-stage F, B and W costs.
-struct StageCosts {
-  std::vector<double> f, b, w;
-};
-
-/// Reads a profile `{"stages": [{"stage": 0, "f": .., "b": .., "w": ..},
-/// ...]}` with one entry per stage ("w" optional, 0 when absent). On failure
-/// returns a message without the file name.
-static std::optional<std::string> readCostsFile(StringRef path, int numStages,
-                                                StageCosts &costs) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer)
-    return "cannot read it: " + buffer.getError().message();
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!json)
-    return "invalid JSON: " + llvm::toString(json.takeError());
-  const llvm::json::Object *root = json->getAsObject();
-  const llvm::json::Array *entries = root ? root->getArray("stages") : nullptr;
-  if (!entries)
-    return std::string("expected an object with a \"stages\" array");
-
-  costs.f.assign(numStages, -1.0);
-  costs.b.assign(numStages, -1.0);
-  costs.w.assign(numStages, 0.0);
-  for (auto [index, entry] : llvm::enumerate(*entries)) {
-    std::string where = "entry " + std::to_string(index) + " of \"stages\"";
-    const llvm::json::Object *object = entry.getAsObject();
-    if (!object)
-      return where + " is not an object";
-    std::optional<int64_t> stage = object->getInteger("stage");
-    if (!stage)
-      return where + " has no integer \"stage\"";
-    if (*stage < 0 || *stage >= numStages)
-      return where + " names stage " + std::to_string(*stage) +
-             ", but the model has " + std::to_string(numStages) + " stages";
-    if (costs.f[*stage] >= 0)
-      return "stage " + std::to_string(*stage) + " appears twice";
-    std::optional<double> f = object->getNumber("f");
-    std::optional<double> b = object->getNumber("b");
-    std::optional<double> w = object->getNumber("w");
-    if (!f || !b)
-      return where + " (stage " + std::to_string(*stage) +
-             ") needs numbers \"f\" and \"b\"";
-    for (double value : {*f, *b, w.value_or(0.0)})
-      if (!std::isfinite(value) || value < 0)
-        return where + " (stage " + std::to_string(*stage) +
-               ") has a negative or non-finite cost";
-    costs.f[*stage] = *f;
-    costs.b[*stage] = *b;
-    costs.w[*stage] = w.value_or(0.0);
-  }
-  for (int stage = 0; stage < numStages; ++stage)
-    if (costs.f[stage] < 0)
-      return "no entry for stage " + std::to_string(stage);
-  return std::nullopt;
-}
-
 struct SchedulePass : zb::sched::impl::ZBScheduleBase<SchedulePass> {
   using Base::Base;
 
@@ -124,9 +66,9 @@ LogicalResult SchedulePass::readCosts(Operation *func,
                                       zs::Problem &problem) {
   int numStages = static_cast<int>(stages.size());
   if (!costsFile.empty()) {
-    StageCosts costs;
+    zb::sched::StageProfile costs;
     if (std::optional<std::string> error =
-            readCostsFile(costsFile, numStages, costs))
+            zb::sched::readProfile(costsFile, numStages, costs))
       return func->emitError()
              << "costs file '" << costsFile << "': " << *error;
     problem.stageCostF = costs.f;

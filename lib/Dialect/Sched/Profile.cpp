@@ -1,0 +1,88 @@
+//===- Profile.cpp - Measured per-stage costs, as JSON --------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Dialect/Sched/Profile.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using llvm::StringRef;
+
+std::string zb::sched::writeProfile(const StageProfile &profile) {
+  llvm::json::Array stages;
+  for (size_t s = 0; s < profile.f.size(); ++s)
+    stages.push_back(llvm::json::Object{{"stage", static_cast<int64_t>(s)},
+                                        {"f", profile.f[s]},
+                                        {"b", profile.b[s]},
+                                        {"w", profile.w[s]}});
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}",
+                      llvm::json::Value(llvm::json::Object{
+                          {"unit", "ms"}, {"stages", std::move(stages)}}))
+     << "\n";
+  return text;
+}
+
+std::optional<std::string>
+zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
+  if (!json)
+    return "invalid JSON: " + llvm::toString(json.takeError());
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *entries = root ? root->getArray("stages") : nullptr;
+  if (!entries)
+    return std::string("expected an object with a \"stages\" array");
+
+  costs.f.assign(numStages, -1.0);
+  costs.b.assign(numStages, -1.0);
+  costs.w.assign(numStages, 0.0);
+  for (auto [index, entry] : llvm::enumerate(*entries)) {
+    std::string where = "entry " + std::to_string(index) + " of \"stages\"";
+    const llvm::json::Object *object = entry.getAsObject();
+    if (!object)
+      return where + " is not an object";
+    std::optional<int64_t> stage = object->getInteger("stage");
+    if (!stage)
+      return where + " has no integer \"stage\"";
+    if (*stage < 0 || *stage >= numStages)
+      return where + " names stage " + std::to_string(*stage) +
+             ", but the model has " + std::to_string(numStages) + " stages";
+    if (costs.f[*stage] >= 0)
+      return "stage " + std::to_string(*stage) + " appears twice";
+    std::optional<double> f = object->getNumber("f");
+    std::optional<double> b = object->getNumber("b");
+    std::optional<double> w = object->getNumber("w");
+    if (!f || !b)
+      return where + " (stage " + std::to_string(*stage) +
+             ") needs numbers \"f\" and \"b\"";
+    for (double value : {*f, *b, w.value_or(0.0)})
+      if (!std::isfinite(value) || value < 0)
+        return where + " (stage " + std::to_string(*stage) +
+               ") has a negative or non-finite cost";
+    costs.f[*stage] = *f;
+    costs.b[*stage] = *b;
+    costs.w[*stage] = w.value_or(0.0);
+  }
+  for (int stage = 0; stage < numStages; ++stage)
+    if (costs.f[stage] < 0)
+      return "no entry for stage " + std::to_string(stage);
+  return std::nullopt;
+}
+
+std::optional<std::string> zb::sched::readProfile(StringRef path, int numStages,
+                                                  StageProfile &profile) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return "cannot read it: " + buffer.getError().message();
+  return parseProfile((*buffer)->getBuffer(), numStages, profile);
+}
