@@ -7,6 +7,7 @@
 #include "zb/Conversion/Passes.h"
 
 #include "StepFunctions.h"
+#include "zb/Conversion/StageTable.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/SchedOps.h"
 
@@ -54,35 +55,24 @@ static Outlined outline(OpBuilder &b, Region &region, StringRef name,
   return result;
 }
 
-/// Records what the runtime needs to know of the stages as the module
-/// attribute `zb.stages`: per stage (in stage order) its rank and its
-/// cost_f/b/w and mem_b/w (0 where absent).
+/// Records the stage table (zb/Conversion/StageTable.h) on `module`.
 static void recordStageTable(ModuleOp module, ArrayRef<pipe::StageOp> ops) {
   SmallVector<pipe::StageOp> stages(ops.begin(), ops.end());
   llvm::sort(stages, [](pipe::StageOp a, pipe::StageOp b) {
     return a.getStage() < b.getStage();
   });
-  SmallVector<int64_t> ranks, memB, memW;
-  SmallVector<double> costF, costB, costW;
+  StageTable table;
+  auto cost = [](FloatAttr a) { return a ? a.getValueAsDouble() : 0.0; };
+  auto mem = [](IntegerAttr a) { return a ? double(a.getInt()) : 0.0; };
   for (pipe::StageOp stage : stages) {
-    ranks.push_back(stage.getRank());
-    auto cost = [](FloatAttr a) { return a ? a.getValueAsDouble() : 0.0; };
-    auto mem = [](IntegerAttr a) { return a ? a.getInt() : int64_t(0); };
-    costF.push_back(cost(stage.getCostFAttr()));
-    costB.push_back(cost(stage.getCostBAttr()));
-    costW.push_back(cost(stage.getCostWAttr()));
-    memB.push_back(mem(stage.getMemBAttr()));
-    memW.push_back(mem(stage.getMemWAttr()));
+    table.ranks.push_back(static_cast<int>(stage.getRank()));
+    table.costF.push_back(cost(stage.getCostFAttr()));
+    table.costB.push_back(cost(stage.getCostBAttr()));
+    table.costW.push_back(cost(stage.getCostWAttr()));
+    table.memB.push_back(mem(stage.getMemBAttr()));
+    table.memW.push_back(mem(stage.getMemWAttr()));
   }
-  Builder b(module.getContext());
-  module->setAttr("zb.stages",
-                  b.getDictionaryAttr(
-                      {b.getNamedAttr("rank", b.getDenseI64ArrayAttr(ranks)),
-                       b.getNamedAttr("cost_f", b.getDenseF64ArrayAttr(costF)),
-                       b.getNamedAttr("cost_b", b.getDenseF64ArrayAttr(costB)),
-                       b.getNamedAttr("cost_w", b.getDenseF64ArrayAttr(costW)),
-                       b.getNamedAttr("mem_b", b.getDenseI64ArrayAttr(memB)),
-                       b.getNamedAttr("mem_w", b.getDenseI64ArrayAttr(memW))}));
+  writeStageTable(module, table);
 }
 
 namespace {

@@ -20,36 +20,6 @@ using namespace mlir;
 using namespace zb::run;
 namespace zs = zb::schedule;
 
-bool zb::run::readStageTable(ModuleOp module, StageTable &table,
-                             std::string &error) {
-  auto dict = module->getAttrOfType<DictionaryAttr>("zb.stages");
-  if (!dict) {
-    error = "the compiled program has no 'zb.stages' attribute";
-    return false;
-  }
-  auto ints = [&](StringRef key, auto &out) {
-    auto array = dict.getAs<DenseI64ArrayAttr>(key);
-    if (!array)
-      return false;
-    out.assign(array.asArrayRef().begin(), array.asArrayRef().end());
-    return true;
-  };
-  auto floats = [&](StringRef key, std::vector<double> &out) {
-    auto array = dict.getAs<DenseF64ArrayAttr>(key);
-    if (!array)
-      return false;
-    out.assign(array.asArrayRef().begin(), array.asArrayRef().end());
-    return true;
-  };
-  if (!ints("rank", table.ranks) || !floats("cost_f", table.costF) ||
-      !floats("cost_b", table.costB) || !floats("cost_w", table.costW) ||
-      !ints("mem_b", table.memB) || !ints("mem_w", table.memW)) {
-    error = "the compiled program's 'zb.stages' attribute is malformed";
-    return false;
-  }
-  return true;
-}
-
 std::string zb::run::serialize(const RankStep &step) {
   std::string bytes(3 * sizeof(int64_t) +
                         step.actions.size() * sizeof(zbrt::ActionRecord),

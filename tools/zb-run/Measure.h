@@ -13,6 +13,7 @@
 #ifndef ZB_TOOLS_ZBRUN_MEASURE_H
 #define ZB_TOOLS_ZBRUN_MEASURE_H
 
+#include "zb/Conversion/StageTable.h"
 #include "zb/Schedule/Export.h"
 
 #include "zbrt/Trace.h"
@@ -23,18 +24,6 @@
 #include <vector>
 
 namespace zb::run {
-
-/// Per stage, in stage order: what `--zb-lower-to-runtime` records in the
-/// module attribute `zb.stages`.
-struct StageTable {
-  std::vector<int> ranks;
-  std::vector<double> costF, costB, costW;
-  std::vector<double> memB, memW;
-};
-
-/// Reads `zb.stages`; on failure returns false and sets `error`.
-bool readStageTable(mlir::ModuleOp module, StageTable &table,
-                    std::string &error);
 
 /// One rank's part of one step: records with times in seconds since the
 /// rank passed the step's opening barrier, and the bytes compiled code held
@@ -85,7 +74,7 @@ struct RunMeasurement {
 /// `steps[k][r]` is rank r's part of step k. `layout` gives the ranks,
 /// chunks, placement and microbatches.
 RunMeasurement measure(const std::vector<std::vector<RankStep>> &steps,
-                       const StageTable &table,
+                       const zb::StageTable &table,
                        const zb::schedule::Problem &layout,
                        const std::string &scheduleName);
 

@@ -1087,8 +1087,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   if (!error.empty())
     comm->abort(error);
 
-  zb::run::StageTable stageTable;
-  if (!zb::run::readStageTable(*lowered, stageTable, error))
+  zb::StageTable stageTable;
+  if (!zb::readStageTable(*lowered, stageTable, error))
     comm->abort(error);
   std::vector<std::vector<zb::run::RankStep>> measuredSteps;
   std::vector<void *> devicePointers;

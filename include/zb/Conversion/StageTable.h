@@ -1,0 +1,42 @@
+//===- StageTable.h - What the runtime knows of the stages ------*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// --zb-lower-to-runtime records, as the module attribute `zb.stages`, each
+// stage's rank, costs and stash sizes, for the tools that run the lowered
+// program (zb-run's measurements). This header is the one writer and the
+// one reader of that attribute.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_CONVERSION_STAGETABLE_H
+#define ZB_CONVERSION_STAGETABLE_H
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace zb {
+
+/// The module attribute holding the table.
+inline constexpr llvm::StringLiteral kStagesAttr = "zb.stages";
+
+/// Per stage, in stage order: its rank, its cost_f/b/w and mem_b/w (0 where
+/// the stage had none).
+struct StageTable {
+  std::vector<int> ranks;
+  std::vector<double> costF, costB, costW;
+  std::vector<double> memB, memW;
+};
+
+/// Sets `zb.stages` on `module`.
+void writeStageTable(mlir::ModuleOp module, const StageTable &table);
+
+/// Reads `zb.stages`; on failure returns false and sets `error`.
+bool readStageTable(mlir::ModuleOp module, StageTable &table,
+                    std::string &error);
+
+} // namespace zb
+
+#endif // ZB_CONVERSION_STAGETABLE_H
