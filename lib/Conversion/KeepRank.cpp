@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Conversion/Passes.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/PassManager.h"
@@ -26,7 +27,7 @@ struct KeepRankPass : zb::impl::ZBKeepRankBase<KeepRankPass> {
     SmallVector<func::FuncOp> others;
     bool found = false;
     for (auto fn : module.getOps<func::FuncOp>()) {
-      auto attr = fn->getAttrOfType<IntegerAttr>("zb.rank");
+      auto attr = fn->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName);
       if (!attr)
         continue;
       if (attr.getInt() == rank)

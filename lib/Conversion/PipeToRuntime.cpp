@@ -7,9 +7,9 @@
 #include "zb/Conversion/Passes.h"
 
 #include "StepFunctions.h"
-#include "zb/Conversion/StageTable.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/SchedOps.h"
+#include "zb/Dialect/ZB/StageTable.h"
 
 #include "mlir/IR/SymbolTable.h"
 
@@ -55,7 +55,7 @@ static Outlined outline(OpBuilder &b, Region &region, StringRef name,
   return result;
 }
 
-/// Records the stage table (zb/Conversion/StageTable.h) on `module`.
+/// Records the stage table (zb/Dialect/ZB/StageTable.h) on `module`.
 static void recordStageTable(ModuleOp module, ArrayRef<pipe::StageOp> ops) {
   SmallVector<pipe::StageOp> stages(ops.begin(), ops.end());
   llvm::sort(stages, [](pipe::StageOp a, pipe::StageOp b) {

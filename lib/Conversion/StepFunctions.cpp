@@ -25,6 +25,7 @@
 #include "zb/Autodiff/Autodiff.h"
 #include "zb/Conversion/ArenaPlanner.h"
 #include "zb/Dialect/Sched/ScheduleInterop.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 #include "zb/Model/Model.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -268,9 +269,10 @@ static StepFunction createStepFunction(OpBuilder &b, func::FuncOp model,
   func::FuncOp step =
       func::FuncOp::create(b, loc, ("zb_rank" + Twine(r) + "_step").str(),
                            FunctionType::get(ctx, argTypes, resultTypes));
-  step->setAttr("zb.rank", b.getI64IntegerAttr(r));
-  step->setAttr("zb.params", b.getArrayAttr(paramNames));
-  step->setAttr("zb.microbatches", b.getI64IntegerAttr(numMicrobatches));
+  step->setAttr(ZBDialect::kRankAttrName, b.getI64IntegerAttr(r));
+  step->setAttr(ZBDialect::kParamsAttrName, b.getArrayAttr(paramNames));
+  step->setAttr(ZBDialect::kMicrobatchesAttrName,
+                b.getI64IntegerAttr(numMicrobatches));
   Block *entry = step.addEntryBlock();
   for (auto [v, arg] : llvm::zip(llvm::concat<Value>(result.params, data),
                                  entry->getArguments()))
@@ -1168,7 +1170,8 @@ LogicalResult RankLowering::emitLoop(sched::ProgramOp program) {
       createStepFunction(b, model, stages, rank, numMicrobatches, loc);
   step = fn.fn;
   argMap = std::move(fn.argMap);
-  step->setAttr("zb.arena_bytes", b.getI64IntegerAttr(arenaBytes));
+  step->setAttr(ZBDialect::kArenaBytesAttrName,
+                b.getI64IntegerAttr(arenaBytes));
 
   OpBuilder::InsertionGuard guard(b);
   auto tableType = MemRefType::get(

@@ -15,6 +15,7 @@
 
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/SchedOps.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -58,7 +59,7 @@ mlir::LogicalResult lowerRankProgram(mlir::OpBuilder &b,
 /// The attribute on a `memref.view` of the arena that a call's result is
 /// copied into when that view aliases none of the call's other operands;
 /// `--zb-results-to-slots` then lets the call write there directly.
-inline constexpr llvm::StringLiteral kOutSlotAttr = "zb.out_slot";
+inline constexpr llvm::StringLiteral kOutSlotAttr = ZBDialect::kOutSlotAttrName;
 
 } // namespace zb::detail
 

@@ -38,7 +38,8 @@ using namespace mlir;
 void zb::registerCPUCompilerDependencies(DialectRegistry &registry) {
   registerAllDialects(registry);
   registerAllExtensions(registry);
-  registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
+  registry
+      .insert<zb::ZBDialect, zb::pipe::PipeDialect, zb::sched::SchedDialect>();
   // Builtin and LLVM for the host; GPU and NVVM for target=gpu (kernels,
   // embedded binaries and launches).
   registerAllGPUToLLVMIRTranslations(registry);

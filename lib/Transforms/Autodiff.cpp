@@ -12,6 +12,7 @@
 #include "zb/Autodiff/Autodiff.h"
 #include "zb/Autodiff/GradientOpInterface.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 #include "zb/Model/Model.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -68,7 +69,7 @@ static LogicalResult differentiateFunction(func::FuncOp fn,
                                            SymbolTable &symbols) {
   func::FuncOp grad = fn.clone();
   grad.setSymName((fn.getSymName() + "_grad").str());
-  grad->setAttr("zb.gradient_of", FlatSymbolRefAttr::get(fn));
+  grad->setAttr(ZBDialect::kGradientOfAttrName, FlatSymbolRefAttr::get(fn));
   symbols.insert(grad, std::next(Block::iterator(fn)));
 
   Block &body = grad.getBody().front();
@@ -118,7 +119,7 @@ struct AutodiffPass : zb::impl::ZBAutodiffBase<AutodiffPass> {
     SymbolTable symbols(module);
     SmallVector<func::FuncOp> functions(module.getOps<func::FuncOp>());
     for (func::FuncOp fn : functions) {
-      if (fn.isExternal() || fn->hasAttr("zb.gradient_of"))
+      if (fn.isExternal() || fn->hasAttr(ZBDialect::kGradientOfAttrName))
         continue;
       SmallVector<pipe::StageOp> stages(fn.getOps<pipe::StageOp>());
       if (!stages.empty()) {

@@ -13,6 +13,7 @@
 #include "zb/Dialect/Pipe/PipeDialect.h"
 #include "zb/Dialect/Sched/SchedDialect.h"
 #include "zb/Dialect/Sched/Transforms/Passes.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 #include "zb/Pipelines/Pipelines.h"
 #include "zb/Transforms/Passes.h"
 
@@ -36,7 +37,8 @@ int main(int argc, char **argv) {
   mlir::registerAllExtensions(registry);
   // --gpu-module-to-binary (in --zb-lower-to-gpu) translates kernels.
   mlir::registerAllGPUToLLVMIRTranslations(registry);
-  registry.insert<zb::pipe::PipeDialect, zb::sched::SchedDialect>();
+  registry
+      .insert<zb::ZBDialect, zb::pipe::PipeDialect, zb::sched::SchedDialect>();
   zb::autodiff::registerGradientExternalModels(registry);
 
   return mlir::asMainReturnCode(mlir::MlirOptMain(

@@ -13,7 +13,7 @@
 #ifndef ZB_TOOLS_ZBRUN_MEASURE_H
 #define ZB_TOOLS_ZBRUN_MEASURE_H
 
-#include "zb/Conversion/StageTable.h"
+#include "zb/Dialect/ZB/StageTable.h"
 #include "zb/Schedule/Export.h"
 
 #include "zbrt/Trace.h"

@@ -35,8 +35,9 @@
 
 #include "Measure.h"
 
-#include "zbrt/Checkpoint.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 #include "zbrt/CUDA.h"
+#include "zbrt/Checkpoint.h"
 #include "zbrt/Comm.h"
 #include "zbrt/Executable.h"
 #include "zbrt/Init.h"
@@ -1025,7 +1026,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     comm->abort("the compiled program has no step function for rank " +
                 std::to_string(rank));
   SmallVector<std::string> myParams;
-  for (Attribute a : step->getAttrOfType<ArrayAttr>("zb.params"))
+  for (Attribute a :
+       step->getAttrOfType<ArrayAttr>(zb::ZBDialect::kParamsAttrName))
     myParams.push_back(cast<StringAttr>(a).str());
 
   // Each rank compiles only its own step function and stage functions, all

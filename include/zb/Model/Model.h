@@ -14,6 +14,8 @@
 #ifndef ZB_MODEL_MODEL_H
 #define ZB_MODEL_MODEL_H
 
+#include "zb/Dialect/ZB/ZBDialect.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -23,10 +25,11 @@
 
 namespace zb {
 
-/// Attribute names of the convention.
-inline constexpr llvm::StringLiteral kParamAttr = "zb.param";
-inline constexpr llvm::StringLiteral kDataAttr = "zb.data";
-inline constexpr llvm::StringLiteral kRangeAttr = "zb.range";
+/// Attribute names of the convention (the zb dialect's, which verifies
+/// them).
+inline constexpr llvm::StringLiteral kParamAttr = ZBDialect::kParamAttrName;
+inline constexpr llvm::StringLiteral kDataAttr = ZBDialect::kDataAttrName;
+inline constexpr llvm::StringLiteral kRangeAttr = ZBDialect::kRangeAttrName;
 
 /// One argument of the model function.
 struct ModelArg {

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 #include "zb/Dialect/Pipe/PipeDialect.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 namespace zb {
 

@@ -77,7 +77,7 @@ def ZBAutodiff : Pass<"zb-autodiff", "mlir::ModuleOp"> {
     An op without a rule is an error naming the op and the value whose
     gradient needed it.
   }];
-  let dependentDialects = ["mlir::linalg::LinalgDialect",
+  let dependentDialects = ["zb::ZBDialect", "mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
                            "mlir::scf::SCFDialect",

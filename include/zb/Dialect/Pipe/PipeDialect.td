@@ -24,6 +24,8 @@ def Pipe_Dialect : Dialect {
     consuming region.
   }];
   let cppNamespace = "::zb::pipe";
+  // Loading it loads the verifier of the zb.* attributes.
+  let dependentDialects = ["::zb::ZBDialect"];
 }
 
 class Pipe_Op<string mnemonic, list<Trait> traits = []>

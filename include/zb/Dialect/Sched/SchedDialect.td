@@ -21,6 +21,8 @@ def Sched_Dialect : Dialect {
     inside a region is execution order on that rank.
   }];
   let cppNamespace = "::zb::sched";
+  // Loading it loads the verifier of the zb.* attributes.
+  let dependentDialects = ["::zb::ZBDialect"];
 }
 
 class Sched_Op<string mnemonic, list<Trait> traits = []>

@@ -5,12 +5,14 @@
 // --zb-lower-to-runtime records, as the module attribute `zb.stages`, each
 // stage's rank, costs and stash sizes, for the tools that run the lowered
 // program (zb-run's measurements). This header is the one writer and the
-// one reader of that attribute.
+// one reader of that attribute; the zb dialect verifies it with the reader.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZB_CONVERSION_STAGETABLE_H
-#define ZB_CONVERSION_STAGETABLE_H
+#ifndef ZB_DIALECT_ZB_STAGETABLE_H
+#define ZB_DIALECT_ZB_STAGETABLE_H
+
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -18,9 +20,6 @@
 #include <vector>
 
 namespace zb {
-
-/// The module attribute holding the table.
-inline constexpr llvm::StringLiteral kStagesAttr = "zb.stages";
 
 /// Per stage, in stage order: its rank, its cost_f/b/w and mem_b/w (0 where
 /// the stage had none).
@@ -39,4 +38,4 @@ bool readStageTable(mlir::ModuleOp module, StageTable &table,
 
 } // namespace zb
 
-#endif // ZB_CONVERSION_STAGETABLE_H
+#endif // ZB_DIALECT_ZB_STAGETABLE_H

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "zb/Conversion/StageTable.h"
+#include "zb/Dialect/ZB/StageTable.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -25,7 +25,7 @@ void zb::writeStageTable(ModuleOp module, const StageTable &table) {
     return b.getDenseI64ArrayAttr(wide);
   };
   module->setAttr(
-      kStagesAttr,
+      ZBDialect::kStagesAttrName,
       b.getDictionaryAttr(
           {b.getNamedAttr("rank", ints(table.ranks)),
            b.getNamedAttr("cost_f", b.getDenseF64ArrayAttr(table.costF)),
@@ -37,9 +37,10 @@ void zb::writeStageTable(ModuleOp module, const StageTable &table) {
 
 bool zb::readStageTable(ModuleOp module, StageTable &table,
                         std::string &error) {
-  auto dict = module->getAttrOfType<DictionaryAttr>(kStagesAttr);
+  auto dict = module->getAttrOfType<DictionaryAttr>(ZBDialect::kStagesAttrName);
   if (!dict) {
-    error = "the compiled program has no '" + kStagesAttr.str() + "' attribute";
+    error = "the compiled program has no '" + ZBDialect::kStagesAttrName.str() +
+            "' attribute";
     return false;
   }
   auto ints = [&](StringRef key, auto &out) {
@@ -59,7 +60,7 @@ bool zb::readStageTable(ModuleOp module, StageTable &table,
   if (!ints("rank", table.ranks) || !floats("cost_f", table.costF) ||
       !floats("cost_b", table.costB) || !floats("cost_w", table.costW) ||
       !ints("mem_b", table.memB) || !ints("mem_w", table.memW)) {
-    error = "the compiled program's '" + kStagesAttr.str() +
+    error = "the compiled program's '" + ZBDialect::kStagesAttrName.str() +
             "' attribute is malformed";
     return false;
   }
@@ -67,7 +68,7 @@ bool zb::readStageTable(ModuleOp module, StageTable &table,
   for (size_t size : {table.costF.size(), table.costB.size(),
                       table.costW.size(), table.memB.size(), table.memW.size()})
     if (size != n) {
-      error = "the compiled program's '" + kStagesAttr.str() +
+      error = "the compiled program's '" + ZBDialect::kStagesAttrName.str() +
               "' attribute has lists of different lengths";
       return false;
     }

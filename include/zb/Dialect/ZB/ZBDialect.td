@@ -1,0 +1,60 @@
+//===- ZBDialect.td - The zb attribute dialect -------------*- tablegen -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_DIALECT_ZB_ZBDIALECT_TD
+#define ZB_DIALECT_ZB_ZBDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def ZB_Dialect : Dialect {
+  let name = "zb";
+  let summary = "The attributes of the model convention and of lowered "
+                "programs";
+  let description = [{
+    The `zb` dialect has no ops: it owns the `zb.*` attributes the compiler
+    and its tools exchange, names them as constants, and verifies them
+    wherever it is loaded (every ZeroBubble pass loads it).
+
+    On arguments of a model function (the model convention):
+    - `zb.param` (unit or a non-empty string, the parameter's name): a
+      parameter; float elements.
+    - `zb.data` (non-empty string): the name of a data argument.
+    - `zb.range` (positive integer): integer data lies in [0, range).
+
+    On functions:
+    - `zb.gradient_of` (symbol): the function `--zb-autodiff` derived it from.
+    - `zb.rank` (integer ≥ 0), `zb.params` (array of strings),
+      `zb.microbatches` (integer ≥ 1), `zb.arena_bytes` (integer ≥ 0): a
+      rank's step function (`--zb-lower-to-runtime`).
+
+    On modules: `zb.stages`, the stage table (ranks, costs and stash sizes
+    per stage; zb/Dialect/ZB/StageTable.h).
+
+    On `memref.view`: `zb.out_slot` (unit), the arena slot a call writes its
+    result into (`--zb-results-to-slots`).
+  }];
+  let cppNamespace = "::zb";
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let extraClassDeclaration = [{
+    constexpr const static ::llvm::StringLiteral kParamAttrName = "zb.param";
+    constexpr const static ::llvm::StringLiteral kDataAttrName = "zb.data";
+    constexpr const static ::llvm::StringLiteral kRangeAttrName = "zb.range";
+    constexpr const static ::llvm::StringLiteral kGradientOfAttrName =
+        "zb.gradient_of";
+    constexpr const static ::llvm::StringLiteral kRankAttrName = "zb.rank";
+    constexpr const static ::llvm::StringLiteral kParamsAttrName = "zb.params";
+    constexpr const static ::llvm::StringLiteral kMicrobatchesAttrName =
+        "zb.microbatches";
+    constexpr const static ::llvm::StringLiteral kArenaBytesAttrName =
+        "zb.arena_bytes";
+    constexpr const static ::llvm::StringLiteral kStagesAttrName = "zb.stages";
+    constexpr const static ::llvm::StringLiteral kOutSlotAttrName =
+        "zb.out_slot";
+  }];
+}
+
+#endif // ZB_DIALECT_ZB_ZBDIALECT_TD
