@@ -17,8 +17,18 @@ plain SGD. It prints the median step time of each side (the first steps
 are warm-up) and the ratio ours/theirs per schedule (below 1: zb-run is
 faster), and checks that the two loss curves agree (exit code 1 if not).
 
-    python3 bench/peer_torch.py [--models mlp,gpt] [--ranks 2]
-        [--microbatches 8] [--steps 20] [--threads 1] [--quick]
+``--size`` picks the models: ``small`` (the default) the tiny MLP and GPT
+above, where a step is mostly per-action overhead; ``medium`` a GPT of
+width 256, 8 blocks, context 64, vocabulary 512, batch 4; ``large`` width
+512, 8 blocks, context 128. Beside each row it prints each side's fraction
+of the roofline: the step's FLOPs (counted from the model by
+``torch.utils.flop_counter`` on one microbatch's forward and backward,
+times M) / (P x threads x the single-thread sgemm rate measured at the start
+of the same run) / the step time.
+
+    python3 bench/peer_torch.py [--size small|medium|large]
+        [--models mlp,gpt] [--ranks 2] [--microbatches 8] [--steps N]
+        [--threads 1] [--quick]
 
 Tools are found through $ZB_BIN_DIR (default build/bin); the package is
 imported from python/ unless installed.
@@ -51,14 +61,53 @@ SCHEDULES = {"1f1b": ("Schedule1F1B", 1),
              "zb-v": ("ScheduleZBVZeroBubble", 2)}
 LOSS_RTOL = 1e-3
 
+# GPT configurations of --size medium and large; small is GPT()'s default.
+SIZES = {
+    "small": {},
+    "medium": dict(vocab=512, context=64, width=256, heads=4, layers=8,
+                   hidden=1024, batch=4),
+    "large": dict(vocab=512, context=128, width=512, heads=8, layers=8,
+                  hidden=2048, batch=4),
+}
+# Default steps and warm-up steps per size.
+STEPS = {"small": (20, 3), "medium": (8, 2), "large": (5, 1)}
 
-def make_model(kind, stages, seed):
+
+def make_model(kind, stages, seed, size="small"):
     torch.manual_seed(seed)
     if kind == "mlp":
         # examples/mlp.mlir with one more hidden layer, so that it splits
         # into the four stages zb-v needs on two ranks.
         return MLP(sizes=(16, 32, 32, 32, 10), stages=stages, batch=8)
-    return GPT(stages=stages)
+    return GPT(stages=stages, **SIZES[size])
+
+
+def step_flops(args, kind):
+    """FLOPs of one training step: one microbatch's forward and backward,
+    counted by torch's FLOP counter, times M."""
+    from torch.utils.flop_counter import FlopCounterMode
+    model = make_model(kind, 1, args.seed, args.size)
+    inputs = model.example_inputs(torch.Generator().manual_seed(0))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(*inputs).backward()
+    return counter.get_total_flops() * args.microbatches
+
+
+def sgemm_rate(threads=1, n=512, seconds=1.0):
+    """FLOP/s of an n x n x n float32 matmul on `threads` threads."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    for _ in range(3):
+        torch.mm(a, b)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        torch.mm(a, b)
+        count += 1
+    elapsed = time.perf_counter() - start
+    torch.set_num_threads(saved)
+    return 2.0 * n ** 3 * count / elapsed
 
 
 def make_data(model, steps, microbatches, seed):
@@ -80,7 +129,7 @@ def torch_worker(rank, args, kind, schedule, port, out_dir):
                             init_method=f"tcp://127.0.0.1:{port}")
     chunks = SCHEDULES[schedule][1]
     total = args.ranks * chunks
-    model = make_model(kind, 1, args.seed)
+    model = make_model(kind, 1, args.seed, args.size)
     data = make_data(model, args.steps, args.microbatches, args.seed)
     modules = model.split(total)
     mine = local_stages(schedule, rank, args.ranks)
@@ -140,7 +189,7 @@ def run_torch(args, kind, schedule):
 
 def run_ours(args, kind, schedule):
     chunks = SCHEDULES[schedule][1]
-    model = make_model(kind, args.ranks * chunks, args.seed)
+    model = make_model(kind, args.ranks * chunks, args.seed, args.size)
     data = make_data(model, args.steps, args.microbatches, args.seed)
     program = zb.from_torch(model, data[0][0])
     result = zb.run(program, ranks=args.ranks, schedule=schedule,
@@ -157,16 +206,23 @@ def median_after_warmup(times, warmup):
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", default="mlp,gpt",
-                   help="comma-separated: mlp, gpt (default both)")
+    p.add_argument("--size", choices=sorted(SIZES), default="small",
+                   help="small: the tiny models (default); medium, large: "
+                   "GPTs where compute dominates")
+    p.add_argument("--models", default=None,
+                   help="comma-separated: mlp, gpt (default both for "
+                   "small, gpt otherwise)")
     p.add_argument("--schedules", default=",".join(SCHEDULES),
                    help="comma-separated subset of " + ", ".join(SCHEDULES))
     p.add_argument("--ranks", type=int, default=2, help="pipeline ranks P")
     p.add_argument("--microbatches", type=int, default=8,
                    help="microbatches M per step")
-    p.add_argument("--steps", type=int, default=20, help="training steps")
-    p.add_argument("--warmup", type=int, default=3,
-                   help="first steps left out of the median")
+    p.add_argument("--steps", type=int, default=None,
+                   help="training steps (default 20 small, 8 medium, "
+                   "5 large)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="first steps left out of the median (default 3, "
+                   "2, 1)")
     p.add_argument("--threads", type=int, default=1,
                    help="threads per rank (torch.set_num_threads and "
                    "OPENBLAS_NUM_THREADS)")
@@ -175,8 +231,15 @@ def parse_args():
     p.add_argument("--quick", action="store_true",
                    help="5 steps, 1 warm-up (a smoke run)")
     args = p.parse_args()
+    steps, warmup = STEPS[args.size]
+    args.steps = args.steps or steps
+    args.warmup = warmup if args.warmup is None else args.warmup
     if args.quick:
-        args.steps, args.warmup = 5, 1
+        args.steps, args.warmup = min(args.steps, 5), 1
+    if args.models is None:
+        args.models = "mlp,gpt" if args.size == "small" else "gpt"
+    if args.size != "small" and "mlp" in args.models.split(","):
+        p.error("--size medium and large are GPTs; the MLP is small only")
     return args
 
 
@@ -189,10 +252,19 @@ def main():
     print(f"P={args.ranks} ranks, M={args.microbatches} microbatches/step, "
           f"{args.steps} steps (median over the last "
           f"{args.steps - args.warmup}), {args.threads} thread(s)/rank, "
-          f"SGD lr {args.lr}")
+          f"SGD lr {args.lr}, size {args.size}")
+    rate = sgemm_rate()
+    peak = args.ranks * args.threads * rate
+    print(f"single-thread sgemm: {rate / 1e9:.1f} GFLOP/s; roofline "
+          f"P x threads x that = {peak / 1e9:.1f} GFLOP/s")
+    flops = {kind: step_flops(args, kind)
+             for kind in args.models.split(",")}
+    for kind, f in flops.items():
+        print(f"{kind}: {f / 1e9:.3f} GFLOP per step "
+              f"(>= {1e3 * f / peak:.1f} ms at the roofline)")
     header = (f"{'model':<5} {'ours':<6} {'theirs':<30} {'ours ms':>9} "
-              f"{'theirs ms':>10} {'ours/theirs':>12}  loss first -> last"
-              "   curves")
+              f"{'theirs ms':>10} {'ours/theirs':>12} {'roof ours':>10} "
+              f"{'roof theirs':>12}  loss first -> last   curves")
     print(header)
     print("-" * len(header))
     failures = 0
@@ -206,9 +278,12 @@ def main():
                        for a, b in zip(ours_l, theirs_l))
             agree = len(ours_l) == len(theirs_l) and diff <= LOSS_RTOL
             failures += not agree
+            roof_ours = flops[kind] / peak / (ours_ms / 1e3)
+            roof_theirs = flops[kind] / peak / (theirs_ms / 1e3)
             print(f"{kind:<5} {schedule:<6} {SCHEDULES[schedule][0]:<30} "
                   f"{ours_ms:>9.3f} {theirs_ms:>10.3f} "
-                  f"{ours_ms / theirs_ms:>12.3f}  "
+                  f"{ours_ms / theirs_ms:>12.3f} {roof_ours:>10.1%} "
+                  f"{roof_theirs:>12.1%}  "
                   f"{theirs_l[0]:.4f} -> {theirs_l[-1]:.4f}   "
                   f"{'agree' if agree else 'DIFFER'} "
                   f"(max rel diff {diff:.1e})", flush=True)

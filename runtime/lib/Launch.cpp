@@ -16,12 +16,24 @@
 using namespace zbrt;
 
 bool zbrt::isMPIWorker() {
-  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK"}) {
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
     const char *value = std::getenv(name);
     if (value && *value)
       return true;
   }
   return false;
+}
+
+int zbrt::launchedWorldSize() {
+  if (!isMPIWorker())
+    return 0;
+  for (const char *name :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    const char *value = std::getenv(name);
+    if (value && *value)
+      return std::atoi(value);
+  }
+  return 0;
 }
 
 std::string zbrt::findOnPath(const std::string &program) {

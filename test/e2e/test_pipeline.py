@@ -8,6 +8,7 @@ process (the unpartitioned model), after 3 SGD steps, to 1e-5 relative.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -150,3 +151,47 @@ def test_split_backward_has_the_same_bits(zb_run, examples_dir, references,
             assert np.array_equal(grads[name], ref_grads[name]), name
     for name in ref_params.files:
         assert np.array_equal(params[name], ref_params[name]), name
+
+
+def _outside_mpirun(np_):
+    """An mpirun command line as a user's launcher would start zb-run."""
+    mpirun = shutil.which("mpirun")
+    assert mpirun, "mpirun not on PATH (utils/install-deps.sh installs it)"
+    cmd = [mpirun, "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return cmd
+
+
+def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
+                                            references, tmp_path):
+    """zb-run started by an outside `mpirun -np 2` runs as those two ranks
+    (no second launch): the same run as zb-run launching itself. A --np
+    that does not match the launcher's world is an error naming both."""
+    exe = Path(os.environ.get("ZB_BIN_DIR", repo_root / "build" / "bin"))
+    ref_losses, ref_params, _ = references["mlp"]
+    metrics, params = tmp_path / "m.json", tmp_path / "p.npz"
+    args = [str(exe / "zb-run"), str(examples_dir / "mlp.mlir"),
+            "--steps", str(STEPS), "--microbatches", str(MICROBATCHES),
+            "--seed", "3", "--lr", "0.05", "--schedule", "zb-h1"]
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
+    proc = subprocess.run(
+        _outside_mpirun(2) + args + ["--np", "2", "--metrics", str(metrics),
+                                     "--dump-params", str(params)],
+        capture_output=True, text=True, env=env, timeout=300,
+        stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # One run: rank 0 prints each step once.
+    assert proc.stdout.count(f"step {STEPS}/{STEPS}") == 1, proc.stdout
+    losses = json.loads(metrics.read_text())["loss"]
+    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+    with np.load(params) as got:
+        for name in ref_params.files:
+            assert_close(name, got[name], ref_params[name])
+
+    wrong = subprocess.run(_outside_mpirun(2) + args + ["--np", "4"],
+                           capture_output=True, text=True, env=env,
+                           timeout=300, stdin=subprocess.DEVNULL)
+    assert wrong.returncode != 0
+    assert ("started as one of 2 processes by an MPI launcher, but --np is "
+            "4; pass --np 2") in wrong.stderr, wrong.stderr

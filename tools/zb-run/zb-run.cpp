@@ -1301,6 +1301,15 @@ int main(int argc, char **argv) {
     return fail("unknown --schedule '" + scheduleName + "'; known: " +
                 zb::schedule::knownScheduleNames());
 
+  // Started by an outside launcher (mpirun, srun): run as its rank, with
+  // as many ranks as the flags ask for.
+  if (int world = zbrt::launchedWorldSize();
+      world > 1 && !compileOnly && world != numRanks)
+    return fail("started as one of " + llvm::Twine(world) +
+                " processes by an MPI launcher, but --np is " +
+                llvm::Twine(numRanks.getValue()) + "; pass --np " +
+                llvm::Twine(world) +
+                " (or start one process and let zb-run launch them)");
   if (numRanks > 1 && !compileOnly && !zbrt::isMPIWorker()) {
     std::string error;
     int rc = zbrt::relaunchUnderMPI(numRanks, argc, argv, error);

@@ -14,9 +14,15 @@
 
 namespace zbrt {
 
-/// Whether this process was started by mpirun (or another MPI launcher):
-/// OMPI_COMM_WORLD_RANK or PMI_RANK is set.
+/// Whether this process was started by mpirun (or another MPI launcher,
+/// such as Slurm's srun with PMI or PMIx): OMPI_COMM_WORLD_RANK, PMI_RANK or
+/// PMIX_RANK is set.
 bool isMPIWorker();
+
+/// The number of processes the launcher started (OMPI_COMM_WORLD_SIZE,
+/// PMI_SIZE, or SLURM_NTASKS under PMIx), or 0 when it does not say or this
+/// is no MPI worker.
+int launchedWorldSize();
 
 /// The full path of `program` found on PATH (or `program` itself when it
 /// contains a '/' and is executable), or "" when there is none.
