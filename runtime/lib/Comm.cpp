@@ -75,6 +75,21 @@ void Comm::startGroupSum(float *, size_t, const std::vector<int> &group) {
           "communicator");
 }
 
+void Comm::startAllgather(const double *mine, size_t n, double *all) {
+  std::string bytes(reinterpret_cast<const char *>(mine), n * sizeof(double));
+  std::vector<std::string> parts;
+  gather(bytes, parts, 0);
+  if (rank() == 0)
+    for (int r = 0; r < size(); ++r) {
+      if (parts[r].size() != bytes.size())
+        abort("allgather: rank " + std::to_string(r) + " sent " +
+              std::to_string(parts[r].size()) + " bytes, expected " +
+              std::to_string(bytes.size()));
+      std::memcpy(all + r * n, parts[r].data(), bytes.size());
+    }
+  broadcast(all, size() * n * sizeof(double), 0);
+}
+
 //===----------------------------------------------------------------------===//
 // The single-process backend
 //===----------------------------------------------------------------------===//

@@ -82,6 +82,8 @@ public:
   void startGroupSum(float *values, size_t n,
                      const std::vector<int> &group) override;
   void waitGroupSums() override;
+  void startAllgather(const double *mine, size_t n, double *all) override;
+  void waitAllgather() override;
   void broadcast(void *data, size_t bytes, int root) override;
   void gather(const std::string &mine, std::vector<std::string> &all,
               int root) override;
@@ -121,6 +123,10 @@ private:
   void checkRoot(const char *what, int root);
   /// Drops the sends that have completed.
   void reapSends();
+
+  /// The allgather startAllgather() started, if any.
+  MPI_Request allgatherRequest = MPI_REQUEST_NULL;
+  size_t allgatherCount = 0;
 
   /// A group sum started or waiting for its group's communicator.
   struct GroupSum {
@@ -466,6 +472,28 @@ void MPIComm::broadcast(void *data, size_t bytes, int root) {
     waitCollective(request, operation);
     offset += count;
   } while (offset < bytes);
+}
+
+void MPIComm::startAllgather(const double *mine, size_t n, double *all) {
+  if (allgatherRequest != MPI_REQUEST_NULL)
+    abort("an allgather started before the previous one completed");
+  if (n > static_cast<size_t>(INT_MAX))
+    abort("allgather of " + std::to_string(n) +
+          " values: more than MPI's int counts allow");
+  allgatherCount = n;
+  check(MPI_Iallgather(mine, static_cast<int>(n), MPI_DOUBLE, all,
+                       static_cast<int>(n), MPI_DOUBLE, comm,
+                       &allgatherRequest),
+        "MPI_Iallgather");
+}
+
+void MPIComm::waitAllgather() {
+  if (allgatherRequest == MPI_REQUEST_NULL)
+    return;
+  MPI_Request request = allgatherRequest;
+  allgatherRequest = MPI_REQUEST_NULL;
+  waitCollective(request, "an allgather of " + std::to_string(allgatherCount) +
+                              " values per rank");
 }
 
 void MPIComm::gather(const std::string &mine, std::vector<std::string> &all,

@@ -66,6 +66,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -157,6 +158,18 @@ static cl::opt<int> numSteps("steps", cl::desc("Training steps (default 1)"),
 static cl::opt<std::string>
     optimizerName("optimizer", cl::desc("sgd (default) or adamw"),
                   cl::init("sgd"), cl::cat(category));
+static cl::opt<double> clipGradNorm(
+    "clip-grad-norm",
+    cl::desc("Scale the step's gradients so that their global L2 norm is at "
+             "most X (PyTorch's clip_grad_norm_), checked after an "
+             "optimistic update that is redone when clipping applies"),
+    cl::value_desc("X"), cl::init(0.0), cl::cat(category));
+static cl::opt<bool> syncGradCheck(
+    "sync-grad-check",
+    cl::desc("Reduce the gradient norm and the finite check before the "
+             "optimizer step instead of after it (a synchronisation; to test "
+             "the post-validated step against)"),
+    cl::Hidden, cl::cat(category));
 static cl::opt<double> learningRate("lr",
                                     cl::desc("Learning rate (default 0.01)"),
                                     cl::init(0.01), cl::cat(category));
@@ -603,6 +616,48 @@ static void printStep(int64_t step, double loss, double seconds) {
   llvm::outs().flush();
 }
 
+/// What the global check of a step's gradients found.
+struct StepCheck {
+  double norm = 0.0;
+  bool clipped = false;
+  bool skipped = false;
+};
+
+/// The metrics of the gradient checks: with --clip-grad-norm or after a
+/// skipped step, the global norm per step ("grad_norm", null when not
+/// finite), the clipped and the skipped steps (1-based).
+static std::string checksJson(ArrayRef<StepCheck> checks, int64_t firstStep) {
+  bool any = clipGradNorm > 0 ||
+             llvm::any_of(checks, [](const StepCheck &c) { return c.skipped; });
+  if (!any)
+    return "";
+  std::string json;
+  llvm::raw_string_ostream os(json);
+  os << ", \"grad_norm\": [";
+  for (size_t i = 0; i < checks.size(); ++i) {
+    os << (i ? ", " : "");
+    if (std::isfinite(checks[i].norm))
+      os << llvm::format("%.9g", checks[i].norm);
+    else
+      os << "null";
+  }
+  auto steps = [&](auto pick) {
+    os << "[";
+    bool first = true;
+    for (size_t i = 0; i < checks.size(); ++i)
+      if (pick(checks[i])) {
+        os << (first ? "" : ", ") << firstStep + int64_t(i) + 1;
+        first = false;
+      }
+    os << "]";
+  };
+  os << "], \"clipped_steps\": ";
+  steps([](const StepCheck &c) { return c.clipped; });
+  os << ", \"skipped_steps\": ";
+  steps([](const StepCheck &c) { return c.skipped; });
+  return json;
+}
+
 /// The summary of --eval and --grads.
 static void printMeanLoss(StringRef fnName, double loss) {
   llvm::outs() << "zb-run: " << fnName << ": " << microbatches << " microbatch"
@@ -618,10 +673,17 @@ static bool writeMetrics(const std::vector<double> &losses,
     return true;
   std::string json;
   llvm::raw_string_ostream os(json);
+  // A value that is not finite (the loss of a skipped step) is null: JSON
+  // has no NaN.
   auto list = [&](const std::vector<double> &values) {
     os << "[";
-    for (size_t i = 0; i < values.size(); ++i)
-      os << (i ? ", " : "") << llvm::format("%.9g", values[i]);
+    for (size_t i = 0; i < values.size(); ++i) {
+      os << (i ? ", " : "");
+      if (std::isfinite(values[i]))
+        os << llvm::format("%.9g", values[i]);
+      else
+        os << "null";
+    }
     os << "]";
   };
   os << "{\"loss\": ";
@@ -767,6 +829,101 @@ static bool checkpointDue(int64_t step) {
          (checkpointEvery > 0 && (step + 1) % checkpointEvery == 0);
 }
 
+/// The optimizer step, post-validated as in the zero-bubble paper (§4):
+/// the rank's partial squared norm and count of non-finite values (a
+/// shared parameter counted on its first holder only, `counted`) start
+/// gathering over every rank (`comm`; none: one process) while the rank
+/// updates optimistically. When the gathered sums (added in rank order:
+/// the same bits everywhere) say that a gradient somewhere is not finite,
+/// the update is rolled back (parameters and optimizer state) and the step
+/// skipped; when the norm exceeds --clip-grad-norm, it is rolled back and
+/// redone with the gradients scaled by X / (norm + 1e-6). Every rank thus
+/// decides alike, and no synchronisation precedes the update.
+static bool checkedUpdate(zbrt::Comm *comm, Runner &runner,
+                          ArrayRef<const zb::ModelArg *> params,
+                          ArrayRef<bool> counted, zbrt::NpzArchive &grads,
+                          zbrt::Optimizer &optimizer, StepCheck &check,
+                          std::string &error) {
+  double mine[2] = {0.0, 0.0};
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!counted[i])
+      continue;
+    const zbrt::NpyArray &g = grads[params[i]->name];
+    for (int64_t j = 0, e = g.numElements(); j < e; ++j) {
+      double v = loadScalar(g, j);
+      if (std::isfinite(v))
+        mine[0] += v * v;
+      else
+        mine[1] += 1;
+    }
+  }
+  int ranks = comm ? comm->size() : 1;
+  std::vector<double> all(2 * ranks);
+  bool optimistic = comm && !syncGradCheck;
+  if (comm)
+    comm->startAllgather(mine, 2, all.data());
+  else
+    std::copy(mine, mine + 2, all.begin());
+  if (comm && !optimistic)
+    comm->waitAllgather();
+
+  // The optimistic update, unless this rank already knows it is void.
+  std::optional<zbrt::NpzArchive> before;
+  std::optional<zbrt::Optimizer> saved;
+  bool updated = false;
+  if (optimistic && mine[1] == 0) {
+    before = paramArchive(runner, params);
+    saved = optimizer;
+    if (!updateParams(runner, params, grads, optimizer, error))
+      return false;
+    updated = true;
+  }
+  if (optimistic)
+    comm->waitAllgather();
+  double squares = 0.0, nonFinite = 0.0;
+  for (int r = 0; r < ranks; ++r) {
+    squares += all[2 * r];
+    nonFinite += all[2 * r + 1];
+  }
+  check.norm = nonFinite > 0 ? std::numeric_limits<double>::quiet_NaN()
+                             : std::sqrt(squares);
+  check.skipped = nonFinite > 0;
+  double coef = clipGradNorm > 0 && !check.skipped
+                    ? clipGradNorm / (check.norm + 1e-6)
+                    : 1.0;
+  check.clipped = coef < 1.0;
+  if (!check.skipped && !check.clipped && updated)
+    return true;
+  // Roll back what the optimistic update did.
+  if (updated) {
+    for (const zb::ModelArg *arg : params)
+      runner.arguments()[arg->position] = (*before)[arg->name];
+    optimizer = *saved;
+  }
+  if (check.skipped)
+    return true;
+  if (check.clipped) {
+    auto scale = static_cast<float>(coef);
+    for (auto &entry : grads) {
+      zbrt::NpyArray &g = entry.second;
+      for (int64_t j = 0, e = g.numElements(); j < e; ++j)
+        storeScalar(g, j,
+                    g.dtype == zbrt::DType::F32
+                        ? static_cast<double>(
+                              static_cast<float>(loadScalar(g, j)) * scale)
+                        : loadScalar(g, j) * coef);
+    }
+  }
+  return updateParams(runner, params, grads, optimizer, error);
+}
+
+/// Reports a skipped step.
+static void printSkipped(int64_t step) {
+  llvm::outs() << "zb-run: step " << step + 1
+               << ": a gradient is not finite; the step is skipped on every "
+                  "rank\n";
+}
+
 /// --eval, --grads, and training on one process.
 static int runSingleProcess(MLIRContext &context, ModuleOp module,
                             const zb::ModelSignature &signature,
@@ -826,6 +983,8 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
     return fail(error);
   std::vector<double> stepLosses, rates, losses;
   std::vector<zbrt::NpyArray> grads;
+  SmallVector<bool> counted(params.size(), true);
+  std::vector<StepCheck> stepChecks;
   for (int64_t step = firstStep; step < steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     losses.clear();
@@ -841,9 +1000,14 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
         storeScalar(g, j, loadScalar(g, j) / microbatches);
     stepLosses.push_back(mean);
     if (training) {
-      if (!updateParams(runner, params, namedGrads(params, grads), optimizer,
-                        error))
+      zbrt::NpzArchive named = namedGrads(params, grads);
+      StepCheck check;
+      if (!checkedUpdate(nullptr, runner, params, counted, named, optimizer,
+                         check, error))
         return fail(error);
+      if (check.skipped)
+        printSkipped(step);
+      stepChecks.push_back(check);
       double seconds = std::chrono::duration<double>(
                            std::chrono::steady_clock::now() - start)
                            .count();
@@ -861,7 +1025,8 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
 
   if (!training)
     printMeanLoss(fnName, stepLosses.back());
-  if (!writeMetrics(stepLosses, rates, training ? nullptr : &losses))
+  if (!writeMetrics(stepLosses, rates, training ? nullptr : &losses,
+                    checksJson(stepChecks, firstStep)))
     return 1;
   if (!dumpGradsPath.empty()) {
     if (!writeArchive(dumpGradsPath, namedGrads(params, grads),
@@ -1098,6 +1263,20 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   std::vector<double> stepLosses, rates;
   zbrt::NpzArchive lastGrads;
   double lastLoss = 0;
+  // Each shared parameter's norm counts on its first holder only.
+  SmallVector<bool> counted;
+  for (const zb::ModelArg *arg : params) {
+    int first = rank;
+    for (auto fn : lowered->getOps<func::FuncOp>())
+      if (auto rankAttr =
+              fn->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName))
+        if (auto names =
+                fn->getAttrOfType<ArrayAttr>(zb::ZBDialect::kParamsAttrName))
+          if (llvm::is_contained(names, StringAttr::get(&context, arg->name)))
+            first = std::min<int>(first, rankAttr.getInt());
+    counted.push_back(first == rank);
+  }
+  std::vector<StepCheck> stepChecks;
   // --grads: one step through the same per-rank programs, no update.
   bool training = !gradsMode;
   int64_t steps = training ? numSteps.getValue() : 1;
@@ -1178,9 +1357,18 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     double stepLoss = *loss.as<float>();
     comm->allreduceSum(&stepLoss, 1);
     zbrt::NpzArchive gradArchive = namedGrads(params, grads);
-    if (training &&
-        !updateParams(runner, params, gradArchive, optimizer, error))
-      comm->abort(error);
+    if (training) {
+      // The update works on a copy: --dump-grads writes the gradients as
+      // the step computed them.
+      zbrt::NpzArchive stepGrads = gradArchive;
+      StepCheck check;
+      if (!checkedUpdate(comm.get(), runner, params, counted, stepGrads,
+                         optimizer, check, error))
+        comm->abort(error);
+      if (check.skipped && rank == 0)
+        printSkipped(s);
+      stepChecks.push_back(check);
+    }
     lastGrads = std::move(gradArchive);
     lastLoss = stepLoss;
     double seconds = std::chrono::duration<double>(
@@ -1221,7 +1409,9 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     zb::run::RunMeasurement measured =
         zb::run::measure(measuredSteps, stageTable, layout, scheduleName);
     printMeasurement(measured);
-    if (!writeMetrics(stepLosses, rates, nullptr, measurementJson(measured)))
+    if (!writeMetrics(stepLosses, rates, nullptr,
+                      measurementJson(measured) +
+                          checksJson(stepChecks, firstStep)))
       code = 1;
     if (!tracePath.empty()) {
       std::ostringstream trace;
@@ -1284,6 +1474,12 @@ int main(int argc, char **argv) {
   if ((!checkpointDir.empty() || !resumeDir.empty()) && !training)
     return fail("--checkpoint and --resume are for training, not --eval or "
                 "--grads");
+  if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
+    return fail("--clip-grad-norm must be a positive number, got " +
+                llvm::formatv("{0}", clipGradNorm.getValue()).str());
+  if (clipGradNorm > 0 && !training)
+    return fail("--clip-grad-norm clips a training step's gradients; "
+                "--eval and --grads take no step");
   if (checkpointEvery < 0)
     return fail("--checkpoint-every must be positive, got " +
                 llvm::Twine(checkpointEvery.getValue()));

@@ -212,6 +212,17 @@ TEST_F(MPICommTest, Collectives) {
   else
     EXPECT_TRUE(all.empty());
   comm.barrier();
+
+  // Every rank gets every rank's values, while this rank works on.
+  double mine[2] = {rank + 0.5, -1.0 * rank};
+  double gathered[4] = {0, 0, 0, 0};
+  comm.startAllgather(mine, 2, gathered);
+  comm.waitAllgather();
+  EXPECT_EQ(gathered[0], 0.5);
+  EXPECT_EQ(gathered[1], 0.0);
+  EXPECT_EQ(gathered[2], 1.5);
+  EXPECT_EQ(gathered[3], -1.0);
+  comm.barrier();
 }
 
 /// What a worker runs for --zb-child=SCENARIO; returns its exit status.
@@ -377,6 +388,11 @@ TEST_F(LocalCommTest, CollectivesAreTheIdentity) {
   std::vector<std::string> all;
   comm->gather("x", all, 0);
   EXPECT_EQ(all, std::vector<std::string>{"x"});
+  double gathered[2] = {0, 0};
+  comm->startAllgather(values, 2, gathered);
+  comm->waitAllgather();
+  EXPECT_EQ(gathered[0], 1.5);
+  EXPECT_EQ(gathered[1], -2);
   comm->barrier();
   comm->waitSends();
 }

@@ -77,6 +77,16 @@ public:
   /// Completes every group sum started so far.
   virtual void waitGroupSums() {}
 
+  /// Starts gathering `n` values from every rank, without blocking: after
+  /// waitAllgather(), `all[r * n + i]` is rank r's `mine[i]` on every rank
+  /// (`all` holds size() * n values; neither buffer may be touched before).
+  /// A sum each rank then forms in rank order is bitwise the same
+  /// everywhere, which an allreduce does not promise. The default completes
+  /// at once through gather() and broadcast().
+  virtual void startAllgather(const double *mine, size_t n, double *all);
+  /// Completes the gather startAllgather() started.
+  virtual void waitAllgather() {}
+
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void broadcast(void *data, size_t bytes, int root) = 0;
   /// Collects one byte string per rank on `root`: there `all[r]` is rank r's

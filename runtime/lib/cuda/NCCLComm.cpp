@@ -85,6 +85,11 @@ public:
   void startGroupSum(float *values, size_t n,
                      const std::vector<int> &group) override;
   void waitGroupSums() override;
+  /// Host values: the host communicator's.
+  void startAllgather(const double *mine, size_t n, double *all) override {
+    host->startAllgather(mine, n, all);
+  }
+  void waitAllgather() override { host->waitAllgather(); }
   void broadcast(void *data, size_t bytes, int root) override;
   void gather(const std::string &mine, std::vector<std::string> &all,
               int root) override {
