@@ -86,9 +86,10 @@ def step_flops(args, kind):
     """FLOPs of one training step: one microbatch's forward and backward,
     counted by torch's FLOP counter, times M."""
     import logging
-    from torch.utils.flop_counter import FlopCounterMode
-    # It warns that it cannot count Triton kernels, which the CPU never runs.
+    # It warns on import that it cannot count Triton kernels, which the CPU
+    # never runs.
     logging.getLogger("torch.utils.flop_counter").setLevel(logging.ERROR)
+    from torch.utils.flop_counter import FlopCounterMode
     model = make_model(kind, 1, args.seed, args.size)
     inputs = model.example_inputs(torch.Generator().manual_seed(0))
     counter = FlopCounterMode(display=False)
