@@ -21,11 +21,12 @@ using namespace zb::run;
 namespace zs = zb::schedule;
 
 std::string zb::run::serialize(const RankStep &step) {
-  std::string bytes(3 * sizeof(int64_t) +
-                        step.actions.size() * sizeof(zbrt::ActionRecord),
-                    '\0');
-  int64_t header[3] = {static_cast<int64_t>(step.actions.size()),
-                       step.baseBytes, step.peakBytes};
+  int64_t header[4] = {static_cast<int64_t>(step.actions.size()),
+                       step.baseBytes, step.peakBytes, 0};
+  static_assert(sizeof(double) == sizeof(int64_t), "offset in the header");
+  std::memcpy(&header[3], &step.offset, sizeof(double));
+  std::string bytes(
+      sizeof(header) + step.actions.size() * sizeof(zbrt::ActionRecord), '\0');
   std::memcpy(bytes.data(), header, sizeof(header));
   if (!step.actions.empty())
     std::memcpy(bytes.data() + sizeof(header), step.actions.data(),
@@ -34,7 +35,7 @@ std::string zb::run::serialize(const RankStep &step) {
 }
 
 bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
-  int64_t header[3];
+  int64_t header[4];
   if (bytes.size() < sizeof(header))
     return false;
   std::memcpy(header, bytes.data(), sizeof(header));
@@ -47,6 +48,7 @@ bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
                 header[0] * sizeof(zbrt::ActionRecord));
   step.baseBytes = header[1];
   step.peakBytes = header[2];
+  std::memcpy(&step.offset, &header[3], sizeof(double));
   return true;
 }
 

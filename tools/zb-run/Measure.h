@@ -32,7 +32,8 @@ struct RankStep {
   std::vector<zbrt::ActionRecord> actions;
   int64_t baseBytes = 0;
   int64_t peakBytes = 0;
-  /// Seconds from the first step's barrier to this step's (rank 0's clock).
+  /// Seconds from the rank's first-step barrier to this step's, on the
+  /// rank's own clock (its actions stay in order in the trace).
   double offset = 0.0;
 };
 

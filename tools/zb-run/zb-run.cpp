@@ -1341,6 +1341,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       a.end -= origin;
     }
     mine.peakBytes = zbrt::peakLiveBytes();
+    // On this rank's own clock, so that its actions never overlap in the
+    // trace: a rank leaving a later barrier a little late (descheduled)
+    // must not shift that step's actions before the previous one's.
+    mine.offset = origin - firstOrigin;
     std::vector<std::string> parts;
     comm->gather(zb::run::serialize(mine), parts, 0);
     if (rank == 0) {
@@ -1349,7 +1353,6 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
         if (!zb::run::deserialize(parts[r], all[r]))
           comm->abort("rank " + std::to_string(r) +
                       " sent malformed action records");
-        all[r].offset = origin - firstOrigin;
       }
       measuredSteps.push_back(std::move(all));
     }
