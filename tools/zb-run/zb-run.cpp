@@ -11,15 +11,17 @@
 //        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR] ...
 //
 // Compiles the model for the CPU, or the GPU with --backend nccl (caching
-// the shared object by content hash), initialises parameters from the seed or loads them, makes
-// synthetic data or loads it, and runs one step over M microbatches: the
-// forward (--eval) or the forward and backward without an update (--grads),
-// printing the mean loss; gradients are the mean over the microbatches.
-// Without --eval or --grads it trains for --steps steps: in-process for
-// P = 1, and for P > 1 as P MPI processes each compiling and running only
-// its rank's step function, which the compiler builds with --zb-pipeline
-// (and --zb-keep-rank); a pipelined run
-// reports its measured bubble rate and stash memory (Measure.h).
+// the shared object by content hash), initialises parameters from the seed or
+// loads them, makes synthetic data or loads it, and runs one step over M
+// microbatches: the forward (--eval) or the forward and backward without an
+// update (--grads), printing the mean loss; gradients are the mean over the
+// microbatches. Without --eval or --grads it trains for --steps steps:
+// in-process for P = 1, and for P > 1 as P MPI processes each compiling and
+// running only its rank's step function, which the compiler builds with
+// --zb-pipeline (and --zb-keep-rank); --grads with P > 1 runs one such step
+// without an update. Each update is post-validated (checkedUpdate: clipping,
+// skipped non-finite steps); a pipelined run reports its measured bubble rate
+// and stash memory (Measure.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +54,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -141,8 +144,9 @@ static cl::opt<int> gradSamples(
     cl::init(6), cl::cat(category));
 static cl::opt<int> numRanks(
     "np",
-    cl::desc("Pipeline ranks P (default 1). Training with P > 1 launches P "
-             "processes through mpirun; P = 1 runs in-process, the "
+    cl::desc("Pipeline ranks P (default 1). Training or --grads with P > 1 "
+             "launches P processes through mpirun (or, started by mpirun or "
+             "srun, runs as one of them); P = 1 runs in-process, the "
              "unpartitioned reference"),
     cl::init(1), cl::cat(category));
 static cl::opt<std::string>
@@ -616,6 +620,20 @@ static void printStep(int64_t step, double loss, double seconds) {
   llvm::outs().flush();
 }
 
+/// Writes `values` as a JSON list; a value that is not finite (the loss or
+/// norm of a skipped step) is null: JSON has no NaN.
+static void writeJsonNumbers(llvm::raw_ostream &os, ArrayRef<double> values) {
+  os << "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    os << (i ? ", " : "");
+    if (std::isfinite(values[i]))
+      os << llvm::format("%.9g", values[i]);
+    else
+      os << "null";
+  }
+  os << "]";
+}
+
 /// What the global check of a step's gradients found.
 struct StepCheck {
   double norm = 0.0;
@@ -633,14 +651,9 @@ static std::string checksJson(ArrayRef<StepCheck> checks, int64_t firstStep) {
     return "";
   std::string json;
   llvm::raw_string_ostream os(json);
-  os << ", \"grad_norm\": [";
-  for (size_t i = 0; i < checks.size(); ++i) {
-    os << (i ? ", " : "");
-    if (std::isfinite(checks[i].norm))
-      os << llvm::format("%.9g", checks[i].norm);
-    else
-      os << "null";
-  }
+  os << ", \"grad_norm\": ";
+  writeJsonNumbers(os, llvm::to_vector(llvm::map_range(
+                           checks, [](const StepCheck &c) { return c.norm; })));
   auto steps = [&](auto pick) {
     os << "[";
     bool first = true;
@@ -651,7 +664,7 @@ static std::string checksJson(ArrayRef<StepCheck> checks, int64_t firstStep) {
       }
     os << "]";
   };
-  os << "], \"clipped_steps\": ";
+  os << ", \"clipped_steps\": ";
   steps([](const StepCheck &c) { return c.clipped; });
   os << ", \"skipped_steps\": ";
   steps([](const StepCheck &c) { return c.skipped; });
@@ -673,19 +686,7 @@ static bool writeMetrics(const std::vector<double> &losses,
     return true;
   std::string json;
   llvm::raw_string_ostream os(json);
-  // A value that is not finite (the loss of a skipped step) is null: JSON
-  // has no NaN.
-  auto list = [&](const std::vector<double> &values) {
-    os << "[";
-    for (size_t i = 0; i < values.size(); ++i) {
-      os << (i ? ", " : "");
-      if (std::isfinite(values[i]))
-        os << llvm::format("%.9g", values[i]);
-      else
-        os << "null";
-    }
-    os << "]";
-  };
+  auto list = [&](ArrayRef<double> values) { writeJsonNumbers(os, values); };
   os << "{\"loss\": ";
   list(losses);
   if (!rates.empty()) {
@@ -1263,26 +1264,30 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   std::vector<double> stepLosses, rates;
   zbrt::NpzArchive lastGrads;
   double lastLoss = 0;
-  // Each shared parameter's norm counts on its first holder only.
-  SmallVector<bool> counted;
-  for (const zb::ModelArg *arg : params) {
-    int first = rank;
-    for (auto fn : lowered->getOps<func::FuncOp>())
-      if (auto rankAttr =
-              fn->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName))
-        if (auto names =
-                fn->getAttrOfType<ArrayAttr>(zb::ZBDialect::kParamsAttrName))
-          if (llvm::is_contained(names, StringAttr::get(&context, arg->name)))
-            first = std::min<int>(first, rankAttr.getInt());
-    counted.push_back(first == rank);
+  // Each shared parameter's norm counts on its first holder only: the
+  // lowest rank whose step function lists it.
+  llvm::StringMap<int64_t> firstHolder;
+  for (auto fn : lowered->getOps<func::FuncOp>()) {
+    auto holder = fn->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName);
+    auto names = fn->getAttrOfType<ArrayAttr>(zb::ZBDialect::kParamsAttrName);
+    if (!holder || !names)
+      continue;
+    for (StringAttr name : names.getAsRange<StringAttr>()) {
+      auto [it, inserted] = firstHolder.try_emplace(name, holder.getInt());
+      if (!inserted)
+        it->second = std::min(it->second, holder.getInt());
+    }
   }
+  SmallVector<bool> counted;
+  for (const zb::ModelArg *arg : params)
+    counted.push_back(firstHolder.lookup(arg->name) == rank);
   std::vector<StepCheck> stepChecks;
   // --grads: one step through the same per-rank programs, no update.
   bool training = !gradsMode;
   int64_t steps = training ? numSteps.getValue() : 1;
   for (int64_t s = firstStep; s < steps; ++s) {
-    // Every rank starts the step together: the records of all ranks share
-    // the time base of this barrier.
+    // Every rank starts the step together; its records are timed from this
+    // barrier (and placed in the trace on the rank's own clock).
     comm->barrier();
     auto start = std::chrono::steady_clock::now();
     double origin = zbrt::traceClock();
