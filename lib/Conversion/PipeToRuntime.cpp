@@ -118,21 +118,25 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
                   UnitAttr::get(ctx));
     }
 
-    // The runtime's group sums, for programs with sched.allreduce.
+    // The runtime's group sums (replica means in a program with replicas),
+    // for programs with sched.allreduce.
     bool hasReductions = false;
     program.walk([&](sched::AllReduceOp) { hasReductions = true; });
-    if (hasReductions && !module.lookupSymbol("zbrt_group_sum_f32")) {
+    StringRef sumName = program.getNumReplicas() > 1 ? "zbrt_replica_mean_f32"
+                                                     : "zbrt_group_sum_f32";
+    if (hasReductions && !module.lookupSymbol(sumName)) {
       auto groupType = UnrankedMemRefType::get(i64, 0);
       auto sum = func::FuncOp::create(
-          b, model.getLoc(), "zbrt_group_sum_f32",
+          b, model.getLoc(), sumName,
           FunctionType::get(ctx, {unranked, groupType}, {}));
       sum.setPrivate();
       sum->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                    UnitAttr::get(ctx));
+    }
+    if (hasReductions && !module.lookupSymbol("zbrt_wait_group_sums"))
       func::FuncOp::create(b, model.getLoc(), "zbrt_wait_group_sums",
                            FunctionType::get(ctx, {}, {}))
           .setPrivate();
-    }
 
     auto i32 = IntegerType::get(ctx, 32);
     for (StringRef name : {"zbrt_action_begin", "zbrt_action_end"}) {

@@ -174,7 +174,8 @@ private:
   DenseMap<int64_t, int64_t> columnOf; // slotKey -> table column
   llvm::MapVector<Value, Value> sums;  // model param -> its sum buffer
   Value lossBuffer;
-  func::FuncOp sendFn, recvFn, beginFn, endFn, groupSumFn, waitSumsFn;
+  func::FuncOp sendFn, recvFn, beginFn, endFn, groupSumFn, replicaMeanFn,
+      waitSumsFn;
   int64_t numReductions = 0;
 };
 } // namespace
@@ -616,7 +617,8 @@ LogicalResult RankLowering::plan(Region &region) {
   if (!stash.empty() || !wStash.empty())
     return region.getParentOp()->emitError("rank ")
            << rank << "'s program leaves a backward unfinished";
-  // Every copy of a parameter shared between ranks is reduced.
+  // Every copy of a parameter shared between ranks is reduced (with
+  // replicas, every parameter).
   auto program = cast<sched::ProgramOp>(region.getParentOp());
   if (std::optional<DictionaryAttr> shared = program.getParamStages()) {
     std::optional<ArrayRef<int64_t>> placement = program.getStageRanks();
@@ -634,8 +636,10 @@ LogicalResult RankLowering::plan(Region &region) {
       if (mine && !reduced)
         return program.emitOpError()
                << "rank " << rank << " holds '" << entry.getName().getValue()
-               << "', a parameter shared between ranks, but never reduces "
-                  "its gradient (see --zb-insert-comm)";
+               << "', a parameter "
+               << (program.getNumReplicas() > 1 ? "of replicated ranks"
+                                                : "shared between ranks")
+               << ", but never reduces its gradient (see --zb-insert-comm)";
     }
   }
   return success();
@@ -1077,12 +1081,15 @@ void RankLowering::emitReduction(const Action &a,
       b, loc, groupType, FlatSymbolRefAttr::get(b.getContext(), name));
   Value groupArg = memref::CastOp::create(
       b, loc, UnrankedMemRefType::get(b.getI64Type(), 0), group);
+  bool replicas =
+      a.op->getParentOfType<sched::ProgramOp>().getNumReplicas() > 1;
   for (int64_t index : a.reduced) {
     Value buffer = bufferOf(model.getArgument(index));
     auto type = cast<MemRefType>(buffer.getType());
     Value unranked = memref::CastOp::create(
         b, loc, UnrankedMemRefType::get(type.getElementType(), 0), buffer);
-    func::CallOp::create(b, loc, groupSumFn, ValueRange{unranked, groupArg});
+    func::CallOp::create(b, loc, replicas ? replicaMeanFn : groupSumFn,
+                         ValueRange{unranked, groupArg});
     if (after)
       after(model.getArgument(index), buffer);
   }
@@ -1111,6 +1118,7 @@ void RankLowering::lookUpRuntime() {
   beginFn = module.lookupSymbol<func::FuncOp>("zbrt_action_begin");
   endFn = module.lookupSymbol<func::FuncOp>("zbrt_action_end");
   groupSumFn = module.lookupSymbol<func::FuncOp>("zbrt_group_sum_f32");
+  replicaMeanFn = module.lookupSymbol<func::FuncOp>("zbrt_replica_mean_f32");
   waitSumsFn = module.lookupSymbol<func::FuncOp>("zbrt_wait_group_sums");
 }
 

@@ -124,6 +124,7 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   scheduleOptions.numMicrobatches = options.microbatches;
   scheduleOptions.memLimit = options.memLimit;
   scheduleOptions.costsFile = options.costs;
+  scheduleOptions.numReplicas = static_cast<int>(options.replicas);
   pm.addPass(sched::createZBSchedule(scheduleOptions));
   // NCCL transfers carry no tags: each link must receive in send order.
   sched::ZBInsertCommOptions comm;

@@ -75,6 +75,11 @@ void Comm::startGroupSum(float *, size_t, const std::vector<int> &group) {
           "communicator");
 }
 
+std::unique_ptr<Comm> Comm::split(int, int, std::string &error) {
+  error = "this communicator cannot be split";
+  return nullptr;
+}
+
 void Comm::startAllgather(const double *mine, size_t n, double *all) {
   std::string bytes(reinterpret_cast<const char *>(mine), n * sizeof(double));
   std::vector<std::string> parts;
@@ -116,6 +121,11 @@ public:
   void allreduceSum(double *, size_t) override {}
   void allreduceSum(float *, size_t) override {}
   void allreduceMax(double *, size_t) override {}
+  std::unique_ptr<Comm> split(int, int, std::string &) override {
+    auto comm = std::make_unique<LocalComm>();
+    comm->setTimeoutSeconds(timeoutSeconds());
+    return comm;
+  }
   void broadcast(void *, size_t, int root) override {
     if (root != 0)
       abort("broadcast from rank " + std::to_string(root) +

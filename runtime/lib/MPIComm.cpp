@@ -84,6 +84,7 @@ public:
   void waitGroupSums() override;
   void startAllgather(const double *mine, size_t n, double *all) override;
   void waitAllgather() override;
+  std::unique_ptr<Comm> split(int color, int key, std::string &error) override;
   void broadcast(void *data, size_t bytes, int root) override;
   void gather(const std::string &mine, std::vector<std::string> &all,
               int root) override;
@@ -449,6 +450,32 @@ void MPIComm::waitGroupSums() {
           "MPI_Ibcast");
   waitStarted("the broadcast of shared gradients");
   groupSums.clear();
+}
+
+std::unique_ptr<Comm> MPIComm::split(int color, int key, std::string &error) {
+  if (color < 0) {
+    error = "cannot split a communicator by the negative color " +
+            std::to_string(color);
+    return nullptr;
+  }
+  MPI_Comm part = MPI_COMM_NULL;
+  int code = MPI_Comm_split(comm, color, key, &part);
+  if (code == MPI_SUCCESS)
+    code = MPI_Comm_set_errhandler(part, MPI_ERRORS_RETURN);
+  int rank = 0, size = 0;
+  if (code == MPI_SUCCESS)
+    code = MPI_Comm_rank(part, &rank);
+  if (code == MPI_SUCCESS)
+    code = MPI_Comm_size(part, &size);
+  if (code != MPI_SUCCESS) {
+    error = "cannot split the MPI communicator: " + mpiErrorString(code);
+    if (part != MPI_COMM_NULL)
+      MPI_Comm_free(&part);
+    return nullptr;
+  }
+  auto result = std::make_unique<MPIComm>(part, rank, size, tagUpperBound);
+  result->setTimeoutSeconds(timeoutSeconds());
+  return result;
 }
 
 void MPIComm::checkRoot(const char *what, int root) {

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 using namespace zbrt;
@@ -240,10 +241,10 @@ ZBRT_DEFINE_TRANSFER(i64, int64_t)
 
 #undef ZBRT_DEFINE_TRANSFER
 
-void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
-                                     zbrt_unranked_memref *group) {
-  const char *function = "zbrt_group_sum_f32";
-  Comm &comm = requireComm(function);
+/// The contiguous f32 buffer and the group of ranks of a group sum.
+static std::pair<View, std::vector<int>>
+readGroupSum(const char *function, Comm &comm, zbrt_unranked_memref *buf,
+             zbrt_unranked_memref *group) {
   View view = readView(function, comm, buf, sizeof(float));
   View members = readView(function, comm, group, sizeof(int64_t));
   if (!view.isContiguous() || !members.isContiguous() ||
@@ -258,13 +259,73 @@ void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
                  " is not valid");
     ranks.push_back(static_cast<int>(first[i]));
   }
+  return {view, ranks};
+}
+
+void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
+                                     zbrt_unranked_memref *group) {
+  const char *function = "zbrt_group_sum_f32";
+  Comm &comm = requireComm(function);
+  auto [view, ranks] = readGroupSum(function, comm, buf, group);
   comm.startGroupSum(reinterpret_cast<float *>(view.data),
                      static_cast<size_t>(view.numElements()), ranks);
+}
+
+/// The replicas of zbrt_set_replicas(), and the replica means started this
+/// step (divided by the number of replicas once their sums complete).
+static Comm *replicaWorld = nullptr;
+static int numReplicas = 1;
+static std::vector<std::pair<float *, size_t>> pendingMeans;
+
+void zbrt_set_replicas(Comm *world, int replicas) {
+  replicaWorld = replicas > 1 ? world : nullptr;
+  numReplicas = replicaWorld ? replicas : 1;
+  pendingMeans.clear();
+}
+
+void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
+                                        zbrt_unranked_memref *group) {
+  const char *function = "zbrt_replica_mean_f32";
+  Comm &comm = requireComm(function);
+  auto [view, ranks] = readGroupSum(function, comm, buf, group);
+  auto *values = reinterpret_cast<float *>(view.data);
+  auto count = static_cast<size_t>(view.numElements());
+  if (!replicaWorld) {
+    comm.startGroupSum(values, count, ranks);
+    return;
+  }
+  int pipeline = comm.size();
+  if (replicaWorld->size() != numReplicas * pipeline ||
+      replicaWorld->rank() % pipeline != comm.rank())
+    comm.abort(std::string(function) + ": world rank " +
+               std::to_string(replicaWorld->rank()) + " of " +
+               std::to_string(replicaWorld->size()) + " is not rank " +
+               std::to_string(comm.rank()) + " of one of " +
+               std::to_string(numReplicas) + " replicas of " +
+               std::to_string(pipeline) + " ranks");
+  std::vector<int> world;
+  for (int r = 0; r < numReplicas; ++r)
+    for (int member : ranks) {
+      if (member < 0 || member >= pipeline)
+        comm.abort(std::string(function) + ": rank " + std::to_string(member) +
+                   " is not in [0, " + std::to_string(pipeline) + ")");
+      world.push_back(r * pipeline + member);
+    }
+  replicaWorld->startGroupSum(values, count, world);
+  pendingMeans.emplace_back(values, count);
 }
 
 void zbrt_wait_group_sums(void) {
   if (Comm *comm = zbrt_get_comm())
     comm->waitGroupSums();
+  if (!replicaWorld)
+    return;
+  replicaWorld->waitGroupSums();
+  auto replicas = static_cast<float>(numReplicas);
+  for (auto [values, count] : pendingMeans)
+    for (size_t i = 0; i < count; ++i)
+      values[i] /= replicas;
+  pendingMeans.clear();
 }
 
 void zbrt_step_end(void) {

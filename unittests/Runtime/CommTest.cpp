@@ -225,6 +225,49 @@ TEST_F(MPICommTest, Collectives) {
   comm.barrier();
 }
 
+TEST_F(MPICommTest, ReplicaMeansThroughTheCABI) {
+  // Two replicas of a one-rank pipeline: split by world rank, each rank is
+  // rank 0 of its own pipeline, and a replica mean over group [0] averages
+  // the two ranks' buffers.
+  Comm &world = *gComm;
+  int rank = world.rank();
+  std::string error;
+  std::unique_ptr<Comm> pipeline = world.split(rank, 0, error);
+  ASSERT_TRUE(pipeline) << error;
+  EXPECT_EQ(pipeline->size(), 1);
+  EXPECT_EQ(pipeline->rank(), 0);
+  Comm *previous = zbrt_get_comm();
+  zbrt_set_comm(pipeline.get());
+  zbrt_set_replicas(&world, 2);
+
+  std::vector<float> grads = {1.0f + rank, 3.0f * rank, -2.0f};
+  auto desc = makeDescriptor<float, 1>(grads.data(), 0, {3}, {1});
+  auto memref = unranked(desc);
+  int64_t members[1] = {0};
+  auto groupDesc = makeDescriptor<int64_t, 1>(members, 0, {1}, {1});
+  auto group = unranked(groupDesc);
+  _mlir_ciface_zbrt_replica_mean_f32(&memref, &group);
+  zbrt_wait_group_sums();
+  EXPECT_EQ(grads, (std::vector<float>{1.5f, 1.5f, -2.0f}));
+
+  // Without replicas a replica mean is the pipeline's group sum: here, of
+  // one rank, the identity.
+  zbrt_set_replicas(nullptr, 1);
+  _mlir_ciface_zbrt_replica_mean_f32(&memref, &group);
+  zbrt_wait_group_sums();
+  EXPECT_EQ(grads, (std::vector<float>{1.5f, 1.5f, -2.0f}));
+  zbrt_set_comm(previous);
+
+  // One communicator per color, numbered by key.
+  std::unique_ptr<Comm> both = world.split(0, -rank, error);
+  ASSERT_TRUE(both) << error;
+  EXPECT_EQ(both->size(), 2);
+  EXPECT_EQ(both->rank(), 1 - rank);
+  EXPECT_FALSE(world.split(-1, 0, error));
+  EXPECT_NE(error.find("negative color"), std::string::npos) << error;
+  world.barrier();
+}
+
 /// What a worker runs for --zb-child=SCENARIO; returns its exit status.
 int runScenario(Comm &comm, const std::string &scenario) {
   float buffer[2] = {0, 0};

@@ -94,6 +94,11 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
       *this, "chunks",
       llvm::cl::desc("Stages per rank V (default: the schedule's)"),
       llvm::cl::init(0)};
+  Option<int64_t> replicas{
+      *this, "replicas",
+      llvm::cl::desc("Copies of the pipeline side by side (data "
+                     "parallelism): gradients averaged over them"),
+      llvm::cl::init(1)};
   Option<double> memLimit{
       *this, "mem-limit",
       llvm::cl::desc("Peak activation bytes per rank for memory-aware "

@@ -283,8 +283,8 @@ LogicalResult ProgramOp::verifyRegions() {
           if (holders == paramRanks.end())
             return op.emitOpError()
                    << "reduces '" << name
-                   << "', which is not a shared parameter of the program "
-                      "(see 'param_stages')";
+                   << "', which the program's 'param_stages' does not "
+                      "list";
           for (int64_t member : group)
             if (!holders->second.contains(member))
               return op.emitOpError() << "reduces '" << name << "' over rank "
@@ -465,8 +465,11 @@ LogicalResult AllReduceOp::verify() {
   if (getParams().empty())
     return emitOpError("reduces no parameters");
   ArrayRef<int64_t> group = getGroup();
-  if (group.size() < 2)
-    return emitOpError("needs a group of at least two ranks");
+  auto program = (*this)->getParentOfType<ProgramOp>();
+  if (group.empty() ||
+      (group.size() < 2 && (!program || program.getNumReplicas() < 2)))
+    return emitOpError("needs a group of at least two ranks (or, in a "
+                       "program with replicas, one)");
   for (size_t i = 0; i < group.size(); ++i)
     if (group[i] < 0 || (i && group[i] <= group[i - 1]))
       return emitOpError("group must list distinct non-negative ranks in "

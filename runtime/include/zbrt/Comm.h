@@ -87,6 +87,12 @@ public:
   /// Completes the gather startAllgather() started.
   virtual void waitAllgather() {}
 
+  /// Splits this communicator (collective over every rank): the ranks that
+  /// pass the same `color` form one new communicator, numbered by `key`
+  /// (ties by rank here). On failure returns null and sets `error`. The
+  /// default supports only the trivial split of a one-rank communicator.
+  virtual std::unique_ptr<Comm> split(int color, int key, std::string &error);
+
   /// Copies `bytes` bytes at `data` from rank `root` to every rank.
   virtual void broadcast(void *data, size_t bytes, int root) = 0;
   /// Collects one byte string per rank on `root`: there `all[r]` is rank r's
@@ -138,5 +144,12 @@ std::unique_ptr<Comm> createMPIComm(std::string &error);
 void zbrt_set_comm(zbrt::Comm *comm);
 /// The communicator set by zbrt_set_comm(), or null.
 zbrt::Comm *zbrt_get_comm();
+/// Data parallelism for the C ABI: `world` runs `replicas` copies of the
+/// pipeline whose communicator zbrt_set_comm() set, rank p of replica r
+/// being rank r * P + p of `world` (P the pipeline's size); the replica
+/// means of compiled code (zbrt_replica_mean_f32) reduce over it. Null (or
+/// one replica): a replica mean is the pipeline's group sum. The caller
+/// keeps ownership.
+void zbrt_set_replicas(zbrt::Comm *world, int replicas);
 
 #endif // ZBRT_COMM_H

@@ -89,9 +89,17 @@ void _mlir_ciface_zbrt_recv_i64(zbrt_unranked_memref *buf, int64_t peer,
  * blocking; every rank of the group ends with the same bits. Every rank of
  * the group starts the same sums in the same order. The sums complete by
  * zbrt_wait_group_sums(), which the step function calls before it returns
- * its gradients. */
+ * its gradients.
+ *
+ * zbrt_replica_mean_f32 (sched.allreduce of a program with replicas, data
+ * parallelism) is the same over the ranks of `group` in every replica of
+ * the pipeline (zbrt_set_replicas, zbrt/Comm.h), divided by the number of
+ * replicas once the sum completes: the mean over the replicas of the
+ * group's sum, the same bits on every rank that takes part. */
 void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
                                      zbrt_unranked_memref *group);
+void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
+                                        zbrt_unranked_memref *group);
 void zbrt_wait_group_sums(void);
 
 /* Waits until every send posted so far has completed (call it at the end of

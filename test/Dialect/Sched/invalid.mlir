@@ -215,6 +215,17 @@ rank 1 {
 
 // -----
 
+// A group of one rank reduces only over replicas.
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
+rank 0 {
+  // expected-error @+1 {{'sched.allreduce' op needs a group of at least two ranks (or, in a program with replicas, one)}}
+  sched.allreduce ["w"] over [0] seq 0
+}
+rank 1 {
+}
+
+// -----
+
 // A reduction runs on a rank of its group.
 sched.program ranks 3 stages 3 microbatches 1 attributes {stage_ranks = array<i64: 0, 1, 2>, param_stages = {w = array<i64: 0, 2>}}
 rank 0 {
@@ -231,7 +242,7 @@ rank 2 {
 // Only the parameters of 'param_stages' are reduced.
 sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, param_stages = {w = array<i64: 0, 1>}}
 rank 0 {
-  // expected-error @+1 {{'sched.allreduce' op reduces 'v', which is not a shared parameter of the program (see 'param_stages')}}
+  // expected-error @+1 {{'sched.allreduce' op reduces 'v', which the program's 'param_stages' does not list}}
   sched.allreduce ["v"] over [0, 1] seq 0
 }
 rank 1 {

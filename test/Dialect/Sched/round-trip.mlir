@@ -77,3 +77,30 @@ rank 1 {
   sched.compute W stage 1 microbatch 0
   sched.allreduce ["tied"] over [0, 1] seq 0
 }
+
+// Two replicas (data parallelism): every parameter is listed, and a
+// reduction over one rank averages a stage's gradients over its replicas.
+// CHECK-LABEL: sched.program ranks 2 stages 2 microbatches 1 attributes {param_stages = {a = array<i64: 0>, b = array<i64: 1>, tied = array<i64: 0, 1>}, replicas = 2 : i64, stage_ranks = array<i64: 0, 1>}
+// CHECK:        sched.allreduce ["a"] over [0] seq 0
+// CHECK-NEXT:   sched.allreduce ["tied"] over [0, 1] seq 0
+// CHECK:        sched.allreduce ["b"] over [1] seq 0
+// CHECK-NEXT:   sched.allreduce ["tied"] over [0, 1] seq 0
+sched.program ranks 2 stages 2 microbatches 1 attributes {stage_ranks = array<i64: 0, 1>, replicas = 2, param_stages = {a = array<i64: 0>, b = array<i64: 1>, tied = array<i64: 0, 1>}}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+  sched.recv B stage 1 microbatch 0 from 1 channel 1 seq 0
+  sched.compute B stage 0 microbatch 0
+  sched.compute W stage 0 microbatch 0
+  sched.allreduce ["a"] over [0] seq 0
+  sched.allreduce ["tied"] over [0, 1] seq 0
+}
+rank 1 {
+  sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+  sched.compute F stage 1 microbatch 0
+  sched.compute B stage 1 microbatch 0
+  sched.send B stage 1 microbatch 0 to 0 channel 1 seq 0
+  sched.compute W stage 1 microbatch 0
+  sched.allreduce ["b"] over [1] seq 0
+  sched.allreduce ["tied"] over [0, 1] seq 0
+}

@@ -43,6 +43,13 @@ def Sched_ProgramOp : Sched_Op<"program", [IsolatedFromAbove, NoTerminator]> {
     use it; `sched.allreduce` ops sum their gradients over the ranks that
     hold them.
 
+    With `replicas` D > 1, D copies of the program run side by side (data
+    parallelism: replica r's rank p is rank r * num_ranks + p of the
+    job). `param_stages` then names every parameter with the stages that
+    use it, every rank reduces each parameter it holds, a reduction runs
+    over its group's ranks in every replica and ends divided by D (the
+    replicas' mean of the group's sum), and its group may be one rank.
+
     The verifier checks ranges, that no action appears twice, that transfers
     on each (rank, peer, channel) are numbered 0, 1, 2, ... in program
     order, that every send has the matching recv on its peer (same
@@ -74,13 +81,16 @@ def Sched_ProgramOp : Sched_Op<"program", [IsolatedFromAbove, NoTerminator]> {
                    ConfinedAttr<I64Attr, [IntPositive]>:$num_microbatches,
                    OptionalAttr<StrAttr>:$schedule,
                    OptionalAttr<DenseI64ArrayAttr>:$stage_ranks,
-                   OptionalAttr<DictionaryAttr>:$param_stages);
+                   OptionalAttr<DictionaryAttr>:$param_stages,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$replicas);
   let regions = (region VariadicRegion<SizedRegion<1>>:$ranks);
   let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;
   let extraClassDeclaration = [{
     /// The rank that runs region `region`.
     static int64_t getRankOf(mlir::Operation *op);
+    /// The number of replicas of the program (1 without `replicas`).
+    int64_t getNumReplicas() { return getReplicas().value_or(1); }
   }];
 }
 
@@ -167,6 +177,7 @@ def Sched_AllReduceOp : Sched_Op<"allreduce", [HasParent<"ProgramOp">]> {
 
     ```mlir
     sched.allreduce ["wte.weight"] over [0, 3] seq 0
+    sched.allreduce ["fc1.weight", "fc1.bias"] over [1] seq 0 // replicas
     ```
   }];
   let arguments = (ins StrArrayAttr:$params,

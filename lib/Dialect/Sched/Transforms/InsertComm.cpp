@@ -177,37 +177,43 @@ static LogicalResult insertTransfers(ProgramOp program, bool inOrderLinks) {
   return success();
 }
 
-/// Adds the reductions of the program's shared parameters (`param_stages`):
-/// on each rank, one `sched.allreduce` per group of holder ranks, after the
-/// last W (or BW) of the rank's stages that use the group's parameters, and
-/// after the sends that directly follow it, so that the reduction overlaps
-/// the rank's remaining work.
+/// Adds the reductions of the program's parameters (`param_stages`): on
+/// each rank, one `sched.allreduce` per bucket, after the last W (or BW)
+/// of the rank's stages that use the bucket's parameters, and after the
+/// sends that directly follow it, so that the reduction overlaps the rank's
+/// remaining work. A bucket is a group of holder ranks (the shared
+/// parameters it holds) or, for a parameter on one rank (a program with
+/// replicas), the rank and the stages that use it; reductions are then
+/// numbered per group in program order.
 static void insertReductions(ProgramOp program) {
-  std::optional<DictionaryAttr> shared = program.getParamStages();
+  std::optional<DictionaryAttr> listed = program.getParamStages();
   std::optional<ArrayRef<int64_t>> stageRanks = program.getStageRanks();
-  if (!shared || !stageRanks)
+  if (!listed || !stageRanks)
     return;
   for (Region &region : program.getRanks())
     if (!region.front().getOps<AllReduceOp>().empty())
       return;
-  // Parameters by holder group, in the order of `param_stages`.
-  std::map<std::vector<int64_t>, SmallVector<NamedAttribute>> byGroup;
-  for (NamedAttribute entry : *shared) {
-    std::set<int64_t> holders;
-    for (int64_t s : cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef())
+  using Bucket = std::pair<std::vector<int64_t>, std::set<int64_t>>;
+  std::map<Bucket, SmallVector<Attribute>> buckets;
+  for (NamedAttribute entry : *listed) {
+    auto users = cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef();
+    std::set<int64_t> holders, stages(users.begin(), users.end());
+    for (int64_t s : users)
       holders.insert((*stageRanks)[s]);
-    byGroup[std::vector<int64_t>(holders.begin(), holders.end())].push_back(
-        entry);
+    Bucket key{std::vector<int64_t>(holders.begin(), holders.end()), {}};
+    if (holders.size() == 1)
+      key.second = stages;
+    buckets[key].push_back(entry.getName());
   }
   OpBuilder builder(program.getContext());
-  for (auto &[group, entries] : byGroup) {
-    SmallVector<Attribute> names;
+  for (auto &[key, names] : buckets) {
+    const std::vector<int64_t> &group = key.first;
     std::set<int64_t> stages;
-    for (NamedAttribute entry : entries) {
-      names.push_back(entry.getName());
-      for (int64_t s : cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef())
+    for (Attribute name : names)
+      for (int64_t s :
+           cast<DenseI64ArrayAttr>(listed->get(cast<StringAttr>(name)))
+               .asArrayRef())
         stages.insert(s);
-    }
     for (int64_t rank : group) {
       Block &block = program.getRanks()[rank].front();
       Operation *last = nullptr;
@@ -227,6 +233,14 @@ static void insertReductions(ProgramOp program) {
                           builder.getArrayAttr(names),
                           builder.getDenseI64ArrayAttr(group),
                           builder.getI64IntegerAttr(0));
+    }
+  }
+  for (Region &region : program.getRanks()) {
+    std::map<std::vector<int64_t>, int64_t> next;
+    for (AllReduceOp reduce : region.front().getOps<AllReduceOp>()) {
+      std::vector<int64_t> group(reduce.getGroup().begin(),
+                                 reduce.getGroup().end());
+      reduce.setSeq(next[group]++);
     }
   }
 }

@@ -124,11 +124,12 @@ void SchedulePass::readMemory(Operation *func,
 }
 
 /// The program's `param_stages`: each parameter that stages on more than
-/// one rank use (a tied weight), with those stages; null when there is none.
-/// A parameter is named as zb::argName names it.
+/// one rank use (a tied weight), with those stages, and with `all` (a
+/// program with replicas) every parameter; null when there is none. A
+/// parameter is named as zb::argName names it.
 static DictionaryAttr sharedParamStages(OpBuilder &b, Operation *func,
                                         ArrayRef<zb::pipe::StageOp> stages,
-                                        ArrayRef<int> stageRanks) {
+                                        ArrayRef<int> stageRanks, bool all) {
   llvm::MapVector<Value, SmallVector<int64_t>> users;
   for (zb::pipe::StageOp stage : stages)
     for (Value param : stage.getParams())
@@ -138,7 +139,7 @@ static DictionaryAttr sharedParamStages(OpBuilder &b, Operation *func,
     llvm::SmallSetVector<int, 4> ranks;
     for (int64_t s : stageList)
       ranks.insert(stageRanks[s]);
-    if (ranks.size() < 2)
+    if (ranks.size() < 2 && !all)
       continue;
     // A parameter that is no argument of the model is diagnosed by
     // --zb-lower-to-runtime.
@@ -236,6 +237,10 @@ LogicalResult SchedulePass::schedule() {
     return func->emitError()
            << "--zb-schedule needs 'microbatches' of at least 1, got "
            << static_cast<int>(numMicrobatches);
+  if (numReplicas < 1)
+    return func->emitError()
+           << "--zb-schedule needs 'replicas' of at least 1, got "
+           << static_cast<int>(numReplicas);
 
   zs::Problem problem;
   problem.numRanks = numRanks;
@@ -272,7 +277,9 @@ LogicalResult SchedulePass::schedule() {
       static_cast<uint64_t>(numStages), static_cast<uint64_t>(numMicrobatches),
       builder.getStringAttr(scheduleName),
       builder.getDenseI64ArrayAttr(ranksAttr),
-      sharedParamStages(builder, func, stages, stageRanks), numRanks);
+      sharedParamStages(builder, func, stages, stageRanks, numReplicas > 1),
+      numReplicas > 1 ? builder.getI64IntegerAttr(numReplicas) : IntegerAttr(),
+      numRanks);
   for (auto [rank, region] : llvm::enumerate(program.getRanks())) {
     builder.setInsertionPointToEnd(&region.emplaceBlock());
     for (const zs::Action &action : generated->ranks[rank])

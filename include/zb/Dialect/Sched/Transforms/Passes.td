@@ -40,8 +40,13 @@ def ZBSchedule : Pass<"zb-schedule", "mlir::ModuleOp"> {
     such stage holding a copy) is listed with those stages in the
     program's `param_stages`.
 
+    With `replicas=D` (D > 1, data parallelism) the program says that D
+    copies of it run side by side, and `param_stages` lists every
+    parameter with the stages that use it: each one's gradient is
+    averaged over the replicas.
+
     The program has no transfers yet: `--zb-insert-comm` adds them and the
-    shared parameters' reductions.
+    parameters' reductions.
 
     ```mlir
     // zb-opt --zb-schedule="schedule=1f1b microbatches=2"
@@ -69,6 +74,9 @@ def ZBSchedule : Pass<"zb-schedule", "mlir::ModuleOp"> {
            "cost attributes">,
     Option<"commCost", "comm-cost", "double", /*default=*/"0.0",
            "Cost of one transfer between ranks, in the unit of the costs">,
+    Option<"numReplicas", "replicas", "int", /*default=*/"1",
+           "Copies of the pipeline that run side by side (data "
+           "parallelism); their gradients are averaged">,
   ];
   let dependentDialects = ["zb::sched::SchedDialect"];
 }
@@ -97,7 +105,11 @@ def ZBInsertComm : Pass<"zb-insert-comm", "mlir::ModuleOp"> {
     ranks use (tied weights) also gets their reductions: on each holder
     rank one `sched.allreduce` per group of holders, right after the last
     W (or BW) of a stage there that uses them (and the sends that follow
-    it), so that the sum overlaps the rank's remaining work.
+    it), so that the sum overlaps the rank's remaining work. In a program
+    with `replicas`, every other parameter is reduced over its own rank
+    (that is, over its replicas) in one bucket per stage, right after that
+    stage's last W: with two stages per rank (V placements) the first
+    stage's bucket overlaps the second stage's remaining W work.
 
     ```mlir
     rank 0 {
