@@ -263,7 +263,11 @@ void writeChromeTrace(const ScheduleReport &report, std::ostream &os) {
      << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, "
         "\"args\": {\"name\": \"pipeline "
      << jsonEscape(report.schedule.name) << "\"}}";
-  for (std::size_t rank = 0; rank < report.schedule.ranks.size(); ++rank)
+  // A measured run of several replicas has a lane per process.
+  std::size_t lanes = std::max(
+      report.schedule.ranks.size(),
+      report.simulated ? report.simulation.timeline.size() : std::size_t(0));
+  for (std::size_t rank = 0; rank < lanes; ++rank)
     os << separator()
        << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
        << rank << ", \"args\": {\"name\": \"rank " << rank << "\"}}";

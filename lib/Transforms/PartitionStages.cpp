@@ -355,8 +355,10 @@ struct PartitionStagesPass
     SmallVector<pipe::CutOp> cuts(fn.getOps<pipe::CutOp>());
     if (ignoreMismatchedCuts && !cuts.empty() &&
         static_cast<int64_t>(cuts.size()) + 1 != total) {
-      fn.emitWarning() << cuts.size() << " pipe.cut markers do not make "
-                       << total << " stages; partitioning by the cost model";
+      // One stage takes no cut: nothing to warn about.
+      if (total > 1)
+        fn.emitWarning() << cuts.size() << " pipe.cut markers do not make "
+                         << total << " stages; partitioning by the cost model";
       for (pipe::CutOp cut : cuts) {
         cut.getResult().replaceAllUsesWith(cut.getInput());
         cut.erase();

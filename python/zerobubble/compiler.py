@@ -140,15 +140,19 @@ class RunResult:
     output: str = field(repr=False)
 
 
-def run(model, *, ranks=1, schedule="zb-h1", microbatches=1, steps=1,
-        optimizer="sgd", lr=0.01, chunks=None, params=None, inputs=None,
-        seed=None, threads=None, cache_dir=None, timeout=None):
+def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
+        steps=1, optimizer="sgd", lr=0.01, chunks=None, params=None,
+        inputs=None, seed=None, threads=None, cache_dir=None, timeout=None):
     """Train ``model`` with ``zb-run`` and return a :class:`RunResult`.
 
     ``ranks`` is the number of pipeline processes P (``--np``; P > 1 runs
     under ``mpirun`` with ``schedule`` and ``chunks``); each step runs
     ``microbatches`` microbatches and updates the parameters with
     ``optimizer`` (``"sgd"`` or ``"adamw"``) at learning rate ``lr``.
+    ``replicas`` D (``--dp``) runs D copies of the pipeline side by side
+    (data parallelism, P * D processes): each runs ``microbatches`` of the
+    step's D * ``microbatches`` (replica r the r-th slice of ``inputs``),
+    and their gradients are averaged.
 
     ``params`` is a dict of arrays keyed by parameter name or a ``.npz``
     path (default: a Program's own values, else initialised from ``seed``);
@@ -164,10 +168,11 @@ def run(model, *, ranks=1, schedule="zb-h1", microbatches=1, steps=1,
                             cache_dir=cache_dir)
         out = Path(workdir)
         args += ["--steps", steps, "--optimizer", optimizer, "--lr", lr,
-                 "--np", ranks, "--metrics", out / "metrics.json",
+                 "--np", ranks, "--dp", replicas,
+                 "--metrics", out / "metrics.json",
                  "--dump-params", out / "params.npz",
                  "--dump-grads", out / "grads.npz"]
-        if ranks > 1:
+        if ranks > 1 or replicas > 1:
             args += ["--schedule", schedule]
             if chunks is not None:
                 args += ["--chunks", chunks]

@@ -1,10 +1,15 @@
 // RUN: zb-opt %s -verify-diagnostics --zb-partition-stages="stages=3 ignore-mismatched-cuts=true" | FileCheck %s
 // RUN: sed /expected-warning/d %s | zb-opt --zb-partition-stages="stages=2 ignore-mismatched-cuts=true" 2>&1 | FileCheck %s --check-prefix=FITS
+// RUN: sed /expected-warning/d %s | zb-opt --zb-partition-stages="stages=1 ignore-mismatched-cuts=true" 2>&1 | FileCheck %s --check-prefix=ONE
 
 // Markers written for two stages do not make three: with
 // ignore-mismatched-cuts (the policy of --zb-pipeline and zb-run) they are
 // dropped with a warning and the cost model cuts the model into three; at
-// stages=2 they are used, silently.
+// stages=2 they are used, silently; one stage (a replica of a one-rank
+// pipeline) takes no cut, and drops them silently too.
+// ONE-NOT: warning
+// ONE: pipe.stage 0 on rank 0
+// ONE-NOT: pipe.stage 1
 // expected-warning @below {{1 pipe.cut markers do not make 3 stages; partitioning by the cost model}}
 func.func @two_stage_markers(%x: tensor<4xf32>, %w0: tensor<4xf32> {zb.param = "w0"}, %w1: tensor<4xf32> {zb.param = "w1"}, %w2: tensor<4xf32> {zb.param = "w2"}) -> tensor<f32> {
   %a = arith.mulf %x, %w0 : tensor<4xf32>

@@ -6,6 +6,7 @@ Environment:
 """
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -47,3 +48,19 @@ def zb_run():
                               cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def outside_mpirun():
+    """A function giving the command line of an outside `mpirun -np N`, as
+    a user's launcher would start zb-run (oversubscribed: this machine may
+    have fewer cores than ranks)."""
+    def command(np_):
+        mpirun = shutil.which("mpirun")
+        assert mpirun, "mpirun not on PATH (utils/install-deps.sh installs it)"
+        cmd = [mpirun, "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
+        if os.geteuid() == 0:
+            cmd.append("--allow-run-as-root")
+        return cmd
+
+    return command

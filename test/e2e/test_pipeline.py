@@ -8,7 +8,6 @@ process (the unpartitioned model), after 3 SGD steps, to 1e-5 relative.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -153,18 +152,9 @@ def test_split_backward_has_the_same_bits(zb_run, examples_dir, references,
         assert np.array_equal(params[name], ref_params[name]), name
 
 
-def _outside_mpirun(np_):
-    """An mpirun command line as a user's launcher would start zb-run."""
-    mpirun = shutil.which("mpirun")
-    assert mpirun, "mpirun not on PATH (utils/install-deps.sh installs it)"
-    cmd = [mpirun, "-np", str(np_), "--oversubscribe", "--bind-to", "none"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
-    return cmd
-
-
 def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
-                                            references, tmp_path):
+                                            references, tmp_path,
+                                            outside_mpirun):
     """zb-run started by an outside `mpirun -np 2` runs as those two ranks
     (no second launch): the same run as zb-run launching itself. A --np
     that does not match the launcher's world is an error naming both."""
@@ -176,7 +166,7 @@ def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
             "--seed", "3", "--lr", "0.05", "--schedule", "zb-h1"]
     env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
     proc = subprocess.run(
-        _outside_mpirun(2) + args + ["--np", "2", "--metrics", str(metrics),
+        outside_mpirun(2) + args + ["--np", "2", "--metrics", str(metrics),
                                      "--dump-params", str(params)],
         capture_output=True, text=True, env=env, timeout=300,
         stdin=subprocess.DEVNULL)
@@ -189,9 +179,10 @@ def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
         for name in ref_params.files:
             assert_close(name, got[name], ref_params[name])
 
-    wrong = subprocess.run(_outside_mpirun(2) + args + ["--np", "4"],
+    wrong = subprocess.run(outside_mpirun(2) + args + ["--np", "4"],
                            capture_output=True, text=True, env=env,
                            timeout=300, stdin=subprocess.DEVNULL)
     assert wrong.returncode != 0
-    assert ("started as one of 2 processes by an MPI launcher, but --np is "
-            "4; pass --np 2") in wrong.stderr, wrong.stderr
+    assert ("started as one of 2 processes by an MPI launcher, but --np 4 "
+            "needs 4; pass --np P and --dp D with P * D = 2") in wrong.stderr, \
+        wrong.stderr

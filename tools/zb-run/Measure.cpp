@@ -180,9 +180,14 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
   report.schedule = executed;
   report.schedule.name = scheduleName + " (measured)";
   report.simulated = true;
-  report.simulation.timeline.resize(numRanks);
+  // With replicas (--dp) every process has its lane: replica k's rank r is
+  // lane k * numRanks + r.
+  size_t lanes = numRanks;
   for (const std::vector<RankStep> &step : steps)
-    for (int r = 0; r < numRanks && r < static_cast<int>(step.size()); ++r)
+    lanes = std::max(lanes, step.size());
+  report.simulation.timeline.resize(lanes);
+  for (const std::vector<RankStep> &step : steps)
+    for (int r = 0; r < static_cast<int>(step.size()); ++r)
       for (const zbrt::ActionRecord &a : step[r].actions)
         report.simulation.timeline[r].push_back(
             {{kindOf(a), static_cast<int>(a.stage),

@@ -149,6 +149,14 @@ static cl::opt<int> numRanks(
              "srun, runs as one of them); P = 1 runs in-process, the "
              "unpartitioned reference"),
     cl::init(1), cl::cat(category));
+static cl::opt<int> numReplicas(
+    "dp",
+    cl::desc("Data-parallel replicas D of the pipeline (default 1): P * D "
+             "processes, replica r being ranks r*P .. r*P+P-1; each runs "
+             "--microbatches M of the step's D * M (replica r takes "
+             "microbatches r*M .. r*M+M-1), and each stage's gradients are "
+             "averaged over its D replicas after its last W"),
+    cl::init(1), cl::cat(category));
 static cl::opt<std::string>
     scheduleName("schedule",
                  cl::desc("Pipeline schedule (default zb-h1; see zb-sched "
@@ -388,16 +396,16 @@ std::string Runner::prepare() {
     zbrt::NpyArray &all = data[arg.position];
     all = std::move(it->second);
     std::vector<int64_t> perStep = shape;
-    perStep.insert(perStep.begin(), microbatches);
+    perStep.insert(perStep.begin(), microbatches * numReplicas);
     std::vector<int64_t> allSteps = perStep;
     allSteps.insert(allSteps.begin(), numSteps);
     if (all.shape != perStep && all.shape != allSteps)
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has shape " + all.shapeString() + ", but " +
-             std::to_string(microbatches) +
+             std::to_string(microbatches * numReplicas) +
              " microbatches of the model's argument need " +
-             shapeString(perStep) + " (or " + shapeString(allSteps) +
-             " for " + std::to_string(numSteps) + " steps)";
+             shapeString(perStep) + " (or " + shapeString(allSteps) + " for " +
+             std::to_string(numSteps) + " steps)";
     if (!convert(all, dtype))
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has dtype " + zbrt::dtypeDescr(all.dtype) +
@@ -405,6 +413,14 @@ std::string Runner::prepare() {
              zbrt::dtypeDescr(dtype);
   }
   return "";
+}
+
+/// This process's replica (--dp), and the number of microbatch `mb` of
+/// step `step` among all the run's microbatches: replica r runs microbatches
+/// r*M .. r*M+M-1 of the step's D*M.
+static int64_t replicaIndex = 0;
+static int64_t globalMicrobatch(int64_t step, int64_t mb) {
+  return (step * numReplicas + replicaIndex) * microbatches + mb;
 }
 
 zbrt::NpyArray Runner::stepData(const zb::ModelArg &arg, int64_t step) {
@@ -418,7 +434,7 @@ zbrt::NpyArray Runner::stepData(const zb::ModelArg &arg, int64_t step) {
     size_t mbBytes = bytes / microbatches;
     zbrt::NpyArray one{out.dtype, arg.shape(), {}};
     for (int64_t mb = 0; mb < microbatches; ++mb) {
-      zbrt::synthesizeData(one, arg.name, seed, step * microbatches + mb,
+      zbrt::synthesizeData(one, arg.name, seed, globalMicrobatch(step, mb),
                            arg.range);
       std::copy(one.data.begin(), one.data.end(),
                 out.data.begin() + mb * mbBytes);
@@ -426,7 +442,9 @@ zbrt::NpyArray Runner::stepData(const zb::ModelArg &arg, int64_t step) {
     return out;
   }
   const zbrt::NpyArray &all = data[arg.position];
-  size_t offset = all.data.size() > bytes ? step * bytes : 0;
+  size_t perStep = bytes * numReplicas;
+  size_t offset =
+      (all.data.size() > perStep ? step * perStep : 0) + replicaIndex * bytes;
   out.data.assign(all.data.begin() + offset,
                   all.data.begin() + offset + bytes);
   return out;
@@ -439,7 +457,7 @@ void Runner::bindData(int64_t step, int64_t mb) {
     zbrt::NpyArray &value = values[arg.position];
     size_t bytes = value.numElements() * zbrt::dtypeSize(value.dtype);
     if (inputsPath.empty()) {
-      zbrt::synthesizeData(value, arg.name, seed, step * microbatches + mb,
+      zbrt::synthesizeData(value, arg.name, seed, globalMicrobatch(step, mb),
                            arg.range);
       continue;
     }
@@ -613,7 +631,7 @@ static int64_t samplesPerMicrobatch = 1;
 
 static void printStep(int64_t step, double loss, double seconds) {
   double samplesPerStep =
-      static_cast<double>(microbatches * samplesPerMicrobatch);
+      static_cast<double>(microbatches * numReplicas * samplesPerMicrobatch);
   llvm::outs() << "step " << step + 1 << "/" << numSteps << "  loss "
                << llvm::format("%.6f", loss) << "  samples/s "
                << llvm::format("%.1f", samplesPerStep / seconds) << "\n";
@@ -703,9 +721,10 @@ static bool writeMetrics(const std::vector<double> &losses,
     list(*microbatchLosses);
   }
   os << extra;
-  os << ", \"ranks\": " << numRanks << ", \"schedule\": \""
-     << (numRanks > 1 ? scheduleName.getValue() : std::string("none"))
-     << "\"}\n";
+  bool pipelined = numRanks > 1 || numReplicas > 1;
+  os << ", \"ranks\": " << numRanks << ", \"replicas\": " << numReplicas
+     << ", \"schedule\": \""
+     << (pipelined ? scheduleName.getValue() : std::string("none")) << "\"}\n";
   std::string error;
   if (!zbrt::writeFileAtomically(metricsPath, json, error))
     return fail(error), false;
@@ -1135,15 +1154,34 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                            const std::string &modelText, const char *argv0,
                            int *argc, char ***argv) {
   std::string error;
-  std::unique_ptr<zbrt::Comm> comm;
-  if (numRanks > 1 && !compileOnly) {
+  // `world` holds every process; `comm` this process's pipeline (replica
+  // r's ranks r*P .. r*P+P-1), which compiled code talks over. Without
+  // replicas they are one communicator.
+  std::unique_ptr<zbrt::Comm> world, replicaPipeline;
+  int64_t worldSize = int64_t(numRanks) * numReplicas;
+  if (worldSize > 1 && !compileOnly) {
     zbrt::initComm(argc, argv);
-    comm = zbrt::createMPIComm(error);
+    world = zbrt::createMPIComm(error);
   } else {
-    comm = zbrt::createLocalComm();
+    world = zbrt::createLocalComm();
   }
-  if (!comm)
+  if (!world)
     return fail(error);
+  if (!compileOnly && world->size() != worldSize)
+    world->abort("started with " + std::to_string(world->size()) +
+                 " processes, but --np " + std::to_string(numRanks) +
+                 (numReplicas > 1 ? " --dp " + std::to_string(numReplicas)
+                                  : std::string()) +
+                 " needs " + std::to_string(worldSize));
+  replicaIndex = world->rank() / numRanks;
+  if (numReplicas > 1) {
+    replicaPipeline = world->split(static_cast<int>(replicaIndex),
+                                   world->rank() % numRanks, error);
+    if (!replicaPipeline)
+      world->abort(error);
+  }
+  std::unique_ptr<zbrt::Comm> comm =
+      numReplicas > 1 ? std::move(replicaPipeline) : std::move(world);
   // --backend nccl: the model runs on this rank's GPU; NCCL moves values.
   bool gpu = backendName == "nccl";
   const zbrt::CUDARuntime *cuda = nullptr;
@@ -1156,17 +1194,17 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     if (!comm)
       return fail("--backend nccl: " + error);
   }
+  zbrt::Comm *everyone = numReplicas > 1 ? world.get() : comm.get();
   zbrt_set_comm(comm.get());
+  zbrt_set_replicas(everyone, numReplicas);
   int rank = comm->rank();
-  if (!compileOnly && comm->size() != numRanks)
-    comm->abort("started with " + std::to_string(comm->size()) +
-                " processes, but --np is " + std::to_string(numRanks));
+  int worldRank = everyone->rank();
 
   // Every rank runs the (cheap) MLIR pipeline, then compiles its own part;
   // rank 0 alone reports the pipeline's warnings and remarks, which every
   // rank would repeat.
   std::optional<ScopedDiagnosticHandler> quiet;
-  if (rank != 0)
+  if (worldRank != 0)
     quiet.emplace(&context, [](Diagnostic &diag) {
       return success(diag.getSeverity() != DiagnosticSeverity::Error);
     });
@@ -1177,6 +1215,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   options.microbatches = microbatches;
   options.schedule = scheduleName;
   options.chunks = numChunks;
+  options.replicas = numReplicas;
   options.lowerToCPU = false;
   options.target = gpu ? "gpu" : "cpu";
   if (failed(zb::buildZBPipeline(pm, options, error)))
@@ -1202,7 +1241,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                     ";schedule=" + scheduleName.getValue() +
                     ";chunks=" + std::to_string(chunks) +
                     ";m=" + std::to_string(microbatches) +
-                    (gpu ? ";gpu" : "");
+                    ";dp=" + std::to_string(numReplicas) + (gpu ? ";gpu" : "");
   auto compileRank = [&](int r) -> std::unique_ptr<zb::CacheEntry> {
     OwningOpRef<ModuleOp> mine = lowered->clone();
     PassManager keepPm(&context);
@@ -1288,7 +1327,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   for (int64_t s = firstStep; s < steps; ++s) {
     // Every rank starts the step together; its records are timed from this
     // barrier (and placed in the trace on the rank's own clock).
-    comm->barrier();
+    everyone->barrier();
     auto start = std::chrono::steady_clock::now();
     double origin = zbrt::traceClock();
     if (s == firstStep)
@@ -1351,10 +1390,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     // must not shift that step's actions before the previous one's.
     mine.offset = origin - firstOrigin;
     std::vector<std::string> parts;
-    comm->gather(zb::run::serialize(mine), parts, 0);
-    if (rank == 0) {
-      std::vector<zb::run::RankStep> all(numRanks);
-      for (int r = 0; r < numRanks; ++r) {
+    everyone->gather(zb::run::serialize(mine), parts, 0);
+    if (worldRank == 0) {
+      std::vector<zb::run::RankStep> all(everyone->size());
+      for (int r = 0; r < everyone->size(); ++r) {
         if (!zb::run::deserialize(parts[r], all[r]))
           comm->abort("rank " + std::to_string(r) +
                       " sent malformed action records");
@@ -1362,8 +1401,10 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       measuredSteps.push_back(std::move(all));
     }
 
+    // The mean of the replicas' losses (each the mean of its microbatches').
     double stepLoss = *loss.as<float>();
-    comm->allreduceSum(&stepLoss, 1);
+    everyone->allreduceSum(&stepLoss, 1);
+    stepLoss /= numReplicas;
     zbrt::NpzArchive gradArchive = namedGrads(params, grads);
     if (training) {
       // The update works on a copy: --dump-grads writes the gradients as
@@ -1373,7 +1414,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       if (!checkedUpdate(comm.get(), runner, params, counted, stepGrads,
                          optimizer, check, error))
         comm->abort(error);
-      if (check.skipped && rank == 0)
+      if (check.skipped && worldRank == 0)
         printSkipped(s);
       stepChecks.push_back(check);
     }
@@ -1382,33 +1423,36 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     double seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start)
                          .count();
-    comm->allreduceMax(&seconds, 1);
+    everyone->allreduceMax(&seconds, 1);
     stepLosses.push_back(stepLoss);
-    rates.push_back(microbatches / seconds);
-    if (rank == 0 && training)
+    rates.push_back(microbatches * numReplicas / seconds);
+    if (worldRank == 0 && training)
       printStep(s, stepLoss, seconds);
-    if (rank == 0 && !training)
+    if (worldRank == 0 && !training)
       printMeanLoss(func::FuncOp(signature.func).getSymName(), stepLoss);
+    // One checkpoint: the replicas hold the same state, replica 0 writes it.
     if (checkpointDue(s)) {
       zbrt::Checkpoint checkpoint{s + 1, checkpointConfig(modelText), {}, {}};
       if (std::error_code ec =
               llvm::sys::fs::create_directories(checkpointDir))
         comm->abort("cannot create checkpoint directory '" + checkpointDir +
                     "': " + ec.message());
-      collectArchive(*comm, checkpointDir + "/.params",
-                     paramArchive(runner, params), checkpoint.params);
-      collectArchive(*comm, checkpointDir + "/.optimizer",
-                     optimizer.exportState(), checkpoint.optimizer);
-      int written = rank != 0 ||
+      if (replicaIndex == 0) {
+        collectArchive(*comm, checkpointDir + "/.params",
+                       paramArchive(runner, params), checkpoint.params);
+        collectArchive(*comm, checkpointDir + "/.optimizer",
+                       optimizer.exportState(), checkpoint.optimizer);
+      }
+      int written = worldRank != 0 ||
                     zbrt::writeCheckpoint(checkpointDir, checkpoint, error);
-      comm->broadcast(&written, sizeof(written), 0);
+      everyone->broadcast(&written, sizeof(written), 0);
       if (!written)
         comm->abort(error.empty() ? "writing the checkpoint failed" : error);
     }
   }
 
   int code = 0;
-  if (rank == 0) {
+  if (worldRank == 0) {
     zb::schedule::Problem layout;
     layout.numRanks = numRanks;
     layout.numChunks = chunks;
@@ -1432,18 +1476,22 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                                    error))
       code = fail(error);
   }
+  // Over every replica: the copies of a parameter (and of its gradient)
+  // must be bitwise equal.
   if (!dumpGradsPath.empty() &&
-      !gatherArchive(*comm, dumpGradsPath, lastGrads, lastLoss))
+      !gatherArchive(*everyone, dumpGradsPath, lastGrads, lastLoss))
     code = 1;
   if (!dumpParamsPath.empty() &&
-      !gatherArchive(*comm, dumpParamsPath, paramArchive(runner, params),
+      !gatherArchive(*everyone, dumpParamsPath, paramArchive(runner, params),
                      std::nullopt))
     code = 1;
-  comm->barrier();
+  everyone->barrier();
   for (void *pointer : devicePointers)
     cuda->free(pointer);
+  zbrt_set_replicas(nullptr, 1);
   zbrt_set_comm(nullptr);
   comm.reset();
+  world.reset();
   zbrt::finalizeComm();
   return code;
 }
@@ -1470,15 +1518,26 @@ int main(int argc, char **argv) {
   if (numRanks < 1)
     return fail("--np must be at least 1, got " +
                 llvm::Twine(numRanks.getValue()));
+  if (numReplicas < 1)
+    return fail("--dp must be at least 1, got " +
+                llvm::Twine(numReplicas.getValue()));
+  bool pipelined = numRanks > 1 || numReplicas > 1;
+  int64_t worldSize = int64_t(numRanks) * numReplicas;
   if (numRanks > 1 && evalMode)
     return fail("--eval runs on one process; --np needs training or --grads");
+  if (numReplicas > 1 && (evalMode || checkGrad))
+    return fail("--dp needs training or --grads; --eval and --check-grad "
+                "run on one process");
+  if (numReplicas > 1 && backendName == "nccl")
+    return fail("--dp with --backend nccl is not supported yet: the "
+                "replicas' gradient means run on the MPI backend only");
   if (numRanks > 1 && checkGrad)
     return fail("--check-grad runs on one process (finite differences of "
                 "the unpartitioned model); compare --grads --np P with "
                 "--np 1 instead");
-  if ((!tracePath.empty() || !profilePath.empty()) && numRanks < 2)
+  if ((!tracePath.empty() || !profilePath.empty()) && worldSize < 2)
     return fail("--trace and --profile record a pipelined run: they need "
-                "--np 2 or more");
+                "--np 2 or more (or --dp 2 or more)");
   if ((!checkpointDir.empty() || !resumeDir.empty()) && !training)
     return fail("--checkpoint and --resume are for training, not --eval or "
                 "--grads");
@@ -1501,22 +1560,27 @@ int main(int argc, char **argv) {
                 "' (expected mpi or nccl)");
   if (backendName == "nccl" && !training)
     return fail("--backend nccl trains; --eval and --grads run on the CPU");
-  if (numRanks > 1 && !zb::schedule::lookupSchedule(scheduleName))
+  if (pipelined && !zb::schedule::lookupSchedule(scheduleName))
     return fail("unknown --schedule '" + scheduleName + "'; known: " +
                 zb::schedule::knownScheduleNames());
 
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.
   if (int world = zbrt::launchedWorldSize();
-      world > 1 && !compileOnly && world != numRanks)
+      world > 1 && !compileOnly && world != worldSize) {
+    std::string flags = "--np " + std::to_string(numRanks);
+    if (numReplicas > 1)
+      flags += " --dp " + std::to_string(numReplicas);
     return fail("started as one of " + llvm::Twine(world) +
-                " processes by an MPI launcher, but --np is " +
-                llvm::Twine(numRanks.getValue()) + "; pass --np " +
-                llvm::Twine(world) +
+                " processes by an MPI launcher, but " + flags + " needs " +
+                llvm::Twine(worldSize) +
+                "; pass --np P and --dp D with P * D = " + llvm::Twine(world) +
                 " (or start one process and let zb-run launch them)");
-  if (numRanks > 1 && !compileOnly && !zbrt::isMPIWorker()) {
+  }
+  if (worldSize > 1 && !compileOnly && !zbrt::isMPIWorker()) {
     std::string error;
-    int rc = zbrt::relaunchUnderMPI(numRanks, argc, argv, error);
+    int rc =
+        zbrt::relaunchUnderMPI(static_cast<int>(worldSize), argc, argv, error);
     if (rc < 0)
       return fail(error);
     return rc;
@@ -1551,7 +1615,7 @@ int main(int argc, char **argv) {
       samplesPerMicrobatch = arg.shape().front();
       break;
     }
-  if (numRanks > 1 || backendName == "nccl")
+  if (pipelined || backendName == "nccl")
     return runPipelineRank(context, *module, *signature, modelText, argv[0],
                            &argc, &argv);
   return runSingleProcess(context, *module, *signature, modelText, argv[0]);
