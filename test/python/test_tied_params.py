@@ -70,6 +70,20 @@ def autograd(model, data):
                          for n, p in model.named_parameters()}
 
 
+def torch_adamw(reference, model, data, lr=0.01):
+    """Trains `reference`, started from `model`'s weights, with torch's
+    AdamW, one step per entry of `data`; returns the losses and the last
+    step's gradients."""
+    reference.load_state_dict(model.state_dict())
+    opt = torch.optim.AdamW(reference.parameters(), lr=lr)
+    losses = []
+    for batch in data:
+        loss, grads = autograd(reference, batch)
+        losses.append(loss)
+        opt.step()
+    return losses, grads
+
+
 def check_grads(name, result_loss, grads, ref_loss, ref_grads):
     assert result_loss == pytest.approx(ref_loss, rel=RTOL), name
     assert sorted(grads) == sorted(ref_grads), (name, sorted(grads))
@@ -112,13 +126,7 @@ def test_pipelined_adamw_matches_torch(ranks, cuts, schedule, chunks):
     assert program.cuts == cuts
 
     reference = TiedLM(cuts=cuts, blocks=max(2, cuts))
-    reference.load_state_dict(model.state_dict())
-    opt = torch.optim.AdamW(reference.parameters(), lr=0.01)
-    ref_losses = []
-    for step in range(steps):
-        loss, ref_grads = autograd(reference, data[step])
-        ref_losses.append(loss)
-        opt.step()
+    ref_losses, ref_grads = torch_adamw(reference, model, data)
 
     result = zb.run(program, ranks=ranks, schedule=schedule, chunks=chunks,
                     microbatches=microbatches, steps=steps,
@@ -146,13 +154,7 @@ def test_replicas_of_a_tied_pipeline_match_torch(ranks, replicas):
     program = zb.from_torch(model, data[0][0])
 
     reference = TiedLM(cuts=1)
-    reference.load_state_dict(model.state_dict())
-    opt = torch.optim.AdamW(reference.parameters(), lr=0.01)
-    ref_losses = []
-    for step in range(steps):
-        loss, ref_grads = autograd(reference, data[step])
-        ref_losses.append(loss)
-        opt.step()
+    ref_losses, ref_grads = torch_adamw(reference, model, data)
 
     result = zb.run(program, ranks=ranks, replicas=replicas,
                     schedule="zb-h1", microbatches=microbatches, steps=steps,
