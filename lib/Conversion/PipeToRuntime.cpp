@@ -71,6 +71,12 @@ static void recordStageTable(ModuleOp module, ArrayRef<pipe::StageOp> ops) {
     table.costW.push_back(cost(stage.getCostWAttr()));
     table.memB.push_back(mem(stage.getMemBAttr()));
     table.memW.push_back(mem(stage.getMemWAttr()));
+    double bytes = 0;
+    for (Value param : stage.getParams())
+      if (auto type = dyn_cast<RankedTensorType>(param.getType()))
+        bytes += double(type.getNumElements()) *
+                 double(type.getElementTypeBitWidth()) / 8;
+    table.paramBytes.push_back(bytes);
   }
   writeStageTable(module, table);
 }

@@ -138,6 +138,10 @@ static void writeSummary(const ScheduleReport &report, std::ostream &os,
        << percent(gapToLowerBound(sim.makespan, report.lowerBound.makespan))
        << "), bubble rate " << percent(sim.bubbleRate) << ", peak memory "
        << number(sim.maxPeakMemory()) << "\n";
+    if (!problem.stageCostReduce.empty())
+      os << prefix
+         << "gradient reduction over replicas: " << number(sim.exposedReduction)
+         << " of the step not hidden by compute\n";
   } else {
     os << prefix << "not simulated: " << report.simulationError << "\n";
   }
@@ -214,6 +218,8 @@ void writeJson(const ScheduleReport &report, std::ostream &os) {
              ? number(gapToLowerBound(sim.makespan, report.lowerBound.makespan))
              : "null")
      << ",\n";
+  os << "  \"exposed_reduction\": "
+     << (report.simulated ? number(sim.exposedReduction) : "null") << ",\n";
   os << "  \"peak_memory\": [";
   std::vector<double> peaks = report.simulated
                                   ? sim.peakMemory

@@ -143,7 +143,8 @@ bool Problem::verify(std::string &error) const {
   }
   if (!checkList(stageCostF, "F", numStages(), error) ||
       !checkList(stageCostB, "B", numStages(), error) ||
-      !checkList(stageCostW, "W", numStages(), error))
+      !checkList(stageCostW, "W", numStages(), error) ||
+      !checkList(stageCostReduce, "reduction", numStages(), error))
     return false;
   for (int stage = 0; stage < numStages(); ++stage) {
     if (forwardCost(stage) + backwardInputCost(stage) +

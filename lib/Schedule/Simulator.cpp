@@ -150,6 +150,33 @@ Result<SimulationResult> simulate(const Problem &problem,
     first = std::min(first, timeline.front().start);
     last = std::max(last, timeline.back().end);
   }
+  // Gradient reductions: per rank, each stage's bucket once its last W (or
+  // BW) has ended, one after another.
+  double computeEnd = last;
+  result.reduceEnd.assign(p, 0.0);
+  if (!problem.stageCostReduce.empty()) {
+    for (int rank = 0; rank < p; ++rank) {
+      std::vector<std::pair<double, int>> buckets;
+      for (int stage : problem.stagesOfRank(rank)) {
+        double lastGrad = -1.0;
+        for (const TimedAction &timed : result.timeline[rank])
+          if (timed.action.stage == stage &&
+              (timed.action.kind == ActionKind::W ||
+               timed.action.kind == ActionKind::BW))
+            lastGrad = std::max(lastGrad, timed.end);
+        if (lastGrad >= 0 && problem.stageCostReduce[stage] > 0)
+          buckets.emplace_back(lastGrad, stage);
+      }
+      std::sort(buckets.begin(), buckets.end());
+      double linkFree = 0.0;
+      for (auto [ready, stage] : buckets) {
+        linkFree = std::max(ready, linkFree) + problem.stageCostReduce[stage];
+        result.reduceEnd[rank] = linkFree;
+        last = std::max(last, linkFree);
+      }
+    }
+  }
+  result.exposedReduction = last - computeEnd;
   result.makespan = last > first ? last - first : 0.0;
   result.maxSpan =
       *std::max_element(result.rankSpan.begin(), result.rankSpan.end());

@@ -52,6 +52,19 @@ std::vector<ActionRecord> zbrt::takeActionRecords() {
   return taken;
 }
 
+static std::atomic<double> reductionWait{0.0};
+
+double zbrt::takeReductionWaitSeconds() {
+  return reductionWait.exchange(0.0, std::memory_order_relaxed);
+}
+
+void zbrt::addReductionWaitSeconds(double seconds) {
+  double seen = reductionWait.load(std::memory_order_relaxed);
+  while (!reductionWait.compare_exchange_weak(seen, seen + seconds,
+                                              std::memory_order_relaxed))
+    ;
+}
+
 int64_t zbrt::liveBytes() { return live.load(std::memory_order_relaxed); }
 int64_t zbrt::peakLiveBytes() { return peak.load(std::memory_order_relaxed); }
 void zbrt::resetPeakLiveBytes() {

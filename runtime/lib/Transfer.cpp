@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zbrt/Comm.h"
+#include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
 #include <climits>
@@ -316,16 +317,18 @@ void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
 }
 
 void zbrt_wait_group_sums(void) {
+  double start = traceClock();
   if (Comm *comm = zbrt_get_comm())
     comm->waitGroupSums();
-  if (!replicaWorld)
-    return;
-  replicaWorld->waitGroupSums();
-  auto replicas = static_cast<float>(numReplicas);
-  for (auto [values, count] : pendingMeans)
-    for (size_t i = 0; i < count; ++i)
-      values[i] /= replicas;
-  pendingMeans.clear();
+  if (replicaWorld) {
+    replicaWorld->waitGroupSums();
+    auto replicas = static_cast<float>(numReplicas);
+    for (auto [values, count] : pendingMeans)
+      for (size_t i = 0; i < count; ++i)
+        values[i] /= replicas;
+    pendingMeans.clear();
+  }
+  addReductionWaitSeconds(traceClock() - start);
 }
 
 void zbrt_step_end(void) {

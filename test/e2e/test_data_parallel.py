@@ -188,12 +188,17 @@ def test_one_checkpoint_and_resume(zb_run, examples_dir, tmp_path):
     assert proc.returncode == 0, describe(proc)
 
 
-def test_trace_has_every_replica(zb_run, examples_dir, tmp_path):
-    trace = tmp_path / "trace.json"
+def test_trace_and_metrics_cover_every_replica(zb_run, examples_dir,
+                                               tmp_path):
+    trace, metrics = tmp_path / "trace.json", tmp_path / "m.json"
     proc = zb_run(examples_dir / "mlp.mlir", "--np", 2, "--dp", 2,
                   "--microbatches", MICROBATCHES, "--steps", 2, "--trace",
-                  trace)
+                  trace, "--metrics", metrics)
     assert proc.returncode == 0, describe(proc)
+    # What the reductions added to a step, measured and simulated.
+    m = json.loads(metrics.read_text())
+    assert m["reduction_wait_ms"] >= 0 and m["simulated_reduction_ms"] > 0, m
+    assert "gradient reduction over 2 replicas" in proc.stdout
     events = json.loads(trace.read_text())["traceEvents"]
     lanes = {e["tid"] for e in events if e.get("ph") == "X"}
     assert lanes == {0, 1, 2, 3}

@@ -21,10 +21,11 @@ using namespace zb::run;
 namespace zs = zb::schedule;
 
 std::string zb::run::serialize(const RankStep &step) {
-  int64_t header[4] = {static_cast<int64_t>(step.actions.size()),
-                       step.baseBytes, step.peakBytes, 0};
-  static_assert(sizeof(double) == sizeof(int64_t), "offset in the header");
+  int64_t header[5] = {static_cast<int64_t>(step.actions.size()),
+                       step.baseBytes, step.peakBytes, 0, 0};
+  static_assert(sizeof(double) == sizeof(int64_t), "times in the header");
   std::memcpy(&header[3], &step.offset, sizeof(double));
+  std::memcpy(&header[4], &step.reductionWait, sizeof(double));
   std::string bytes(
       sizeof(header) + step.actions.size() * sizeof(zbrt::ActionRecord), '\0');
   std::memcpy(bytes.data(), header, sizeof(header));
@@ -35,7 +36,7 @@ std::string zb::run::serialize(const RankStep &step) {
 }
 
 bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
-  int64_t header[4];
+  int64_t header[5];
   if (bytes.size() < sizeof(header))
     return false;
   std::memcpy(header, bytes.data(), sizeof(header));
@@ -49,6 +50,7 @@ bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
   step.baseBytes = header[1];
   step.peakBytes = header[2];
   std::memcpy(&step.offset, &header[3], sizeof(double));
+  std::memcpy(&step.reductionWait, &header[4], sizeof(double));
   return true;
 }
 
@@ -134,8 +136,16 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
   problem.costComm = 0.0;
   zs::setStageMemory(problem, table.ranks, table.memB, table.memW);
   if (zs::Result<zs::SimulationResult> simulated =
-          zs::simulate(problem, executed))
+          zs::simulate(problem, executed)) {
     out.simulatedBubble = simulated->bubbleRate;
+    out.simulatedReduction = simulated->exposedReduction;
+  }
+  for (size_t k = firstSteady; k < steps.size(); ++k) {
+    double longest = 0.0;
+    for (const RankStep &rank : steps[k])
+      longest = std::max(longest, rank.reductionWait * 1e3);
+    out.reductionWait += longest / double(steps.size() - firstSteady);
+  }
 
   // Memory per rank: measured, and predicted from each rank's own stages.
   out.peakStash.assign(numRanks, 0);

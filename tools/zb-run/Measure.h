@@ -35,6 +35,8 @@ struct RankStep {
   /// Seconds from the rank's first-step barrier to this step's, on the
   /// rank's own clock (its actions stay in order in the trace).
   double offset = 0.0;
+  /// Seconds the step waited at its end for its gradient reductions.
+  double reductionWait = 0.0;
 };
 
 /// Byte strings for Comm::gather.
@@ -68,12 +70,20 @@ struct RunMeasurement {
   std::vector<int64_t> microbatchWStash;
   /// Per rank: the most bytes compiled code held at any time in a step.
   std::vector<int64_t> peakMemory;
+  /// Data parallelism: the milliseconds per step the gradient reductions
+  /// added at the end of the step (the longest wait of any process, mean
+  /// over the steps after the first), and the simulator's figure for the
+  /// schedule that ran with the measured stage times and reduction costs.
+  double reductionWait = 0.0;
+  double simulatedReduction = 0.0;
   /// Every step on one time line, for writeChromeTrace.
   zb::schedule::ScheduleReport trace;
 };
 
-/// `steps[k][r]` is rank r's part of step k. `layout` gives the ranks,
-/// chunks, placement and microbatches.
+/// `steps[k][r]` is rank r's part of step k (with replicas, process r's:
+/// replica r / P's rank r % P). `layout` gives the ranks, chunks,
+/// placement and microbatches, and, with replicas, the milliseconds each
+/// stage's gradient bucket takes to reduce (stageCostReduce).
 RunMeasurement measure(const std::vector<std::vector<RankStep>> &steps,
                        const zb::StageTable &table,
                        const zb::schedule::Problem &layout,

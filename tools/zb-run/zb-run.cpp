@@ -1132,15 +1132,73 @@ static std::string measurementJson(const zb::run::RunMeasurement &m) {
   list(m.microbatchStash);
   os << ", \"microbatch_w_stash_bytes\": ";
   list(m.microbatchWStash);
+  if (numReplicas > 1)
+    os << ", \"reduction_wait_ms\": " << llvm::format("%.6f", m.reductionWait)
+       << ", \"simulated_reduction_ms\": "
+       << llvm::format("%.6f", m.simulatedReduction);
   return json;
 }
 
 /// Prints the measured figures after a pipelined run.
+/// With replicas: per stage, the milliseconds its gradient bucket takes to
+/// average over the replicas with nothing else running (the reduction cost
+/// the simulator takes), on `world`'s rank 0 (empty elsewhere). Each rank
+/// times the mean of all its stages' parameters over its replicas, and a
+/// stage takes its share of its rank's time by bytes.
+static std::vector<double> measureReductions(zbrt::Comm &world, int rank,
+                                             const zb::StageTable &table) {
+  double bytes = 0;
+  for (size_t s = 0; s < table.ranks.size(); ++s)
+    if (table.ranks[s] == rank)
+      bytes += table.paramBytes[s];
+  std::vector<float> scratch(static_cast<size_t>(bytes / sizeof(float)), 1.0f);
+  std::vector<int> group;
+  for (int r = 0; r < numReplicas; ++r)
+    group.push_back(r * numRanks + rank);
+  constexpr int kRepeats = 3;
+  world.barrier();
+  double start = zbrt::traceClock();
+  for (int i = 0; i < kRepeats; ++i) {
+    world.startGroupSum(scratch.data(), scratch.size(), group);
+    world.waitGroupSums();
+  }
+  double seconds = (zbrt::traceClock() - start) / kRepeats;
+  std::vector<std::string> all;
+  world.gather(
+      std::string(reinterpret_cast<const char *>(&seconds), sizeof(seconds)),
+      all, 0);
+  if (world.rank() != 0)
+    return {};
+  std::vector<double> perRank(numRanks, 0.0), rankBytes(numRanks, 0.0);
+  for (size_t w = 0; w < all.size(); ++w) {
+    double s = 0;
+    if (all[w].size() == sizeof(s))
+      std::memcpy(&s, all[w].data(), sizeof(s));
+    perRank[w % numRanks] = std::max(perRank[w % numRanks], s);
+  }
+  for (size_t s = 0; s < table.ranks.size(); ++s)
+    rankBytes[table.ranks[s]] += table.paramBytes[s];
+  std::vector<double> stageMs;
+  for (size_t s = 0; s < table.ranks.size(); ++s) {
+    int r = table.ranks[s];
+    stageMs.push_back(rankBytes[r] > 0 ? perRank[r] * 1e3 *
+                                             table.paramBytes[s] / rankBytes[r]
+                                       : 0.0);
+  }
+  return stageMs;
+}
+
 static void printMeasurement(const zb::run::RunMeasurement &m) {
   llvm::outs() << "zb-run: bubble rate " << llvm::format("%.3f", m.bubble)
                << " measured, " << llvm::format("%.3f", m.simulatedBubble)
                << " simulated for " << scheduleName
                << " with the measured stage times\n";
+  if (numReplicas > 1)
+    llvm::outs() << "zb-run: gradient reduction over " << numReplicas
+                 << " replicas: " << llvm::format("%.3f", m.reductionWait)
+                 << " ms per step not hidden by compute measured, "
+                 << llvm::format("%.3f", m.simulatedReduction)
+                 << " ms simulated\n";
   for (size_t r = 0; r < m.peakStash.size(); ++r)
     llvm::outs() << "zb-run: rank " << r << ": peak stash "
                  << m.peakStash[r] << " bytes measured, "
@@ -1333,6 +1391,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     if (s == firstStep)
       firstOrigin = origin;
     zbrt::takeActionRecords();
+    zbrt::takeReductionWaitSeconds();
     zb::run::RankStep mine;
     mine.baseBytes = zbrt::liveBytes();
     zbrt::resetPeakLiveBytes();
@@ -1385,6 +1444,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       a.end -= origin;
     }
     mine.peakBytes = zbrt::peakLiveBytes();
+    mine.reductionWait = zbrt::takeReductionWaitSeconds();
     // On this rank's own clock, so that its actions never overlap in the
     // trace: a rank leaving a later barrier a little late (descheduled)
     // must not shift that step's actions before the previous one's.
@@ -1451,6 +1511,9 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     }
   }
 
+  std::vector<double> reduceMs;
+  if (numReplicas > 1)
+    reduceMs = measureReductions(*everyone, rank, stageTable);
   int code = 0;
   if (worldRank == 0) {
     zb::schedule::Problem layout;
@@ -1458,6 +1521,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     layout.numChunks = chunks;
     layout.placement = info->defaultPlacement;
     layout.numMicrobatches = microbatches;
+    layout.stageCostReduce = reduceMs;
     zb::run::RunMeasurement measured =
         zb::run::measure(measuredSteps, stageTable, layout, scheduleName);
     printMeasurement(measured);

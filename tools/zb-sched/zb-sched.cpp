@@ -30,7 +30,8 @@ static const char *const kUsage =
     "usage: zb-sched --schedule=NAME --stages=P --microbatches=M "
     "[--chunks=V] [--placement=loop|v]\n"
     "                --cost-f=TF --cost-b=TB --cost-w=TW [--cost-comm=TC]\n"
-    "                [--mem-b=MB] [--mem-w=MW] [--mem-limit=X]\n"
+    "                [--cost-reduce=TR] [--mem-b=MB] [--mem-w=MW] "
+    "[--mem-limit=X]\n"
     "                [--import-csv=FILE] "
     "[--format=text|json|chrome|svg|csv|mlir] [-o FILE]\n"
     "\n"
@@ -45,6 +46,10 @@ static const char *const kUsage =
     "  --cost-f/-b/-w  time of F, B (input grad), W (weight grad) per rank\n"
     "                  per microbatch (a chunk costs 1/V of it)\n"
     "  --cost-comm     time of one transfer between ranks (default 0)\n"
+    "  --cost-reduce   data parallelism: time to average a rank's gradients\n"
+    "                  over its replicas, one bucket per chunk started after\n"
+    "                  the chunk's last W (a chunk's takes 1/V of it;\n"
+    "                  default 0: one replica)\n"
     "  --mem-b         activations one microbatch holds from F to B, per rank\n"
     "                  (default 1)\n"
     "  --mem-w         memory held from B to W (default 0)\n"
@@ -86,9 +91,10 @@ static bool parseDouble(const std::string &text, double &value) {
 
 int main(int argc, char **argv) {
   static const char *const known[] = {
-      "schedule", "stages",    "microbatches", "chunks",    "placement",
-      "cost-f",   "cost-b",    "cost-w",       "cost-comm", "mem-b",
-      "mem-w",    "mem-limit", "import-csv",   "format",    "o"};
+      "schedule",  "stages",      "microbatches", "chunks",
+      "placement", "cost-f",      "cost-b",       "cost-w",
+      "cost-comm", "cost-reduce", "mem-b",        "mem-w",
+      "mem-limit", "import-csv",  "format",       "o"};
   std::map<std::string, std::string> flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -132,6 +138,7 @@ int main(int argc, char **argv) {
 
   auto has = [&](const char *name) { return flags.count(name) != 0; };
   Problem problem;
+  double costReduce = 0.0;
   auto intFlag = [&](const char *name, int &out) -> bool {
     if (!has(name))
       return true;
@@ -159,6 +166,7 @@ int main(int argc, char **argv) {
       !realFlag("cost-b", problem.costB) ||
       !realFlag("cost-w", problem.costW) ||
       !realFlag("cost-comm", problem.costComm) ||
+      !realFlag("cost-reduce", costReduce) ||
       !realFlag("mem-b", problem.memB) || !realFlag("mem-w", problem.memW) ||
       !realFlag("mem-limit", problem.memLimit))
     return 2;
@@ -227,6 +235,9 @@ int main(int argc, char **argv) {
       problem.placement = info->defaultPlacement;
   }
 
+  if (costReduce > 0)
+    problem.stageCostReduce.assign(problem.numStages(),
+                                   costReduce / problem.numChunks);
   std::string error;
   if (!problem.verify(error))
     return fail(error);

@@ -356,3 +356,56 @@ TEST(BubbleRate, LargestSpanAgainstLargestBusyTime) {
           << "p=" << p << " m=" << m;
     }
 }
+
+TEST(Reductions, OneFOneBClosedForm) {
+  // Under 1F1B rank r's last BW ends r * (B + W) before the step's last
+  // action (rank 0's), so its bucket, started there, adds
+  // max(0, R_r - r * (B + W)) to the step: the exposed reduction is the
+  // largest of these.
+  for (int p : {1, 2, 4}) {
+    Problem problem = makeProblem(p, 2 * p, 1, 2, 1);
+    SimulationResult plain = run("1f1b", problem);
+    for (double scale : {0.5, 2.0, 7.0}) {
+      problem.stageCostReduce.clear();
+      double expected = 0.0;
+      for (int r = 0; r < p; ++r) {
+        problem.stageCostReduce.push_back(scale * (r + 1));
+        expected = std::max(expected, scale * (r + 1) - r * 3.0);
+      }
+      SimulationResult sim = run("1f1b", problem);
+      EXPECT_NEAR(sim.exposedReduction, expected, 1e-9)
+          << "p=" << p << " scale=" << scale;
+      EXPECT_NEAR(sim.makespan, plain.makespan + expected, 1e-9);
+      // The compute itself does not move, nor does the bubble rate.
+      EXPECT_NEAR(sim.maxSpan, plain.maxSpan, 1e-9);
+      EXPECT_NEAR(sim.bubbleRate, plain.bubbleRate, 1e-12);
+      for (int r = 0; r < p; ++r)
+        EXPECT_NEAR(sim.reduceEnd[r],
+                    plain.makespan - r * 3.0 + scale * (r + 1), 1e-9);
+    }
+  }
+}
+
+TEST(Reductions, FirstBucketOverlapsTheSecondChunk) {
+  // ZB-V puts stages 0 and 2p-1 on rank 0; stage 2p-1's W work ends well
+  // before stage 0's, so its bucket hides behind it and only stage 0's
+  // (started after the step's last W) shows.
+  Problem problem = makeProblem(2, 8, 1, 1, 1);
+  SimulationResult plain = run("zb-v", problem);
+  problem.stageCostReduce.assign(4, 0.5);
+  SimulationResult sim = run("zb-v", problem);
+  EXPECT_NEAR(sim.exposedReduction, 0.5, 1e-9);
+  EXPECT_NEAR(sim.makespan, plain.makespan + 0.5, 1e-9);
+  // A bucket as long as the remaining work cannot hide: its excess shows.
+  problem.stageCostReduce = {0.5, 0.5, 0.5, 100.0};
+  sim = run("zb-v", problem);
+  EXPECT_GT(sim.exposedReduction, 50.0);
+  EXPECT_LT(sim.exposedReduction, 100.5);
+  // A wrong-sized list is an error.
+  problem.stageCostReduce = {1.0};
+  std::string error;
+  EXPECT_FALSE(problem.verify(error));
+  EXPECT_NE(error.find("per-stage reduction list has 1 entries"),
+            std::string::npos)
+      << error;
+}

@@ -57,6 +57,12 @@ struct Problem {
   std::vector<double> stageCostW;
   /// Latency added to every dependency between stages on different ranks.
   double costComm = 0.0;
+  /// Data parallelism: the time to average each stage's gradients over its
+  /// replicas, one bucket per stage. A bucket starts when its stage's last
+  /// W (or BW) ends; a rank's buckets run one after another on its link,
+  /// beside its remaining compute; the step ends when the last one does.
+  /// Empty: one replica, nothing to reduce.
+  std::vector<double> stageCostReduce;
 
   double memB = 1.0;
   double memW = 0.0;

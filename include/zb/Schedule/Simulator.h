@@ -35,8 +35,14 @@ struct TimedAction {
 struct SimulationResult {
   /// timeline[r] mirrors schedule.ranks[r], with times.
   std::vector<std::vector<TimedAction>> timeline;
-  /// Latest end minus earliest start over all actions.
+  /// Latest end minus earliest start over all actions and gradient
+  /// reductions (Problem::stageCostReduce).
   double makespan = 0.0;
+  /// Per rank: when its last gradient reduction ends (0 without any).
+  std::vector<double> reduceEnd;
+  /// What the reductions add to the step: the makespan minus the latest end
+  /// of an action (0 when they hide behind the remaining compute).
+  double exposedReduction = 0.0;
   /// Per rank: end of its last action minus start of its first.
   std::vector<double> rankSpan;
   /// Per rank: time spent computing.

@@ -32,7 +32,8 @@ void zb::writeStageTable(ModuleOp module, const StageTable &table) {
            b.getNamedAttr("cost_b", b.getDenseF64ArrayAttr(table.costB)),
            b.getNamedAttr("cost_w", b.getDenseF64ArrayAttr(table.costW)),
            b.getNamedAttr("mem_b", bytes(table.memB)),
-           b.getNamedAttr("mem_w", bytes(table.memW))}));
+           b.getNamedAttr("mem_w", bytes(table.memW)),
+           b.getNamedAttr("param_bytes", bytes(table.paramBytes))}));
 }
 
 bool zb::readStageTable(ModuleOp module, StageTable &table,
@@ -59,14 +60,16 @@ bool zb::readStageTable(ModuleOp module, StageTable &table,
   };
   if (!ints("rank", table.ranks) || !floats("cost_f", table.costF) ||
       !floats("cost_b", table.costB) || !floats("cost_w", table.costW) ||
-      !ints("mem_b", table.memB) || !ints("mem_w", table.memW)) {
+      !ints("mem_b", table.memB) || !ints("mem_w", table.memW) ||
+      !ints("param_bytes", table.paramBytes)) {
     error = "the compiled program's '" + ZBDialect::kStagesAttrName.str() +
             "' attribute is malformed";
     return false;
   }
   size_t n = table.ranks.size();
-  for (size_t size : {table.costF.size(), table.costB.size(),
-                      table.costW.size(), table.memB.size(), table.memW.size()})
+  for (size_t size :
+       {table.costF.size(), table.costB.size(), table.costW.size(),
+        table.memB.size(), table.memW.size(), table.paramBytes.size()})
     if (size != n) {
       error = "the compiled program's '" + ZBDialect::kStagesAttrName.str() +
               "' attribute has lists of different lengths";

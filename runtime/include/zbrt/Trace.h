@@ -45,6 +45,13 @@ int64_t liveBytes();
 int64_t peakLiveBytes();
 void resetPeakLiveBytes();
 
+/// Seconds spent in zbrt_wait_group_sums since the last call (the part of
+/// the gradient reductions the rank's remaining compute did not hide), and
+/// forgets them.
+double takeReductionWaitSeconds();
+/// Adds to what takeReductionWaitSeconds() returns.
+void addReductionWaitSeconds(double seconds);
+
 } // namespace zbrt
 
 #endif // ZBRT_TRACE_H

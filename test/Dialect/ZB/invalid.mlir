@@ -92,5 +92,5 @@ module attributes {zb.stages = {rank = array<i64: 0>}} {
 // -----
 
 // expected-error @below {{the compiled program's 'zb.stages' attribute has lists of different lengths}}
-module attributes {zb.stages = {rank = array<i64: 0, 1>, cost_f = array<f64: 1.0>, cost_b = array<f64: 1.0>, cost_w = array<f64: 1.0>, mem_b = array<i64: 0>, mem_w = array<i64: 0>}} {
+module attributes {zb.stages = {rank = array<i64: 0, 1>, cost_f = array<f64: 1.0>, cost_b = array<f64: 1.0>, cost_w = array<f64: 1.0>, mem_b = array<i64: 0>, mem_w = array<i64: 0>, param_bytes = array<i64: 0>}} {
 }

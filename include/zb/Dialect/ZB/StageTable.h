@@ -22,11 +22,13 @@
 namespace zb {
 
 /// Per stage, in stage order: its rank, its cost_f/b/w and mem_b/w (0 where
-/// the stage had none).
+/// the stage had none), and the bytes of its parameters (param_bytes: what
+/// its gradient bucket holds under data parallelism).
 struct StageTable {
   std::vector<int> ranks;
   std::vector<double> costF, costB, costW;
   std::vector<double> memB, memW;
+  std::vector<double> paramBytes;
 };
 
 /// Sets `zb.stages` on `module`.
