@@ -2,6 +2,8 @@
 
 #include "zb/Schedule/Generators.h"
 
+#include "VGreedy.h"
+
 #include "zb/Schedule/AutoScheduler.h"
 #include "zb/Schedule/Simulator.h"
 #include "zb/Schedule/Validator.h"
@@ -497,8 +499,23 @@ static Result<Schedule> vBlock(const std::string &name,
   return schedule;
 }
 
+/// Whether `a` has a lower simulated bubble rate than `b` (or the same and a
+/// shorter makespan).
+static bool betterThan(const Problem &problem, const Schedule &a,
+                       const Schedule &b) {
+  Result<SimulationResult> simA = simulate(problem, a);
+  Result<SimulationResult> simB = simulate(problem, b);
+  if (!simA || !simB)
+    return simA.ok();
+  constexpr double kTie = 1e-12;
+  if (simA->bubbleRate < simB->bubbleRate - kTie)
+    return true;
+  return simA->bubbleRate <= simB->bubbleRate + kTie &&
+         simA->makespan < simB->makespan;
+}
+
 /// zb-v, v-half, v-min: the heuristic on the V placement at the schedule's
-/// memory target.
+/// memory target (zb-v also the greedy V construction).
 static Result<Schedule> vShape(const std::string &name,
                                const Problem &problem) {
   double limit = targetMemoryLimit(name, problem);
@@ -507,7 +524,21 @@ static Result<Schedule> vShape(const std::string &name,
     if (block && fits(problem, *block, limit))
       return block;
   }
-  Result<Schedule> schedule = autoSchedule(problem, limit);
+  // zb-v: the greedy V construction, and on problems small enough for its
+  // search (p * m up to kSearchedActions) the heuristic too; the lower
+  // bubble rate wins (then the shorter step).
+  constexpr int kSearchedActions = 2048;
+  bool search = name != "zb-v" ||
+                problem.numRanks * problem.numMicrobatches <= kSearchedActions;
+  Result<Schedule> schedule =
+      search ? autoSchedule(problem, limit)
+             : Result<Schedule>(Failure{"the problem is too large for the "
+                                        "heuristic's search"});
+  if (name == "zb-v")
+    if (Result<Schedule> greedy = detail::vGreedySchedule(problem, limit);
+        greedy && fits(problem, *greedy, limit) &&
+        (!schedule || betterThan(problem, *greedy, *schedule)))
+      schedule = std::move(greedy);
   if (schedule) {
     schedule->name = name;
     return schedule;

@@ -409,3 +409,63 @@ TEST(Reductions, FirstBucketOverlapsTheSecondChunk) {
             std::string::npos)
       << error;
 }
+
+TEST(VSchedules, NoWorseThanTheAuthorsScheduler) {
+  // The ZB-V paper's scheduler (sail-sg/zero-bubble-pipeline-parallelism,
+  // v_schedule.py) on these problems, per-chunk costs half the stage costs
+  // and the memory limit p * M_B, reaches the bubble rates on the right
+  // (rounded to four digits as it prints them).
+  struct Case {
+    int p, m;
+    double f, b, w, comm, memW, official;
+  };
+  const Case cases[] = {{4, 8, 2, 2, 1, 0, 0.4, 0.0588},
+                        {4, 16, 2, 2, 1, 0.1, 0.4, 0.0510},
+                        {8, 32, 1.0, 1.1, 0.6, 0.05, 0.4, 0.0568},
+                        {64, 512, 10.4, 10.2, 7.7, 0.46, 0.43, 0.0225}};
+  for (const Case &c : cases) {
+    Problem problem = makeProblem(c.p, c.m, c.f, c.b, c.w, c.comm, c.memW);
+    SimulationResult sim = run("zb-v", problem);
+    EXPECT_LE(sim.bubbleRate, c.official + 5e-5) << "p=" << c.p << " m=" << c.m;
+    EXPECT_LE(sim.maxPeakMemory(), c.p * problem.memB + 1e-9);
+  }
+}
+
+TEST(VSchedules, RandomProblemsWithUnevenStages) {
+  // zb-v on uneven stages (per-stage F, B and W, some B or W zero), with
+  // transfer costs and W stashes of every size: always a valid schedule
+  // within p * M_B, never worse than the heuristic alone.
+  std::mt19937 rng(20261201);
+  std::uniform_int_distribution<int> ranks(1, 8), extra(0, 16);
+  std::uniform_real_distribution<double> cost(0.0, 3.0), fraction(0, 1);
+  for (int trial = 0; trial < 60; ++trial) {
+    int p = ranks(rng);
+    int m = std::max(1, p + extra(rng));
+    Problem problem =
+        makeProblem(p, m, 1, 1, 1, 0.3 * fraction(rng), fraction(rng));
+    problem.numChunks = 2;
+    problem.placement = Placement::V;
+    for (int s = 0; s < 2 * p; ++s) {
+      problem.stageCostF.push_back(0.1 + cost(rng));
+      problem.stageCostB.push_back(trial % 3 == 0 && s % 3 == 0 ? 0.0
+                                                                : cost(rng));
+      problem.stageCostW.push_back(trial % 5 == 0 ? 0.0 : cost(rng));
+    }
+    Result<Schedule> schedule = generateSchedule("zb-v", problem);
+    ASSERT_TRUE(schedule.ok()) << "trial " << trial << ": " << schedule.error();
+    Problem limited = problem;
+    limited.memLimit = targetMemoryLimit("zb-v", problem);
+    std::vector<Diagnostic> diagnostics = validate(limited, *schedule);
+    EXPECT_TRUE(diagnostics.empty())
+        << "trial " << trial << ": " << diagnostics.front().message;
+    Result<SimulationResult> sim = simulate(limited, *schedule);
+    ASSERT_TRUE(sim.ok()) << sim.error();
+    EXPECT_LE(makespanLowerBound(limited).makespan, sim->makespan + 1e-9);
+    if (Result<Schedule> heuristic = autoSchedule(problem, limited.memLimit)) {
+      Result<SimulationResult> other = simulate(limited, *heuristic);
+      ASSERT_TRUE(other.ok());
+      EXPECT_LE(sim->bubbleRate, other->bubbleRate + 1e-12)
+          << "trial " << trial;
+    }
+  }
+}
