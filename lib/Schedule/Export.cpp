@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 namespace zb::schedule {
@@ -423,6 +424,44 @@ static bool parseIndex(const std::string &text, int &value) {
   return true;
 }
 
+/// One action of a PyTorch schedule CSV, e.g. 0F1; none for the
+/// communication and FSDP actions, which the library derives or lacks.
+static Result<std::optional<Action>> parseCsvAction(const std::string &token,
+                                                    const std::string &where) {
+  std::size_t digits = 0;
+  while (digits < token.size() &&
+         std::isdigit(static_cast<unsigned char>(token[digits])))
+    ++digits;
+  std::size_t tail = token.size();
+  while (tail > digits &&
+         std::isdigit(static_cast<unsigned char>(token[tail - 1])))
+    --tail;
+  int stage, mb;
+  std::string kind = token.substr(digits, tail - digits);
+  if (digits == 0 || tail == token.size() ||
+      !parseIndex(token.substr(0, digits), stage) ||
+      !parseIndex(token.substr(tail), mb))
+    return Failure{where + "'" + token +
+                   "' is not an action (expected <stage><F|I|W|B>"
+                   "<microbatch>, e.g. 0F1)"};
+  if (kind.rfind("SEND_", 0) == 0 || kind.rfind("RECV_", 0) == 0 ||
+      kind == "UNSHARD" || kind == "RESHARD" || kind == "REDUCE_GRAD")
+    return std::optional<Action>();
+  Action action{ActionKind::F, stage, mb};
+  if (kind == "F")
+    action.kind = ActionKind::F;
+  else if (kind == "I")
+    action.kind = ActionKind::B;
+  else if (kind == "W")
+    action.kind = ActionKind::W;
+  else if (kind == "B")
+    action.kind = ActionKind::BW;
+  else
+    return Failure{where + "unknown action kind '" + kind + "' in '" + token +
+                   "' (expected F, I, W or B)"};
+  return std::optional<Action>(action);
+}
+
 Result<Schedule> importCsv(const std::string &text) {
   Schedule schedule;
   schedule.name = "imported";
@@ -445,38 +484,30 @@ Result<Schedule> importCsv(const std::string &text) {
         continue;
       std::string where = "line " + std::to_string(lineNumber) + ", cell " +
                           std::to_string(cellNumber) + ": ";
-      std::size_t digits = 0;
-      while (digits < token.size() &&
-             std::isdigit(static_cast<unsigned char>(token[digits])))
-        ++digits;
-      std::size_t tail = token.size();
-      while (tail > digits &&
-             std::isdigit(static_cast<unsigned char>(token[tail - 1])))
-        --tail;
-      int stage, mb;
-      std::string kind = token.substr(digits, tail - digits);
-      if (digits == 0 || tail == token.size() ||
-          !parseIndex(token.substr(0, digits), stage) ||
-          !parseIndex(token.substr(tail), mb))
-        return Failure{where + "'" + token +
-                       "' is not an action (expected <stage><F|I|W|B>"
-                       "<microbatch>, e.g. 0F1)"};
-      if (kind.rfind("SEND_", 0) == 0 || kind.rfind("RECV_", 0) == 0 ||
-          kind == "UNSHARD" || kind == "RESHARD" || kind == "REDUCE_GRAD")
-        continue;
-      Action action{ActionKind::F, stage, mb};
-      if (kind == "F")
-        action.kind = ActionKind::F;
-      else if (kind == "I")
-        action.kind = ActionKind::B;
-      else if (kind == "W")
-        action.kind = ActionKind::W;
-      else if (kind == "B")
-        action.kind = ActionKind::BW;
-      else
-        return Failure{where + "unknown action kind '" + kind + "' in '" +
-                       token + "' (expected F, I, W or B)"};
-      row.push_back(action);
+      // An overlapped pair, "(0F5;7B2)OVERLAP_F_B" (DualPipeV): its actions
+      // one after the other.
+      std::vector<std::string> tokens{token};
+      static const std::string kOverlap = ")OVERLAP_F_B";
+      if (token.front() == '(' && token.size() > kOverlap.size() &&
+          token.compare(token.size() - kOverlap.size(), kOverlap.size(),
+                        kOverlap) == 0) {
+        tokens.clear();
+        std::istringstream parts(
+            token.substr(1, token.size() - 1 - kOverlap.size()));
+        std::string part;
+        while (std::getline(parts, part, ';'))
+          if (!trim(part).empty())
+            tokens.push_back(trim(part));
+        if (tokens.empty())
+          return Failure{where + "'" + token + "' overlaps no actions"};
+      }
+      for (const std::string &one : tokens) {
+        Result<std::optional<Action>> action = parseCsvAction(one, where);
+        if (!action)
+          return Failure{action.error()};
+        if (*action)
+          row.push_back(**action);
+      }
     }
     rows.push_back(std::move(row));
   }

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
+#include <map>
 #include <queue>
 
 namespace zb::schedule {
@@ -35,6 +37,8 @@ const std::vector<ScheduleInfo> &knownSchedules() {
       {"v-half", "V-shaped schedule at about 1/2 of 1F1B memory", 2,
        Placement::V, true, 2, true},
       {"v-min", "V-shaped schedule at about 1/3 of 1F1B memory", 2,
+       Placement::V, true, 2, true},
+      {"dualpipev", "DeepSeek's DualPipe folded into a V (m >= 2p)", 2,
        Placement::V, true, 2, true},
   };
   return schedules;
@@ -559,6 +563,82 @@ static Result<Schedule> vShape(const std::string &name,
   return schedule;
 }
 
+/// DualPipeV (DeepSeek-V3's DualPipe folded into a V, the order of
+/// PyTorch's ScheduleDualPipeV): per rank r, with stages s0 = r and
+/// s1 = 2p-1-r, a warm-up of 2(p-r-1) chunk-0 Fs and r+1 F pairs, p-r-1
+/// zero-bubble B-W-F rounds on chunk 1, then the steady state of
+/// "F of one chunk with the fused backward of the other" pairs, and a
+/// cool-down whose second half splits B from W so that the Ws fill the
+/// drain. The pairs DualPipe overlaps on a GPU (one chunk's F hiding the
+/// other's backward communication) run here one after the other, F first.
+static Result<Schedule> dualPipeV(const Problem &problem) {
+  int p = problem.numRanks, m = problem.numMicrobatches;
+  if (m < 2 * p)
+    return Failure{"needs at least 2p = " + std::to_string(2 * p) +
+                   " microbatches, got " + std::to_string(m)};
+  Schedule schedule = emptySchedule(problem, "dualpipev");
+  for (int r = 0; r < p; ++r) {
+    std::vector<Action> &out = schedule.ranks[r];
+    int s0 = r, s1 = 2 * p - 1 - r;
+    std::map<int, int> forwards, backwards;
+    std::deque<std::pair<int, int>> weights;
+    auto f = [&](int s) { out.push_back(makeF(s, forwards[s]++)); };
+    auto bw = [&](int s) { out.push_back(makeBW(s, backwards[s]++)); };
+    auto b = [&](int s) {
+      weights.push_back({s, backwards[s]});
+      out.push_back({ActionKind::B, s, backwards[s]++});
+    };
+    auto w = [&] {
+      if (weights.empty())
+        return;
+      out.push_back(
+          {ActionKind::W, weights.front().first, weights.front().second});
+      weights.pop_front();
+    };
+    for (int i = 0; i < 2 * (p - r - 1); ++i)
+      f(s0);
+    for (int i = 0; i < r + 1; ++i) {
+      f(s0);
+      f(s1);
+    }
+    for (int i = 0; i < p - r - 1; ++i) {
+      b(s1);
+      w();
+      f(s1);
+    }
+    for (int i = 0; i < m - 2 * p + r + 1; ++i) {
+      f(s0);
+      bw(s1);
+      f(s1);
+      bw(s0);
+    }
+    for (int i = 0; i < p - r - 1; ++i) {
+      bw(s1);
+      f(s1);
+      bw(s0);
+    }
+    // The cool-down: from its middle on (chunk 1 first on odd ranks),
+    // backwards leave their W for later.
+    bool split = false;
+    auto backward = [&](int s) { split ? b(s) : bw(s); };
+    for (int i = 0; i < r + 1; ++i) {
+      if (i == (r + 1) / 2 && r % 2 == 1)
+        split = true;
+      backward(s1);
+      if (i == (r + 1) / 2 && r % 2 == 0)
+        split = true;
+      backward(s0);
+    }
+    for (int i = 0; i < p - r - 1; ++i) {
+      w();
+      backward(s0);
+    }
+    while (!weights.empty())
+      w();
+  }
+  return schedule;
+}
+
 Result<Schedule> generateSchedule(const std::string &name,
                                   const Problem &problem) {
   const ScheduleInfo *info = lookupSchedule(name);
@@ -594,6 +674,8 @@ Result<Schedule> generateSchedule(const std::string &name,
     result = zbH2(problem);
   else if (name == "zb-auto")
     result = zbAuto(problem);
+  else if (name == "dualpipev")
+    result = dualPipeV(problem);
   else
     result = vShape(name, problem);
   if (!result)

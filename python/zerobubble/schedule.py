@@ -87,8 +87,8 @@ def schedule(name, stages, microbatches, *, chunks=None, placement=None,
 
     ``name`` is one of zb-sched's schedules (``gpipe``, ``1f1b``,
     ``interleaved-1f1b``, ``zb-h1``, ``zb-h2``, ``zb-auto``, ``zb-v``,
-    ``v-half``, ``v-min``); ``stages`` is the number of pipeline ranks P
-    and ``chunks`` the stages per rank V. Costs are per rank and
+    ``v-half``, ``v-min``, ``dualpipev``); ``stages`` is the number of
+    pipeline ranks P and ``chunks`` the stages per rank V. Costs are per rank and
     microbatch; ``mem_b``/``mem_w``/``mem_limit`` are activation memory
     (in any unit). ``import_csv`` reads a PyTorch pipelining CSV instead of
     generating. Returns a :class:`Schedule`; an invalid schedule comes back

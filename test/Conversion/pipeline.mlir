@@ -3,7 +3,7 @@
 // Each run must finish with eight rank step functions, every stage of the
 // schedule's chunk count (1: 8 stages, 2: 16 stages) lowered to
 // F/B/W functions, and the stages placed on the schedule's ranks (loop for
-// interleaved-1f1b, V for zb-v, v-half, v-min). Each step function loops
+// interleaved-1f1b, V for zb-v, v-half, v-min, dualpipev). Each step function loops
 // over its rank's action table; the loss stage's backward, one template for
 // all 32 microbatches, is seeded with 1/M = 1/32 (one seed on its rank).
 //

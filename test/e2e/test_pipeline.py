@@ -23,12 +23,12 @@ SCHEDULES = ["gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-auto",
 RTOL = 1e-5
 
 
-def train(zb_run, model, out_dir, tag, *extra):
+def train(zb_run, model, out_dir, tag, *extra, microbatches=MICROBATCHES):
     out_dir = Path(out_dir)
     metrics = out_dir / f"{tag}-metrics.json"
     params = out_dir / f"{tag}-params.npz"
     grads = out_dir / f"{tag}-grads.npz"
-    proc = zb_run(model, "--steps", STEPS, "--microbatches", MICROBATCHES,
+    proc = zb_run(model, "--steps", STEPS, "--microbatches", microbatches,
                   "--seed", 3, "--lr", 0.05, "--metrics", metrics,
                   "--dump-params", params, "--dump-grads", grads, *extra)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -186,3 +186,30 @@ def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
     assert ("started as one of 2 processes by an MPI launcher, but --np 4 "
             "needs 4; pass --np P and --dp D with P * D = 2") in wrong.stderr, \
         wrong.stderr
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("model", ["mlp", "gpt"])
+def test_dualpipev_equals_one_process(zb_run, examples_dir, tmp_path, model,
+                                      ranks):
+    """DualPipeV (m >= 2p microbatches, its F&B pairs one after the other)
+    trains like one process over the same microbatches."""
+    microbatches = 2 * ranks
+    path = examples_dir / f"{model}.mlir"
+    ref_losses, ref_params, ref_grads = train(zb_run, path, tmp_path, "ref",
+                                              microbatches=microbatches)
+    losses, params, grads = train(zb_run, path, tmp_path, "dualpipev", "--np",
+                                  ranks, "--schedule", "dualpipev",
+                                  microbatches=microbatches)
+    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+    for name in ref_params.files:
+        assert_close(f"param {name}", params[name], ref_params[name])
+    for name in ref_grads.files:
+        assert_close(f"grad {name}", grads[name], ref_grads[name])
+
+    # Fewer than 2p microbatches: the schedule says what it needs.
+    proc = zb_run(path, "--np", ranks, "--schedule", "dualpipev",
+                  "--microbatches", 2 * ranks - 1)
+    assert proc.returncode != 0
+    assert f"needs at least 2p = {2 * ranks} microbatches" in proc.stderr, \
+        proc.stderr

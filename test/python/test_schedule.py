@@ -77,3 +77,45 @@ def test_plot_schedule_svg_by_name(tmp_path):
     path = tmp_path / "zbv.svg"
     zb.plot_schedule("zb-v", path, stages=2, microbatches=4)
     assert "<svg" in path.read_text()
+
+
+@pytest.mark.parametrize("ranks,microbatches", [(2, 4), (2, 7), (3, 6),
+                                                (4, 8), (4, 13)])
+def test_dualpipev_is_pytorchs_order(tmp_path, ranks, microbatches):
+    """Our dualpipev is PyTorch's ScheduleDualPipeV action for action (its
+    overlapped F&B pairs taken one after the other, F first), and PyTorch's
+    own CSV of it, OVERLAP_F_B cells included, imports to the same
+    schedule."""
+    require("torch")
+    import types
+
+    from torch.distributed.pipelining.schedules import ScheduleDualPipeV
+
+    # The per-rank order needs no process group: only the sizes.
+    sizes = types.SimpleNamespace(pp_group_size=ranks,
+                                  _n_microbatches=microbatches)
+    theirs = [ScheduleDualPipeV._calculate_single_rank_operations(sizes, r)
+              for r in range(ranks)]
+    kind = {"F": "F", "I": "B", "W": "W", "B": "BW"}
+
+    def flat(action):
+        if action.sub_actions:
+            return [x for sub in action.sub_actions for x in flat(sub)]
+        return [(kind[action.computation_type.value], action.stage_index,
+                 action.microbatch_index)]
+
+    expected = [[x for a in rank if a is not None for x in flat(a)]
+                for rank in theirs]
+    ours = zb.schedule("dualpipev", ranks, microbatches)
+    assert ours.valid, ours.diagnostics
+    assert [[(a.kind, a.stage, a.microbatch) for a in rank]
+            for rank in ours.actions] == expected
+
+    csv = tmp_path / "dualpipev.csv"
+    csv.write_text("\n".join(",".join(str(a) for a in rank if a is not None)
+                             for rank in theirs) + "\n")
+    assert "OVERLAP_F_B" in csv.read_text()
+    imported = zb.schedule("dualpipev", ranks, microbatches, import_csv=csv)
+    assert imported.valid, imported.diagnostics
+    assert [[(a.kind, a.stage, a.microbatch) for a in rank]
+            for rank in imported.actions] == expected

@@ -56,7 +56,8 @@ static const char *const kUsage =
     "  --mem-limit     peak activation memory per rank, in mem-b's unit\n"
     "                  (default: none; zb-auto uses 2*P*mem-b)\n"
     "  --import-csv    read the schedule from FILE instead of generating one;\n"
-    "                  --stages/--microbatches/--chunks default to the file's\n"
+    "                  --stages/--microbatches/--chunks/--placement default\n"
+    "                  to the file's\n"
     "  --format        output format (default text); mlir writes the\n"
     "                  schedule with its sends and recvs as a sched.program\n"
     "  -o              output file (default stdout)\n"
@@ -217,6 +218,22 @@ int main(int argc, char **argv) {
     schedule.ranks.resize(problem.numRanks);
     if (has("schedule"))
       schedule.name = flags["schedule"];
+    // The placement the file implies (where its stages run), unless given.
+    if (!has("placement")) {
+      std::vector<int> stageRanks(problem.numRanks * problem.numChunks, -1);
+      bool consistent = true;
+      for (std::size_t r = 0; r < schedule.ranks.size(); ++r)
+        for (const Action &action : schedule.ranks[r]) {
+          if (action.stage >= static_cast<int>(stageRanks.size()))
+            continue;
+          int &rank = stageRanks[action.stage];
+          consistent &= rank < 0 || rank == static_cast<int>(r);
+          rank = static_cast<int>(r);
+        }
+      PlacementFit fit = inferPlacement(stageRanks, problem.numRanks);
+      if (consistent && fit.ok && fit.numChunks == problem.numChunks)
+        problem.placement = fit.placement;
+    }
   } else {
     if (!has("schedule"))
       return fail("missing required flag --schedule (known: " +

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <sstream>
 
 using namespace zb::schedule;
 
@@ -188,6 +189,12 @@ TEST(Properties, RandomProblems) {
         EXPECT_NE(schedule.error().find("m % p == 0"), std::string::npos);
         continue;
       }
+      if (info.name == "dualpipev" && m < 2 * p) {
+        EXPECT_FALSE(schedule.ok());
+        EXPECT_NE(schedule.error().find("needs at least 2p"),
+                  std::string::npos);
+        continue;
+      }
       ASSERT_TRUE(schedule.ok()) << info.name << ": " << schedule.error();
       layout.memLimit = targetMemoryLimit(info.name, layout);
       std::vector<Diagnostic> diagnostics = validate(layout, *schedule);
@@ -286,8 +293,11 @@ TEST(Generators, TinyProblems) {
         problem.numChunks = info.defaultChunks;
         problem.placement = info.defaultPlacement;
         Result<Schedule> schedule = generateSchedule(info.name, problem);
-        if (info.name == "interleaved-1f1b" && m % p != 0)
+        if ((info.name == "interleaved-1f1b" && m % p != 0) ||
+            (info.name == "dualpipev" && m < 2 * p)) {
+          EXPECT_FALSE(schedule.ok()) << info.name;
           continue;
+        }
         ASSERT_TRUE(schedule.ok()) << info.name << ": " << schedule.error();
         EXPECT_TRUE(validate(problem, *schedule).empty()) << info.name;
       }
@@ -468,4 +478,30 @@ TEST(VSchedules, RandomProblemsWithUnevenStages) {
           << "trial " << trial;
     }
   }
+}
+
+TEST(DualPipeV, ValidAndRoundTripsThroughCsv) {
+  for (int p : {1, 2, 3, 4, 6})
+    for (int m : {2 * p, 2 * p + 1, 3 * p + 2}) {
+      Problem problem = makeProblem(p, m, 1, 1, 1, 0.1, 0.5);
+      problem.numChunks = 2;
+      problem.placement = Placement::V;
+      SimulationResult sim = run("dualpipev", problem);
+      EXPECT_GE(sim.makespan, makespanLowerBound(problem).makespan - 1e-9);
+      Result<Schedule> schedule = generateSchedule("dualpipev", problem);
+      ASSERT_TRUE(schedule.ok()) << schedule.error();
+      EXPECT_TRUE(validate(problem, *schedule).empty()) << "p=" << p;
+      std::ostringstream csv;
+      writeCsv(*schedule, csv);
+      Result<Schedule> back = importCsv(csv.str());
+      ASSERT_TRUE(back.ok()) << back.error();
+      EXPECT_EQ(*back, *schedule) << "p=" << p << " m=" << m;
+    }
+  // PyTorch's overlapped pairs import as their two actions, F first.
+  Result<Schedule> pair = importCsv("(0F0;3B1)OVERLAP_F_B,1W2\n");
+  ASSERT_TRUE(pair.ok()) << pair.error();
+  ASSERT_EQ(pair->ranks[0].size(), 3u);
+  EXPECT_EQ(pair->ranks[0][0], (Action{ActionKind::F, 0, 0}));
+  EXPECT_EQ(pair->ranks[0][1], (Action{ActionKind::BW, 3, 1}));
+  EXPECT_FALSE(importCsv("()OVERLAP_F_B\n").ok());
 }

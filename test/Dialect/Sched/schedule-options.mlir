@@ -1,7 +1,7 @@
 // Diagnostics that depend on the pass options.
 
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-h9 microbatches=4" 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: error: unknown schedule 'zb-h9' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-auto, zb-v, v-half, v-min)
+// UNKNOWN: error: unknown schedule 'zb-h9' (known: gpipe, 1f1b, interleaved-1f1b, zb-h1, zb-h2, zb-auto, zb-v, v-half, v-min, dualpipev)
 
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=NO-MB
 // NO-MB: error: --zb-schedule needs 'microbatches' of at least 1, got 0

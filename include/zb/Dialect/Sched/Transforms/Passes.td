@@ -62,7 +62,7 @@ def ZBSchedule : Pass<"zb-schedule", "mlir::ModuleOp"> {
   let options = [
     Option<"scheduleName", "schedule", "std::string", /*default=*/"\"zb-h1\"",
            "The schedule to generate (gpipe, 1f1b, interleaved-1f1b, zb-h1, "
-           "zb-h2, zb-auto, zb-v, v-half, v-min)">,
+           "zb-h2, zb-auto, zb-v, v-half, v-min, dualpipev)">,
     Option<"numMicrobatches", "microbatches", "int", /*default=*/"0",
            "Microbatches per training step (required)">,
     Option<"memLimit", "mem-limit", "double", /*default=*/"0.0",
