@@ -7,7 +7,7 @@ set -euo pipefail
 APT_PACKAGES=(
   cmake ninja-build g++ libgtest-dev libbenchmark-dev
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  openmpi-bin libopenmpi-dev libopenblas-dev
+  openmpi-bin libopenmpi-dev libopenblas-dev pkg-config coinor-libcbc-dev
 )
 PY_PACKAGES=(numpy pytest matplotlib)
 

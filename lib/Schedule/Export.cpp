@@ -139,6 +139,18 @@ static void writeSummary(const ScheduleReport &report, std::ostream &os,
        << percent(gapToLowerBound(sim.makespan, report.lowerBound.makespan))
        << "), bubble rate " << percent(sim.bubbleRate) << ", peak memory "
        << number(sim.maxPeakMemory()) << "\n";
+    if (report.hasOptimum) {
+      if (report.optimumProven)
+        os << prefix << "optimum " << number(report.optimum)
+           << " (proven), gap "
+           << percent(gapToLowerBound(sim.makespan, report.optimum)) << "\n";
+      else
+        os << prefix << "optimum between " << number(report.optimumBound)
+           << " and " << number(report.optimum)
+           << " (the solver's time limit), gap at most "
+           << percent(gapToLowerBound(sim.makespan, report.optimumBound))
+           << "\n";
+    }
     if (!problem.stageCostReduce.empty())
       os << prefix
          << "gradient reduction over replicas: " << number(sim.exposedReduction)
@@ -221,6 +233,17 @@ void writeJson(const ScheduleReport &report, std::ostream &os) {
      << ",\n";
   os << "  \"exposed_reduction\": "
      << (report.simulated ? number(sim.exposedReduction) : "null") << ",\n";
+  if (report.hasOptimum) {
+    os << "  \"optimum\": " << number(report.optimum)
+       << ",\n  \"optimum_bound\": " << number(report.optimumBound)
+       << ",\n  \"optimum_proven\": "
+       << (report.optimumProven ? "true" : "false") << ",\n";
+    os << "  \"gap_to_optimum\": "
+       << (report.simulated
+               ? number(gapToLowerBound(sim.makespan, report.optimumBound))
+               : "null")
+       << ",\n";
+  }
   os << "  \"peak_memory\": [";
   std::vector<double> peaks = report.simulated
                                   ? sim.peakMemory

@@ -14,6 +14,7 @@
 #include "zb/Schedule/Communication.h"
 #include "zb/Schedule/Export.h"
 #include "zb/Schedule/Generators.h"
+#include "zb/Schedule/Optimal.h"
 
 #include <cerrno>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -32,7 +34,7 @@ static const char *const kUsage =
     "                --cost-f=TF --cost-b=TB --cost-w=TW [--cost-comm=TC]\n"
     "                [--cost-reduce=TR] [--mem-b=MB] [--mem-w=MW] "
     "[--mem-limit=X]\n"
-    "                [--import-csv=FILE] "
+    "                [--optimal] [--time-limit=S] [--import-csv=FILE] "
     "[--format=text|json|chrome|svg|csv|mlir] [-o FILE]\n"
     "\n"
     "Generates a pipeline schedule (or imports one from a PyTorch pipelining\n"
@@ -55,6 +57,11 @@ static const char *const kUsage =
     "  --mem-w         memory held from B to W (default 0)\n"
     "  --mem-limit     peak activation memory per rank, in mem-b's unit\n"
     "                  (default: none; zb-auto uses 2*P*mem-b)\n"
+    "  --optimal       also solve for the minimum-makespan schedule under\n"
+    "                  --mem-limit (exact, CBC; small problems) and print\n"
+    "                  the gap to it; --schedule=optimal prints that one\n"
+    "  --time-limit    seconds the exact solver may take (default 60); when\n"
+    "                  it stops there, its bound on the optimum is printed\n"
     "  --import-csv    read the schedule from FILE instead of generating one;\n"
     "                  --stages/--microbatches/--chunks/--placement default\n"
     "                  to the file's\n"
@@ -92,10 +99,10 @@ static bool parseDouble(const std::string &text, double &value) {
 
 int main(int argc, char **argv) {
   static const char *const known[] = {
-      "schedule",  "stages",      "microbatches", "chunks",
-      "placement", "cost-f",      "cost-b",       "cost-w",
-      "cost-comm", "cost-reduce", "mem-b",        "mem-w",
-      "mem-limit", "import-csv",  "format",       "o"};
+      "schedule", "stages",  "microbatches", "chunks",     "placement",
+      "cost-f",   "cost-b",  "cost-w",       "cost-comm",  "cost-reduce",
+      "mem-b",    "mem-w",   "mem-limit",    "import-csv", "format",
+      "o",        "optimal", "time-limit"};
   std::map<std::string, std::string> flags;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -105,6 +112,9 @@ int main(int argc, char **argv) {
         std::cout << "  " << info.name
                   << std::string(18 - info.name.size(), ' ') << info.summary
                   << "\n";
+      std::cout << "  optimal           the least makespan within --mem-limit, "
+                   "proven (exact solver;\n"
+                   "                    small problems)\n";
       return 0;
     }
     std::string name, value;
@@ -127,6 +137,10 @@ int main(int argc, char **argv) {
       isKnown = isKnown || name == flag;
     if (!isKnown)
       return fail("unknown flag '" + arg + "' (see --help)");
+    if (!hasValue && name == "optimal") {
+      value = "1";
+      hasValue = true;
+    }
     if (!hasValue) {
       if (i + 1 >= argc)
         return fail("flag '" + arg + "' needs a value");
@@ -243,14 +257,22 @@ int main(int argc, char **argv) {
     if (!has("microbatches"))
       return fail("missing required flag --microbatches");
     const ScheduleInfo *info = lookupSchedule(flags["schedule"]);
-    if (!info)
+    if (!info && flags["schedule"] != "optimal")
       return fail("unknown schedule '" + flags["schedule"] +
-                  "' (known: " + knownScheduleNames() + ")");
-    if (!has("chunks"))
+                  "' (known: " + knownScheduleNames() + ", optimal)");
+    if (info && !has("chunks"))
       problem.numChunks = info->defaultChunks;
-    if (!has("placement"))
+    if (info && !has("placement"))
       problem.placement = info->defaultPlacement;
   }
+  bool optimal = has("optimal") || flags["schedule"] == "optimal";
+  double timeLimit = 60.0;
+  if (!realFlag("time-limit", timeLimit))
+    return 2;
+  if (has("optimal") && flags["optimal"] != "1")
+    return fail("--optimal takes no value");
+  if (!(timeLimit > 0))
+    return fail("--time-limit must be a positive number of seconds");
 
   if (costReduce > 0)
     problem.stageCostReduce.assign(problem.numStages(),
@@ -259,7 +281,21 @@ int main(int argc, char **argv) {
   if (!problem.verify(error))
     return fail(error);
 
-  if (!has("import-csv")) {
+  std::optional<OptimalSchedule> optimum;
+  if (optimal) {
+    Result<OptimalSchedule> solved = solveOptimal(problem, timeLimit);
+    if (!solved)
+      return fail("optimal: " + solved.error());
+    optimum = std::move(*solved);
+    std::cerr << "zb-sched: optimal: "
+              << (optimum->proven ? "proven optimal"
+                                  : "stopped at the time limit")
+              << " after " << optimum->seconds << " s\n";
+  }
+  if (has("import-csv")) {
+  } else if (flags["schedule"] == "optimal") {
+    schedule = optimum->schedule;
+  } else {
     Result<Schedule> generated = generateSchedule(flags["schedule"], problem);
     if (!generated)
       return fail(generated.error());
@@ -269,6 +305,12 @@ int main(int argc, char **argv) {
   }
 
   ScheduleReport report = analyze(problem, schedule);
+  if (optimum) {
+    report.hasOptimum = true;
+    report.optimum = optimum->makespan;
+    report.optimumBound = optimum->bound;
+    report.optimumProven = optimum->proven;
+  }
   std::string output;
   if (mlirFormat) {
     Result<CommProgram> program = insertCommunication(problem, schedule);

@@ -7,6 +7,8 @@
 #include "zb/Schedule/Simulator.h"
 #include "zb/Schedule/Validator.h"
 
+#include "Problems.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
@@ -16,19 +18,7 @@ using namespace zb::schedule;
 
 namespace {
 
-Problem makeProblem(int p, int m, double f, double b, double w,
-                    double comm = 0.0, double memW = 0.5) {
-  Problem problem;
-  problem.numRanks = p;
-  problem.numMicrobatches = m;
-  problem.costF = f;
-  problem.costB = b;
-  problem.costW = w;
-  problem.costComm = comm;
-  problem.memB = 1.0;
-  problem.memW = memW;
-  return problem;
-}
+using test::makeProblem;
 
 /// Generates and simulates `name`; fails the test on any error.
 SimulationResult run(const std::string &name, Problem problem) {

@@ -35,6 +35,13 @@ struct ScheduleReport {
   std::string simulationError;
   LowerBound lowerBound;
   std::vector<Diagnostic> diagnostics;
+  /// The exact solver's figures when it ran (Optimal.h): the best makespan
+  /// it found, its lower bound on the optimum, and whether they are proven
+  /// equal (the optimum).
+  bool hasOptimum = false;
+  double optimum = 0.0;
+  double optimumBound = 0.0;
+  bool optimumProven = false;
 
   bool valid() const { return simulated && diagnostics.empty(); }
 };
