@@ -267,3 +267,19 @@ def test_grads_over_replicas(zb_run, examples_dir, tmp_path):
         assert sorted(r.files) == sorted(o.files)
         for name in r.files:
             assert_close(name, o[name], r[name])
+
+
+def test_clipping_over_replicas(zb_run, examples_dir, tmp_path):
+    """--clip-grad-norm with replicas: the global norm of the replicas'
+    mean gradient (every replica decides alike) clips as one process over
+    all D * M microbatches does."""
+    gpt = examples_dir / "gpt.mlir"
+    ref = train(zb_run, gpt, tmp_path, "ref", 2 * MICROBATCHES,
+                "--clip-grad-norm", 0.05)
+    ours = train(zb_run, gpt, tmp_path, "dp", MICROBATCHES, "--np", 2,
+                 "--dp", 2, "--clip-grad-norm", 0.05)
+    assert ref[0]["clipped_steps"] == [1, 2, 3]
+    assert ours[0]["clipped_steps"] == ref[0]["clipped_steps"]
+    np.testing.assert_allclose(ours[0]["grad_norm"], ref[0]["grad_norm"],
+                               rtol=RTOL)
+    assert_same_run(ours, ref)
