@@ -286,27 +286,21 @@ Result<OptimalSchedule> solveOptimal(const Problem &problem,
     std::vector<int> indices(columns);
     for (int c = 0; c < columns; ++c)
       indices[c] = c;
+    // A fused BW is its B, then its W at the B's end.
     for (const std::vector<TimedAction> &timeline : start->second.timeline)
-      for (const TimedAction &timed : timeline)
-        values[graph.index(timed.action.kind, timed.action.stage,
-                           timed.action.microbatch)] = timed.start;
+      for (const TimedAction &timed : timeline) {
+        const Action &action = timed.action;
+        if (action.kind != ActionKind::BW) {
+          values[graph.index(action.kind, action.stage, action.microbatch)] =
+              timed.start;
+          continue;
+        }
+        int b = graph.index(ActionKind::B, action.stage, action.microbatch);
+        int w = graph.index(ActionKind::W, action.stage, action.microbatch);
+        values[b] = timed.start;
+        values[w] = timed.start + graph.duration[b];
+      }
     values[makespan] = start->second.makespan;
-    bool fused = false;
-    for (const std::vector<Action> &actions : start->first.ranks)
-      for (const Action &action : actions)
-        fused |= action.kind == ActionKind::BW;
-    // A fused BW starts the W at its end; a split schedule is as is.
-    if (fused)
-      for (const std::vector<TimedAction> &timeline : start->second.timeline)
-        for (const TimedAction &timed : timeline)
-          if (timed.action.kind == ActionKind::BW) {
-            int b = graph.index(ActionKind::B, timed.action.stage,
-                                timed.action.microbatch);
-            int w = graph.index(ActionKind::W, timed.action.stage,
-                                timed.action.microbatch);
-            values[b] = timed.start;
-            values[w] = timed.start + graph.duration[b];
-          }
     for (int a = 0; a < n; ++a)
       for (int b = a + 1; b < n; ++b)
         if (int y = order[a][b]; y >= 0)

@@ -84,6 +84,16 @@ def torch_adamw(reference, model, data, lr=0.01):
     return losses, grads
 
 
+def check_run(name, result, reference, ref_losses, ref_grads):
+    """A zb.run result against torch's: the loss curve, the last step's
+    gradients and the trained weights of `reference`."""
+    np.testing.assert_allclose(result.losses, ref_losses, rtol=RTOL)
+    check_grads(name, ref_losses[-1], result.grads, ref_losses[-1], ref_grads)
+    for param_name, param in reference.named_parameters():
+        assert_close(f"{name} param {param_name}", result.params[param_name],
+                     param.detach().numpy(), RTOL)
+
+
 def check_grads(name, result_loss, grads, ref_loss, ref_grads):
     assert result_loss == pytest.approx(ref_loss, rel=RTOL), name
     assert sorted(grads) == sorted(ref_grads), (name, sorted(grads))
@@ -131,12 +141,8 @@ def test_pipelined_adamw_matches_torch(ranks, cuts, schedule, chunks):
     result = zb.run(program, ranks=ranks, schedule=schedule, chunks=chunks,
                     microbatches=microbatches, steps=steps,
                     optimizer="adamw", lr=0.01, inputs=data)
-    np.testing.assert_allclose(result.losses, ref_losses, rtol=RTOL)
-    check_grads(f"P={ranks} {schedule}", ref_losses[-1], result.grads,
-                ref_losses[-1], ref_grads)
-    for name, param in reference.named_parameters():
-        assert_close(f"P={ranks} {schedule} param {name}",
-                     result.params[name], param.detach().numpy(), RTOL)
+    check_run(f"P={ranks} {schedule}", result, reference, ref_losses,
+              ref_grads)
 
 
 @pytest.mark.parametrize("ranks,replicas", [(2, 2), (1, 2)])
@@ -160,12 +166,8 @@ def test_replicas_of_a_tied_pipeline_match_torch(ranks, replicas):
                     schedule="zb-h1", microbatches=microbatches, steps=steps,
                     optimizer="adamw", lr=0.01, inputs=data)
     assert result.metrics["replicas"] == replicas
-    np.testing.assert_allclose(result.losses, ref_losses, rtol=RTOL)
-    check_grads(f"P={ranks} D={replicas}", ref_losses[-1], result.grads,
-                ref_losses[-1], ref_grads)
-    for name, param in reference.named_parameters():
-        assert_close(f"P={ranks} D={replicas} param {name}",
-                     result.params[name], param.detach().numpy(), RTOL)
+    check_run(f"P={ranks} D={replicas}", result, reference, ref_losses,
+              ref_grads)
 
 
 def test_checkpoint_and_resume_keep_the_copies(tmp_path):

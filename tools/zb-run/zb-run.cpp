@@ -5,8 +5,8 @@
 // zb-run MODEL.mlir (--eval | --grads) [--params P.npz] [--inputs I.npz]
 //        [--seed S] [--microbatches M] [--metrics M.json]
 //        [--dump-grads G.npz] [--check-grad] [--cache-dir DIR]
-// zb-run MODEL.mlir [--np P] [--schedule NAME] [--chunks V] [--steps K]
-//        [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz]
+// zb-run MODEL.mlir [--np P] [--dp D] [--schedule NAME] [--chunks V]
+//        [--steps K] [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz]
 //        [--backend mpi|nccl] [--trace T.json] [--profile P.json]
 //        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR] ...
 //
@@ -19,9 +19,10 @@
 // in-process for P = 1, and for P > 1 as P MPI processes each compiling and
 // running only its rank's step function, which the compiler builds with
 // --zb-pipeline (and --zb-keep-rank); --grads with P > 1 runs one such step
-// without an update. Each update is post-validated (checkedUpdate: clipping,
-// skipped non-finite steps); a pipelined run reports its measured bubble rate
-// and stash memory (Measure.h).
+// without an update. --dp D runs D such pipelines side by side (P * D
+// processes), averaging each stage's gradients over them. Each update is
+// post-validated (checkedUpdate: clipping, skipped non-finite steps); a
+// pipelined run reports its measured bubble rate and stash memory (Measure.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -1139,7 +1140,6 @@ static std::string measurementJson(const zb::run::RunMeasurement &m) {
   return json;
 }
 
-/// Prints the measured figures after a pipelined run.
 /// With replicas: per stage, the milliseconds its gradient bucket takes to
 /// average over the replicas with nothing else running (the reduction cost
 /// the simulator takes), on `world`'s rank 0 (empty elsewhere). Each rank
@@ -1147,11 +1147,11 @@ static std::string measurementJson(const zb::run::RunMeasurement &m) {
 /// stage takes its share of its rank's time by bytes.
 static std::vector<double> measureReductions(zbrt::Comm &world, int rank,
                                              const zb::StageTable &table) {
-  double bytes = 0;
+  std::vector<double> rankBytes(numRanks, 0.0);
   for (size_t s = 0; s < table.ranks.size(); ++s)
-    if (table.ranks[s] == rank)
-      bytes += table.paramBytes[s];
-  std::vector<float> scratch(static_cast<size_t>(bytes / sizeof(float)), 1.0f);
+    rankBytes[table.ranks[s]] += table.paramBytes[s];
+  std::vector<float> scratch(
+      static_cast<size_t>(rankBytes[rank] / sizeof(float)), 1.0f);
   std::vector<int> group;
   for (int r = 0; r < numReplicas; ++r)
     group.push_back(r * numRanks + rank);
@@ -1169,15 +1169,13 @@ static std::vector<double> measureReductions(zbrt::Comm &world, int rank,
       all, 0);
   if (world.rank() != 0)
     return {};
-  std::vector<double> perRank(numRanks, 0.0), rankBytes(numRanks, 0.0);
+  std::vector<double> perRank(numRanks, 0.0);
   for (size_t w = 0; w < all.size(); ++w) {
     double s = 0;
     if (all[w].size() == sizeof(s))
       std::memcpy(&s, all[w].data(), sizeof(s));
     perRank[w % numRanks] = std::max(perRank[w % numRanks], s);
   }
-  for (size_t s = 0; s < table.ranks.size(); ++s)
-    rankBytes[table.ranks[s]] += table.paramBytes[s];
   std::vector<double> stageMs;
   for (size_t s = 0; s < table.ranks.size(); ++s) {
     int r = table.ranks[s];
@@ -1188,6 +1186,7 @@ static std::vector<double> measureReductions(zbrt::Comm &world, int rank,
   return stageMs;
 }
 
+/// Prints the measured figures after a pipelined run.
 static void printMeasurement(const zb::run::RunMeasurement &m) {
   llvm::outs() << "zb-run: bubble rate " << llvm::format("%.3f", m.bubble)
                << " measured, " << llvm::format("%.3f", m.simulatedBubble)
