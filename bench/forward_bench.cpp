@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Driver/ModelData.h"
 #include "zb/Model/Model.h"
 #include "zb/Target/CPUCompiler.h"
 
@@ -176,16 +177,6 @@ struct Descriptors {
   }
 };
 
-zbrt::DType dtypeOf(Type type) {
-  if (type.isF64())
-    return zbrt::DType::F64;
-  if (type.isInteger(32))
-    return zbrt::DType::I32;
-  if (type.isInteger(64))
-    return zbrt::DType::I64;
-  return zbrt::DType::F32;
-}
-
 /// Compiles `module` into the work directory; returns the loaded object.
 std::unique_ptr<zbrt::SharedObject> compile(ModuleOp module,
                                             const std::string &name,
@@ -230,16 +221,16 @@ ForwardResult benchForward(MLIRContext &context, const std::string &name) {
   if (failed(signature))
     die("'" + path + "' is not a model");
   std::string fnName = signature->func.getSymName().str();
-  zbrt::DType lossType = dtypeOf(
-      cast<RankedTensorType>(signature->func.getResultTypes()[0])
-          .getElementType());
+  zbrt::DType lossType =
+      zb::dtypeOf(cast<RankedTensorType>(signature->func.getResultTypes()[0])
+                      .getElementType());
 
   // Parameters and data exactly as `zb-run --eval` (seed 0, microbatch 0).
   std::vector<zbrt::NpyArray> values(signature->args.size());
   zbrt::NpzArchive params, inputs;
   for (const zb::ModelArg &arg : signature->args) {
     zbrt::NpyArray &value = values[arg.position];
-    value.dtype = dtypeOf(arg.type.getElementType());
+    value.dtype = zb::dtypeOf(arg.type.getElementType());
     value.shape = arg.shape();
     if (arg.isParam()) {
       zbrt::initParam(value, arg.name, /*seed=*/0);

@@ -9,11 +9,14 @@
 
 #include "zbrt/Comm.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 using namespace zbrt;
 
@@ -73,6 +76,18 @@ void Comm::startGroupSum(float *, size_t, const std::vector<int> &group) {
   if (group.size() > 1)
     abort("group sums over several ranks are not supported by this "
           "communicator");
+}
+
+void Comm::abortAll(const std::string &message) {
+  if (rank() != 0) {
+    // Rank 0 fails within moments; never wait longer than half a minute.
+    double wait =
+        timeoutSeconds() > 0 ? std::min(timeoutSeconds(), 30.0) : 30.0;
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  }
+  abort(message);
+  // Not reached: a virtual call hides abort()'s [[noreturn]] from GCC.
+  std::_Exit(1);
 }
 
 std::unique_ptr<Comm> Comm::split(int, int, std::string &error) {

@@ -103,6 +103,12 @@ public:
   /// Prints "zb-run: error: rank R: <message>" on stderr and ends the whole
   /// job (every rank) with a non-zero exit status.
   [[noreturn]] virtual void abort(const std::string &message) = 0;
+  /// Ends the job for an error every rank meets alike (a bad flag, a model
+  /// the pipeline rejects): rank 0 reports it through abort(); the others
+  /// stay silent and wait for that abort, so the message is printed once.
+  /// A rank still alive after the timeout (at most 30 s; rank 0 did not
+  /// fail) aborts with the message itself.
+  [[noreturn]] void abortAll(const std::string &message);
 
   /// Seconds a blocking operation may wait before it aborts; 0: forever.
   double timeoutSeconds() const { return timeout; }

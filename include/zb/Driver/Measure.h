@@ -10,12 +10,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef ZB_TOOLS_ZBRUN_MEASURE_H
-#define ZB_TOOLS_ZBRUN_MEASURE_H
+#ifndef ZB_DRIVER_MEASURE_H
+#define ZB_DRIVER_MEASURE_H
 
 #include "zb/Dialect/ZB/StageTable.h"
 #include "zb/Schedule/Export.h"
 
+#include "zbrt/Comm.h"
 #include "zbrt/Trace.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -93,6 +94,17 @@ RunMeasurement measure(const std::vector<std::vector<RankStep>> &steps,
 /// `zb-schedule costs=` and `--zb-pipeline costs=` read.
 std::string profileJson(const RunMeasurement &measurement);
 
+/// With replicas: per stage, the milliseconds its gradient bucket takes to
+/// average over the `numReplicas` replicas of a pipeline of `numRanks`
+/// ranks with nothing else running (the reduction cost the simulator
+/// takes), on `world`'s rank 0 (empty elsewhere); `rank` is this process's
+/// pipeline rank. Each rank times the mean of all its stages' parameters
+/// over its replicas, and a stage takes its share of its rank's time by
+/// bytes.
+std::vector<double> measureReductions(zbrt::Comm &world, int numRanks,
+                                      int numReplicas, int rank,
+                                      const zb::StageTable &table);
+
 } // namespace zb::run
 
-#endif // ZB_TOOLS_ZBRUN_MEASURE_H
+#endif // ZB_DRIVER_MEASURE_H

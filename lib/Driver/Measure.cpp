@@ -4,10 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Measure.h"
+#include "zb/Driver/Measure.h"
 
 #include "zb/Dialect/Sched/Profile.h"
 #include "zb/Schedule/Simulator.h"
+
+#include "zbrt/Trace.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/Format.h"
@@ -210,4 +212,46 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
 std::string zb::run::profileJson(const RunMeasurement &measurement) {
   return zb::sched::writeProfile(
       {measurement.timeF, measurement.timeB, measurement.timeW});
+}
+
+std::vector<double> zb::run::measureReductions(zbrt::Comm &world, int numRanks,
+                                               int numReplicas, int rank,
+                                               const zb::StageTable &table) {
+  std::vector<double> rankBytes(numRanks, 0.0);
+  for (size_t s = 0; s < table.ranks.size(); ++s)
+    rankBytes[table.ranks[s]] += table.paramBytes[s];
+  std::vector<float> scratch(
+      static_cast<size_t>(rankBytes[rank] / sizeof(float)), 1.0f);
+  std::vector<int> group;
+  for (int r = 0; r < numReplicas; ++r)
+    group.push_back(r * numRanks + rank);
+  constexpr int kRepeats = 3;
+  world.barrier();
+  double start = zbrt::traceClock();
+  for (int i = 0; i < kRepeats; ++i) {
+    world.startGroupSum(scratch.data(), scratch.size(), group);
+    world.waitGroupSums();
+  }
+  double seconds = (zbrt::traceClock() - start) / kRepeats;
+  std::vector<std::string> all;
+  world.gather(
+      std::string(reinterpret_cast<const char *>(&seconds), sizeof(seconds)),
+      all, 0);
+  if (world.rank() != 0)
+    return {};
+  std::vector<double> perRank(numRanks, 0.0);
+  for (size_t w = 0; w < all.size(); ++w) {
+    double s = 0;
+    if (all[w].size() == sizeof(s))
+      std::memcpy(&s, all[w].data(), sizeof(s));
+    perRank[w % numRanks] = std::max(perRank[w % numRanks], s);
+  }
+  std::vector<double> stageMs;
+  for (size_t s = 0; s < table.ranks.size(); ++s) {
+    int r = table.ranks[s];
+    stageMs.push_back(rankBytes[r] > 0 ? perRank[r] * 1e3 *
+                                             table.paramBytes[s] / rankBytes[r]
+                                       : 0.0);
+  }
+  return stageMs;
 }

@@ -1,0 +1,113 @@
+//===- ModelData.h - A model's parameters and data in one process -*- C++
+//-*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// The values a run feeds a model (zb/Model/Model.h): parameters initialised
+// from a seed or loaded from a .npz file, and data made synthetically per
+// step and microbatch or sliced from an --inputs archive, converted to the
+// model's element types. With replicas (data parallelism), replica r of D
+// takes microbatches r*M .. r*M+M-1 of each step's D*M.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_DRIVER_MODELDATA_H
+#define ZB_DRIVER_MODELDATA_H
+
+#include "zb/Model/Model.h"
+
+#include "zbrt/Npz.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace zb {
+
+/// The runtime's name for a tensor element type (f32 unless f64, i32, i64).
+zbrt::DType dtypeOf(mlir::Type elementType);
+
+/// Converts `array` in place to `dtype`: float to float, integer to integer.
+/// Returns false (leaving `array` alone) across the two kinds.
+bool convertArray(zbrt::NpyArray &array, zbrt::DType dtype);
+
+/// Element `i` of a float array (f32 or f64), as a double.
+double loadScalar(const zbrt::NpyArray &array, int64_t i);
+/// Stores `v` into element `i` of a float array, rounded to its type.
+void storeScalar(zbrt::NpyArray &array, int64_t i, double v);
+
+/// "[2, 3]".
+std::string shapeString(llvm::ArrayRef<int64_t> shape);
+
+/// Where a run's values come from.
+struct DataOptions {
+  /// Parameters from this .npz archive; empty: initialised from `seed`.
+  std::string paramsPath;
+  /// Data from this .npz archive ([D*M][shape] or [K][D*M][shape] per data
+  /// argument); empty: synthetic from `seed`.
+  std::string inputsPath;
+  uint64_t seed = 0;
+  /// Microbatches per step and replica (M).
+  int64_t microbatches = 1;
+  /// Steps of the run (K), for --inputs arrays holding every step.
+  int64_t steps = 1;
+  /// Replicas (D) and this process's one.
+  int64_t replicas = 1;
+  int64_t replica = 0;
+};
+
+/// A model's parameters and data, for one process.
+class ModelData {
+public:
+  ModelData(const ModelSignature &signature, DataOptions options);
+
+  /// Loads or initialises the parameters and loads the data. Returns an
+  /// error message naming the file and the array at fault, empty on
+  /// success.
+  std::string prepare();
+
+  /// The number of microbatch `mb` of step `step` among all the run's
+  /// microbatches (every replica's): what synthetic data is seeded with.
+  int64_t globalMicrobatch(int64_t step, int64_t mb) const;
+
+  /// This replica's microbatches of data argument `arg` for step `step`:
+  /// [M][shape].
+  zbrt::NpyArray stepData(const ModelArg &arg, int64_t step) const;
+
+  /// Sets every data argument in values() to microbatch `mb` of step `step`.
+  void bindMicrobatch(int64_t step, int64_t mb);
+
+  /// Every argument in signature order (data ones hold the microbatch last
+  /// bound).
+  std::vector<zbrt::NpyArray> &values() { return args; }
+  const ModelSignature &signature() const { return sig; }
+  const DataOptions &options() const { return opts; }
+
+  /// The parameters `params`, keyed by name.
+  zbrt::NpzArchive paramArchive(llvm::ArrayRef<const ModelArg *> params) const;
+  /// Sets each of `params` to its value in `values`.
+  void setParams(llvm::ArrayRef<const ModelArg *> params,
+                 const zbrt::NpzArchive &values);
+
+private:
+  /// The element offset of microbatch `mb` of step `step` (this replica's)
+  /// in the --inputs array `all` whose microbatch holds `bytes` bytes.
+  size_t inputOffset(const zbrt::NpyArray &all, size_t bytes, int64_t step,
+                     int64_t mb) const;
+
+  const ModelSignature &sig;
+  DataOptions opts;
+  std::vector<zbrt::NpyArray> args;
+  /// Per data argument from --inputs: [D*M][shape] or [K][D*M][shape].
+  std::vector<zbrt::NpyArray> inputs;
+};
+
+/// `grads[i]`, the gradient of `params[i]`, keyed by the parameter's name.
+zbrt::NpzArchive namedArrays(llvm::ArrayRef<const ModelArg *> params,
+                             llvm::ArrayRef<zbrt::NpyArray> grads);
+
+} // namespace zb
+
+#endif // ZB_DRIVER_MODELDATA_H

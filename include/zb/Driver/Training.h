@@ -1,0 +1,145 @@
+//===- Training.h - The training loop over a rank's program -----*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+// One loop runs every kind of step zb-run knows: a process runs its step
+// program (the whole model on one process, or one rank's part of a
+// pipeline), the loss is averaged over the replicas, and the optimizer
+// update is post-validated as in the zero-bubble paper (§4): clipping and
+// skipped non-finite steps are decided alike on every rank without a
+// synchronisation before the update. Checkpoints and --resume live here
+// too: one checkpoint per run, written by replica 0's ranks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_DRIVER_TRAINING_H
+#define ZB_DRIVER_TRAINING_H
+
+#include "zb/Driver/ModelData.h"
+
+#include "zbrt/Checkpoint.h"
+#include "zbrt/Comm.h"
+#include "zbrt/Optimizer.h"
+
+#include "llvm/ADT/STLFunctionalExtras.h"
+
+#include <functional>
+
+namespace zb {
+
+/// What one process computes in a step.
+class StepProgram {
+public:
+  virtual ~StepProgram();
+  /// Runs step `step` on the current parameters and returns the process's
+  /// share of its replica's mean loss over the microbatches (all of it on
+  /// the process that computes the loss, 0 on the others); unless it is
+  /// forward-only, sets `grads[i]` to the gradient of the process's i-th
+  /// parameter, a mean over the microbatches (and the replicas, when the
+  /// program averages over them).
+  virtual double run(int64_t step, std::vector<zbrt::NpyArray> &grads) = 0;
+};
+
+/// What the global check of a step's gradients found.
+struct StepCheck {
+  /// The global gradient norm; NaN when a gradient is not finite.
+  double norm = 0.0;
+  bool clipped = false;
+  bool skipped = false;
+};
+
+/// How a step's update is checked.
+struct UpdateOptions {
+  /// Clip the global gradient norm to this; 0: no clipping.
+  double clipGradNorm = 0.0;
+  /// Wait for the global check before updating (the reference the
+  /// post-validated update must equal).
+  bool synchronous = false;
+};
+
+/// The optimizer step of the parameters `params` (this process's) with
+/// their gradients `grads` (by name), post-validated: the rank's partial
+/// squared norm and count of non-finite values (a shared parameter counted
+/// on its first holder only, `counted`) gather over `comm` while the rank
+/// updates optimistically. When the gathered sums (added in rank order:
+/// the same bits everywhere) say a gradient somewhere is not finite, the
+/// update is rolled back (parameters and optimizer state) and the step
+/// skipped; when the norm exceeds the clip, it is rolled back and redone
+/// with the gradients scaled by clip / (norm + 1e-6). `grads` may be scaled.
+/// Returns false with `error` set when the optimizer fails.
+bool checkedUpdate(zbrt::Comm &comm, ModelData &data,
+                   llvm::ArrayRef<const ModelArg *> params,
+                   llvm::ArrayRef<bool> counted, zbrt::NpzArchive &grads,
+                   zbrt::Optimizer &optimizer, const UpdateOptions &options,
+                   StepCheck &check, std::string &error);
+
+/// What a checkpoint belongs to: the model's text and the optimizer.
+std::string checkpointConfig(llvm::StringRef modelText,
+                             llvm::StringRef optimizerName);
+
+/// --resume: reads the checkpoint in `dir`, checks it against `config`,
+/// `steps` (the run's total) and the model's parameters, then gives
+/// `params` (this process's) its values and `optimizer` its state for them.
+/// Returns the first step to run; on failure sets `error`.
+int64_t resumeTraining(llvm::StringRef dir, llvm::StringRef config,
+                       int64_t steps, ModelData &data,
+                       llvm::ArrayRef<const ModelArg *> params,
+                       zbrt::Optimizer &optimizer, std::string &error);
+
+/// Rank 0 of `comm` gets the union of every rank's `mine` in `merged`
+/// (passed through the files `<scratch>.part<r>` when there are several
+/// ranks); a name several ranks hold (a shared parameter) must have
+/// bitwise-equal copies, else the job aborts naming it.
+void collectArchive(zbrt::Comm &comm, const std::string &scratch,
+                    const zbrt::NpzArchive &mine, zbrt::NpzArchive &merged);
+
+/// Where a process stands in the run.
+struct TrainingContext {
+  /// This replica's ranks (the pipeline) and every process.
+  zbrt::Comm &pipeline;
+  zbrt::Comm &world;
+  int64_t replicas = 1;
+  int64_t replica = 0;
+  ModelData &data;
+  /// This process's parameters, in the order its program's gradients come.
+  llvm::ArrayRef<const ModelArg *> params;
+  /// Whether each of `params` counts in the global norm on this rank.
+  llvm::ArrayRef<bool> counted;
+  zbrt::Optimizer &optimizer;
+};
+
+struct TrainingOptions {
+  int64_t firstStep = 0;
+  int64_t steps = 1;
+  /// false: run the steps without updates (--grads, --eval).
+  bool update = true;
+  UpdateOptions check;
+  /// Write a checkpoint here after the last step (and every
+  /// `checkpointEvery` steps); empty: none.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  std::string checkpointConfig;
+  /// Called on world rank 0 after each step with the step, its loss (the
+  /// mean over replicas), its seconds (the slowest process's) and check
+  /// (null without an update).
+  std::function<void(int64_t, double, double, const StepCheck *)> onStep;
+};
+
+/// What the steps produced, on every process.
+struct TrainingResult {
+  std::vector<double> losses;
+  std::vector<double> seconds;
+  std::vector<StepCheck> checks;
+  /// The last step's gradients as the program computed them (unclipped).
+  zbrt::NpzArchive lastGrads;
+};
+
+/// Runs steps firstStep .. steps-1 of `program`. Returns false with `error`
+/// set when an update or a checkpoint fails (alike on every process).
+bool train(StepProgram &program, TrainingContext &context,
+           const TrainingOptions &options, TrainingResult &result,
+           std::string &error);
+
+} // namespace zb
+
+#endif // ZB_DRIVER_TRAINING_H

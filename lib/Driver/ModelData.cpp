@@ -1,0 +1,220 @@
+//===- ModelData.cpp - A model's parameters and data in one process -------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Driver/ModelData.h"
+
+#include "zbrt/Init.h"
+
+#include <algorithm>
+
+using namespace zb;
+
+zbrt::DType zb::dtypeOf(mlir::Type type) {
+  if (type.isF64())
+    return zbrt::DType::F64;
+  if (type.isInteger(32))
+    return zbrt::DType::I32;
+  if (type.isInteger(64))
+    return zbrt::DType::I64;
+  return zbrt::DType::F32;
+}
+
+static bool isFloat(zbrt::DType d) {
+  return d == zbrt::DType::F32 || d == zbrt::DType::F64;
+}
+
+bool zb::convertArray(zbrt::NpyArray &array, zbrt::DType dtype) {
+  if (array.dtype == dtype)
+    return true;
+  if (isFloat(array.dtype) != isFloat(dtype))
+    return false;
+  int64_t n = array.numElements();
+  std::vector<char> out(n * zbrt::dtypeSize(dtype));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (dtype) {
+    case zbrt::DType::F32:
+      reinterpret_cast<float *>(out.data())[i] =
+          static_cast<float>(array.as<double>()[i]);
+      break;
+    case zbrt::DType::F64:
+      reinterpret_cast<double *>(out.data())[i] = array.as<float>()[i];
+      break;
+    case zbrt::DType::I32:
+      reinterpret_cast<int32_t *>(out.data())[i] =
+          static_cast<int32_t>(array.as<int64_t>()[i]);
+      break;
+    case zbrt::DType::I64:
+      reinterpret_cast<int64_t *>(out.data())[i] = array.as<int32_t>()[i];
+      break;
+    }
+  }
+  array.data = std::move(out);
+  array.dtype = dtype;
+  return true;
+}
+
+double zb::loadScalar(const zbrt::NpyArray &array, int64_t i) {
+  return array.dtype == zbrt::DType::F64 ? array.as<double>()[i]
+                                         : array.as<float>()[i];
+}
+
+void zb::storeScalar(zbrt::NpyArray &array, int64_t i, double v) {
+  if (array.dtype == zbrt::DType::F64)
+    array.as<double>()[i] = v;
+  else
+    array.as<float>()[i] = static_cast<float>(v);
+}
+
+std::string zb::shapeString(llvm::ArrayRef<int64_t> shape) {
+  zbrt::NpyArray a;
+  a.shape.assign(shape.begin(), shape.end());
+  return a.shapeString();
+}
+
+zbrt::NpzArchive zb::namedArrays(llvm::ArrayRef<const ModelArg *> params,
+                                 llvm::ArrayRef<zbrt::NpyArray> grads) {
+  zbrt::NpzArchive archive;
+  for (size_t i = 0; i < params.size(); ++i)
+    archive[params[i]->name] = grads[i];
+  return archive;
+}
+
+ModelData::ModelData(const ModelSignature &signature, DataOptions options)
+    : sig(signature), opts(std::move(options)), args(signature.args.size()),
+      inputs(signature.args.size()) {}
+
+std::string ModelData::prepare() {
+  std::string error;
+  zbrt::NpzArchive params, archive;
+  const std::string &paramsPath = opts.paramsPath;
+  const std::string &inputsPath = opts.inputsPath;
+  if (!paramsPath.empty() && !zbrt::readNpz(paramsPath, params, error))
+    return error;
+  if (!inputsPath.empty() && !zbrt::readNpz(inputsPath, archive, error))
+    return error;
+  int64_t perStepCount = opts.microbatches * opts.replicas;
+  for (const ModelArg &arg : sig.args) {
+    zbrt::NpyArray &value = args[arg.position];
+    zbrt::DType dtype = dtypeOf(arg.type.getElementType());
+    value.dtype = dtype;
+    std::vector<int64_t> shape = arg.shape();
+    value.shape = shape;
+    value.data.assign(value.numElements() * zbrt::dtypeSize(dtype), 0);
+    if (arg.isParam()) {
+      if (paramsPath.empty()) {
+        zbrt::initParam(value, arg.name, opts.seed);
+        continue;
+      }
+      auto it = params.find(arg.name);
+      if (it == params.end())
+        return "parameter '" + arg.name + "' is missing from '" + paramsPath +
+               "'";
+      value = it->second;
+      if (value.shape != shape)
+        return "parameter '" + arg.name + "' in '" + paramsPath +
+               "' has shape " + value.shapeString() +
+               ", but the model expects " + shapeString(shape);
+      if (!convertArray(value, dtype))
+        return "parameter '" + arg.name + "' in '" + paramsPath +
+               "' has dtype " + zbrt::dtypeDescr(value.dtype) +
+               ", which cannot be converted to the model's " +
+               zbrt::dtypeDescr(dtype);
+      continue;
+    }
+    if (inputsPath.empty())
+      continue;
+    auto it = archive.find(arg.name);
+    if (it == archive.end())
+      return "data array '" + arg.name + "' is missing from '" + inputsPath +
+             "'";
+    zbrt::NpyArray &all = inputs[arg.position];
+    all = std::move(it->second);
+    std::vector<int64_t> perStep = shape;
+    perStep.insert(perStep.begin(), perStepCount);
+    std::vector<int64_t> allSteps = perStep;
+    allSteps.insert(allSteps.begin(), opts.steps);
+    if (all.shape != perStep && all.shape != allSteps)
+      return "data array '" + arg.name + "' in '" + inputsPath +
+             "' has shape " + all.shapeString() + ", but " +
+             std::to_string(perStepCount) +
+             " microbatches of the model's argument need " +
+             shapeString(perStep) + " (or " + shapeString(allSteps) + " for " +
+             std::to_string(opts.steps) + " steps)";
+    if (!convertArray(all, dtype))
+      return "data array '" + arg.name + "' in '" + inputsPath +
+             "' has dtype " + zbrt::dtypeDescr(all.dtype) +
+             ", which cannot be converted to the model's " +
+             zbrt::dtypeDescr(dtype);
+  }
+  return "";
+}
+
+int64_t ModelData::globalMicrobatch(int64_t step, int64_t mb) const {
+  return (step * opts.replicas + opts.replica) * opts.microbatches + mb;
+}
+
+size_t ModelData::inputOffset(const zbrt::NpyArray &all, size_t bytes,
+                              int64_t step, int64_t mb) const {
+  size_t perStep = bytes * opts.microbatches * opts.replicas;
+  int64_t index = opts.replica * opts.microbatches + mb;
+  return (all.data.size() > perStep ? step * perStep : 0) + index * bytes;
+}
+
+zbrt::NpyArray ModelData::stepData(const ModelArg &arg, int64_t step) const {
+  zbrt::NpyArray out;
+  out.dtype = dtypeOf(arg.type.getElementType());
+  out.shape = arg.shape();
+  out.shape.insert(out.shape.begin(), opts.microbatches);
+  size_t bytes = out.numElements() * zbrt::dtypeSize(out.dtype);
+  size_t mbBytes = bytes / opts.microbatches;
+  if (opts.inputsPath.empty()) {
+    out.data.resize(bytes);
+    zbrt::NpyArray one{out.dtype, arg.shape(), {}};
+    for (int64_t mb = 0; mb < opts.microbatches; ++mb) {
+      zbrt::synthesizeData(one, arg.name, opts.seed, globalMicrobatch(step, mb),
+                           arg.range);
+      std::copy(one.data.begin(), one.data.end(),
+                out.data.begin() + mb * mbBytes);
+    }
+    return out;
+  }
+  const zbrt::NpyArray &all = inputs[arg.position];
+  size_t offset = inputOffset(all, mbBytes, step, 0);
+  out.data.assign(all.data.begin() + offset, all.data.begin() + offset + bytes);
+  return out;
+}
+
+void ModelData::bindMicrobatch(int64_t step, int64_t mb) {
+  for (const ModelArg &arg : sig.args) {
+    if (arg.isParam())
+      continue;
+    zbrt::NpyArray &value = args[arg.position];
+    if (opts.inputsPath.empty()) {
+      zbrt::synthesizeData(value, arg.name, opts.seed,
+                           globalMicrobatch(step, mb), arg.range);
+      continue;
+    }
+    size_t bytes = value.numElements() * zbrt::dtypeSize(value.dtype);
+    const zbrt::NpyArray &all = inputs[arg.position];
+    size_t offset = inputOffset(all, bytes, step, mb);
+    value.data.assign(all.data.begin() + offset,
+                      all.data.begin() + offset + bytes);
+  }
+}
+
+zbrt::NpzArchive
+ModelData::paramArchive(llvm::ArrayRef<const ModelArg *> params) const {
+  zbrt::NpzArchive archive;
+  for (const ModelArg *arg : params)
+    archive[arg->name] = args[arg->position];
+  return archive;
+}
+
+void ModelData::setParams(llvm::ArrayRef<const ModelArg *> params,
+                          const zbrt::NpzArchive &values) {
+  for (const ModelArg *arg : params)
+    args[arg->position] = values.at(arg->name);
+}

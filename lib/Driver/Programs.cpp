@@ -1,0 +1,164 @@
+//===- Programs.cpp - What one process runs in a step ---------------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Driver/Programs.h"
+
+#include "zbrt/Trace.h"
+#include "zbrt/zbrt.h"
+
+using namespace zb;
+
+ModelProgram::ModelProgram(ModelData &data, zbrt::EntryFn forward,
+                           zbrt::EntryFn gradient, zbrt::DType lossType)
+    : data(data), forward(forward), gradient(gradient), lossType(lossType) {}
+
+double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
+                                   std::vector<zbrt::NpyArray> *grads) {
+  data.bindMicrobatch(step, mb);
+  std::vector<zbrt::NpyArray> &values = data.values();
+  std::vector<zbrt::NpyArray *> callArgs;
+  for (zbrt::NpyArray &value : values)
+    callArgs.push_back(&value);
+  zbrt::NpyArray loss{
+      lossType, {}, std::vector<char>(zbrt::dtypeSize(lossType))};
+  callArgs.push_back(&loss);
+  if (!grads) {
+    zbrt::callEntry(forward, callArgs);
+    return loadScalar(loss, 0);
+  }
+  std::vector<zbrt::NpyArray> out;
+  for (const ModelArg &arg : data.signature().args)
+    if (arg.isParam())
+      out.push_back(
+          zbrt::NpyArray{values[arg.position].dtype, arg.shape(),
+                         std::vector<char>(values[arg.position].data.size())});
+  for (zbrt::NpyArray &g : out)
+    callArgs.push_back(&g);
+  zbrt::callEntry(gradient, callArgs);
+  if (grads->empty())
+    *grads = std::move(out);
+  else
+    for (size_t i = 0; i < out.size(); ++i)
+      for (int64_t j = 0, e = out[i].numElements(); j < e; ++j)
+        storeScalar((*grads)[i], j,
+                    loadScalar((*grads)[i], j) + loadScalar(out[i], j));
+  return loadScalar(loss, 0);
+}
+
+double ModelProgram::run(int64_t step, std::vector<zbrt::NpyArray> &grads) {
+  int64_t microbatches = data.options().microbatches;
+  losses.clear();
+  grads.clear();
+  for (int64_t mb = 0; mb < microbatches; ++mb)
+    losses.push_back(runMicrobatch(step, mb, gradient ? &grads : nullptr));
+  double mean = 0;
+  for (double l : losses)
+    mean += l;
+  mean /= losses.size();
+  for (zbrt::NpyArray &g : grads)
+    for (int64_t j = 0, e = g.numElements(); j < e; ++j)
+      storeScalar(g, j, loadScalar(g, j) / microbatches);
+  return mean;
+}
+
+double ModelProgram::meanLoss(int64_t step) {
+  int64_t microbatches = data.options().microbatches;
+  double sum = 0;
+  for (int64_t mb = 0; mb < microbatches; ++mb)
+    sum += runMicrobatch(step, mb, nullptr);
+  return sum / microbatches;
+}
+
+PipelineRankProgram::PipelineRankProgram(
+    ModelData &data, llvm::ArrayRef<const ModelArg *> params,
+    zbrt::EntryFn step, zbrt::Comm &world, const zbrt::CUDARuntime *cuda)
+    : data(data), params(params.begin(), params.end()), entry(step),
+      world(world), cuda(cuda) {}
+
+PipelineRankProgram::~PipelineRankProgram() {
+  for (void *pointer : devicePointers)
+    cuda->free(pointer);
+}
+
+double PipelineRankProgram::run(int64_t step,
+                                std::vector<zbrt::NpyArray> &grads) {
+  // The rank's records are timed from the step's start (the loop's
+  // barrier) and placed in the trace on the rank's own clock.
+  double origin = zbrt::traceClock();
+  if (!started)
+    firstOrigin = origin;
+  started = true;
+  zbrt::takeActionRecords();
+  zbrt::takeReductionWaitSeconds();
+  run::RankStep mine;
+  mine.baseBytes = zbrt::liveBytes();
+  zbrt::resetPeakLiveBytes();
+  std::vector<zbrt::NpyArray> stepData;
+  for (const ModelArg &arg : data.signature().args)
+    if (!arg.isParam())
+      stepData.push_back(data.stepData(arg, step));
+  std::vector<zbrt::NpyArray *> callArgs;
+  for (const ModelArg *arg : params)
+    callArgs.push_back(&data.values()[arg->position]);
+  for (zbrt::NpyArray &d : stepData)
+    callArgs.push_back(&d);
+  zbrt::NpyArray loss{zbrt::DType::F32, {}, std::vector<char>(4)};
+  callArgs.push_back(&loss);
+  grads.clear();
+  for (const ModelArg *arg : params)
+    grads.push_back(zbrt::NpyArray{
+        data.values()[arg->position].dtype, arg->shape(),
+        std::vector<char>(data.values()[arg->position].data.size())});
+  for (zbrt::NpyArray &g : grads)
+    callArgs.push_back(&g);
+  if (cuda) {
+    // Inputs and the zeroed outputs (as on the CPU) copied up, the outputs
+    // (loss, gradients) back.
+    std::string error;
+    if (devicePointers.empty())
+      for (zbrt::NpyArray *array : callArgs) {
+        devicePointers.push_back(cuda->alloc(array->data.size(), error));
+        if (!devicePointers.back())
+          world.abort("--backend nccl: " + error);
+      }
+    size_t numInputs = params.size() + stepData.size();
+    for (size_t i = 0; i < callArgs.size(); ++i)
+      if (!cuda->copyToDevice(devicePointers[i], callArgs[i]->data.data(),
+                              callArgs[i]->data.size(), error))
+        world.abort("--backend nccl: " + error);
+    zbrt::callEntry(entry, callArgs, &devicePointers);
+    zbrt_step_end();
+    for (size_t i = numInputs; i < callArgs.size(); ++i)
+      if (!cuda->copyToHost(callArgs[i]->data.data(), devicePointers[i],
+                            callArgs[i]->data.size(), error))
+        world.abort("--backend nccl: " + error);
+  } else {
+    zbrt::callEntry(entry, callArgs);
+    zbrt_step_end();
+  }
+  mine.actions = zbrt::takeActionRecords();
+  for (zbrt::ActionRecord &a : mine.actions) {
+    a.start -= origin;
+    a.end -= origin;
+  }
+  mine.peakBytes = zbrt::peakLiveBytes();
+  mine.reductionWait = zbrt::takeReductionWaitSeconds();
+  // On this rank's own clock, so that its actions never overlap in the
+  // trace: a rank leaving a later barrier a little late (descheduled) must
+  // not shift that step's actions before the previous one's.
+  mine.offset = origin - firstOrigin;
+  std::vector<std::string> parts;
+  world.gather(run::serialize(mine), parts, 0);
+  if (world.rank() == 0) {
+    std::vector<run::RankStep> all(world.size());
+    for (int r = 0; r < world.size(); ++r)
+      if (!run::deserialize(parts[r], all[r]))
+        world.abort("rank " + std::to_string(r) +
+                    " sent malformed action records");
+    steps.push_back(std::move(all));
+  }
+  return *loss.as<float>();
+}

@@ -1,0 +1,286 @@
+//===- Training.cpp - The training loop over a rank's program -------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Driver/Training.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/SHA256.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <optional>
+
+using namespace zb;
+
+StepProgram::~StepProgram() = default;
+
+/// One optimizer update of `params` with `grads`.
+static bool updateParams(ModelData &data,
+                         llvm::ArrayRef<const ModelArg *> params,
+                         const zbrt::NpzArchive &grads,
+                         zbrt::Optimizer &optimizer, std::string &error) {
+  zbrt::NpzArchive values = data.paramArchive(params);
+  if (!optimizer.apply(values, grads, error))
+    return false;
+  data.setParams(params, values);
+  return true;
+}
+
+bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
+                       llvm::ArrayRef<const ModelArg *> params,
+                       llvm::ArrayRef<bool> counted, zbrt::NpzArchive &grads,
+                       zbrt::Optimizer &optimizer, const UpdateOptions &options,
+                       StepCheck &check, std::string &error) {
+  double mine[2] = {0.0, 0.0};
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!counted[i])
+      continue;
+    const zbrt::NpyArray &g = grads[params[i]->name];
+    for (int64_t j = 0, e = g.numElements(); j < e; ++j) {
+      double v = loadScalar(g, j);
+      if (std::isfinite(v))
+        mine[0] += v * v;
+      else
+        mine[1] += 1;
+    }
+  }
+  int ranks = comm.size();
+  std::vector<double> all(2 * ranks);
+  // With one rank the check is known at once: nothing to overlap.
+  bool optimistic = ranks > 1 && !options.synchronous;
+  comm.startAllgather(mine, 2, all.data());
+  if (!optimistic)
+    comm.waitAllgather();
+
+  // The optimistic update, unless this rank already knows it is void.
+  std::optional<zbrt::NpzArchive> before;
+  std::optional<zbrt::Optimizer> saved;
+  bool updated = false;
+  if (optimistic && mine[1] == 0) {
+    before = data.paramArchive(params);
+    saved = optimizer;
+    if (!updateParams(data, params, grads, optimizer, error))
+      return false;
+    updated = true;
+  }
+  if (optimistic)
+    comm.waitAllgather();
+  double squares = 0.0, nonFinite = 0.0;
+  for (int r = 0; r < ranks; ++r) {
+    squares += all[2 * r];
+    nonFinite += all[2 * r + 1];
+  }
+  check.norm = nonFinite > 0 ? std::numeric_limits<double>::quiet_NaN()
+                             : std::sqrt(squares);
+  check.skipped = nonFinite > 0;
+  double coef = options.clipGradNorm > 0 && !check.skipped
+                    ? options.clipGradNorm / (check.norm + 1e-6)
+                    : 1.0;
+  check.clipped = coef < 1.0;
+  if (!check.skipped && !check.clipped && updated)
+    return true;
+  // Roll back what the optimistic update did.
+  if (updated) {
+    data.setParams(params, *before);
+    optimizer = *saved;
+  }
+  if (check.skipped)
+    return true;
+  if (check.clipped) {
+    auto scale = static_cast<float>(coef);
+    for (auto &entry : grads) {
+      zbrt::NpyArray &g = entry.second;
+      for (int64_t j = 0, e = g.numElements(); j < e; ++j)
+        storeScalar(g, j,
+                    g.dtype == zbrt::DType::F32
+                        ? static_cast<double>(
+                              static_cast<float>(loadScalar(g, j)) * scale)
+                        : loadScalar(g, j) * coef);
+    }
+  }
+  return updateParams(data, params, grads, optimizer, error);
+}
+
+std::string zb::checkpointConfig(llvm::StringRef modelText,
+                                 llvm::StringRef optimizerName) {
+  std::string hash = llvm::toHex(llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(modelText.data()), modelText.size())));
+  return "model-sha256=" + hash.substr(0, 32) +
+         ";optimizer=" + optimizerName.str();
+}
+
+/// Reads and checks the checkpoint in `dir` against the run. Returns an
+/// error message, empty on success.
+static std::string readResumeState(llvm::StringRef dir, llvm::StringRef config,
+                                   int64_t steps,
+                                   const ModelSignature &signature,
+                                   zbrt::Checkpoint &checkpoint) {
+  std::string error;
+  if (!zbrt::readCheckpoint(dir.str(), checkpoint, error))
+    return "cannot resume: " + error;
+  std::string prefix = "cannot resume from '" + dir.str() + "': ";
+  if (checkpoint.config != config)
+    return prefix + "it was written for another model or optimizer (" +
+           checkpoint.config + "; this run: " + config.str() + ")";
+  if (checkpoint.step >= steps)
+    return prefix + "it is at step " + std::to_string(checkpoint.step) +
+           ", and --steps " + std::to_string(steps) +
+           " (the total) leaves nothing to run";
+  for (const ModelArg &arg : signature.args) {
+    if (!arg.isParam())
+      continue;
+    auto it = checkpoint.params.find(arg.name);
+    if (it == checkpoint.params.end())
+      return prefix + "parameter '" + arg.name + "' is missing";
+    if (it->second.shape != arg.shape())
+      return prefix + "parameter '" + arg.name + "' has shape " +
+             it->second.shapeString() + ", but the model expects " +
+             shapeString(arg.shape());
+    if (!convertArray(it->second, dtypeOf(arg.type.getElementType())))
+      return prefix + "parameter '" + arg.name + "' has dtype " +
+             zbrt::dtypeDescr(it->second.dtype);
+  }
+  return "";
+}
+
+int64_t zb::resumeTraining(llvm::StringRef dir, llvm::StringRef config,
+                           int64_t steps, ModelData &data,
+                           llvm::ArrayRef<const ModelArg *> params,
+                           zbrt::Optimizer &optimizer, std::string &error) {
+  zbrt::Checkpoint checkpoint;
+  error = readResumeState(dir, config, steps, data.signature(), checkpoint);
+  if (!error.empty())
+    return 0;
+  zbrt::NpzArchive values = data.paramArchive(params);
+  for (auto &[name, value] : values)
+    value = checkpoint.params.at(name);
+  if (!optimizer.importState(checkpoint.optimizer, error, &values)) {
+    error = "cannot resume from '" + dir.str() + "': " + error;
+    return 0;
+  }
+  data.setParams(params, values);
+  return checkpoint.step;
+}
+
+void zb::collectArchive(zbrt::Comm &comm, const std::string &scratch,
+                        const zbrt::NpzArchive &mine,
+                        zbrt::NpzArchive &merged) {
+  if (comm.size() == 1) {
+    for (const auto &[name, array] : mine)
+      merged[name] = array;
+    return;
+  }
+  std::string part = scratch + ".part" + std::to_string(comm.rank());
+  std::string error;
+  if (!zbrt::writeNpz(part, mine, error))
+    comm.abort(error);
+  comm.barrier();
+  if (comm.rank() != 0)
+    return;
+  for (int r = 0; r < comm.size(); ++r) {
+    std::string p = scratch + ".part" + std::to_string(r);
+    zbrt::NpzArchive partArchive;
+    if (!zbrt::readNpz(p, partArchive, error))
+      comm.abort(error);
+    std::remove(p.c_str());
+    // A parameter shared between ranks (a tied weight) arrives once per
+    // rank that holds a copy: the copies must be bitwise equal.
+    for (auto &[name, array] : partArchive) {
+      auto [it, inserted] = merged.try_emplace(name, array);
+      if (!inserted &&
+          (it->second.dtype != array.dtype || it->second.shape != array.shape ||
+           it->second.data != array.data))
+        comm.abort("the copies of '" + name + "' on rank " + std::to_string(r) +
+                   " and an earlier rank differ; the ranks that hold a "
+                   "shared parameter must keep it equal");
+    }
+  }
+}
+
+/// Whether a checkpoint is due after step `step` (0-based).
+static bool checkpointDue(const TrainingOptions &options, int64_t step) {
+  if (options.checkpointDir.empty())
+    return false;
+  return step + 1 == options.steps ||
+         (options.checkpointEvery > 0 &&
+          (step + 1) % options.checkpointEvery == 0);
+}
+
+/// One checkpoint after step `step`: the replicas hold the same state, so
+/// replica 0's ranks collect theirs and world rank 0 writes it.
+static bool writeRunCheckpoint(TrainingContext &context,
+                               const TrainingOptions &options, int64_t step,
+                               std::string &error) {
+  const std::string &dir = options.checkpointDir;
+  zbrt::Checkpoint checkpoint{step + 1, options.checkpointConfig, {}, {}};
+  if (context.world.size() > 1)
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
+      error =
+          "cannot create checkpoint directory '" + dir + "': " + ec.message();
+      return false;
+    }
+  if (context.replica == 0) {
+    collectArchive(context.pipeline, dir + "/.params",
+                   context.data.paramArchive(context.params),
+                   checkpoint.params);
+    collectArchive(context.pipeline, dir + "/.optimizer",
+                   context.optimizer.exportState(), checkpoint.optimizer);
+  }
+  int written = context.world.rank() != 0 ||
+                zbrt::writeCheckpoint(dir, checkpoint, error);
+  context.world.broadcast(&written, sizeof(written), 0);
+  if (!written && error.empty())
+    error = "writing the checkpoint failed";
+  return written;
+}
+
+bool zb::train(StepProgram &program, TrainingContext &context,
+               const TrainingOptions &options, TrainingResult &result,
+               std::string &error) {
+  zbrt::Comm &world = context.world;
+  for (int64_t s = options.firstStep; s < options.steps; ++s) {
+    // Every process starts the step together.
+    world.barrier();
+    auto start = std::chrono::steady_clock::now();
+    std::vector<zbrt::NpyArray> grads;
+    double loss = program.run(s, grads);
+    // The mean of the replicas' losses (each the mean of its
+    // microbatches'), from the processes' shares.
+    world.allreduceSum(&loss, 1);
+    loss /= context.replicas;
+    // A forward-only program (--eval) has no gradients.
+    zbrt::NpzArchive named;
+    if (!grads.empty())
+      named = namedArrays(context.params, grads);
+    StepCheck check;
+    if (options.update) {
+      // The update works on a copy: the result keeps the gradients as the
+      // step computed them.
+      zbrt::NpzArchive stepGrads = named;
+      if (!checkedUpdate(context.pipeline, context.data, context.params,
+                         context.counted, stepGrads, context.optimizer,
+                         options.check, check, error))
+        return false;
+      result.checks.push_back(check);
+    }
+    result.lastGrads = std::move(named);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    world.allreduceMax(&seconds, 1);
+    result.losses.push_back(loss);
+    result.seconds.push_back(seconds);
+    if (world.rank() == 0 && options.onStep)
+      options.onStep(s, loss, seconds, options.update ? &check : nullptr);
+    if (options.update && checkpointDue(options, s) &&
+        !writeRunCheckpoint(context, options, s, error))
+      return false;
+  }
+  return true;
+}
