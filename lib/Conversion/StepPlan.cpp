@@ -329,12 +329,13 @@ LogicalResult RankLowering::plan(Region &region) {
     }
     actions.push_back(std::move(a));
   }
-  if (!stash.empty() || !wStash.empty())
-    return region.getParentOp()->emitError("rank ")
+  // A forward-only program (evaluation) leaves every stash unread.
+  auto program = cast<sched::ProgramOp>(region.getParentOp());
+  if (!program.getForwardOnly() && (!stash.empty() || !wStash.empty()))
+    return program.emitError("rank ")
            << rank << "'s program leaves a backward unfinished";
   // Every copy of a parameter shared between ranks is reduced (with
   // replicas, every parameter).
-  auto program = cast<sched::ProgramOp>(region.getParentOp());
   if (std::optional<DictionaryAttr> shared = program.getParamStages()) {
     std::optional<ArrayRef<int64_t>> placement = program.getStageRanks();
     for (NamedAttribute entry : *shared) {

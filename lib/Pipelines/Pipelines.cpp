@@ -125,6 +125,7 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   scheduleOptions.memLimit = options.memLimit;
   scheduleOptions.costsFile = options.costs;
   scheduleOptions.numReplicas = static_cast<int>(options.replicas);
+  scheduleOptions.forwardOnly = options.forwardOnly;
   pm.addPass(sched::createZBSchedule(scheduleOptions));
   // NCCL transfers carry no tags: each link must receive in send order.
   sched::ZBInsertCommOptions comm;

@@ -70,6 +70,17 @@ ActionIndex::ActionIndex(const Problem &problem, const Schedule &schedule,
       };
       if (!has(ActionKind::F))
         missing(ActionKind::F);
+      if (schedule.forwardOnly) {
+        for (ActionKind kind : {ActionKind::B, ActionKind::W, ActionKind::BW})
+          if (Slot slot = find(kind, stage, mb); slot.rank >= 0) {
+            Action action{kind, stage, mb};
+            issues.push_back(
+                {StructuralIssue::MixedBackward, slot.rank, slot.index, action,
+                 describe(action) + " on rank " + std::to_string(slot.rank) +
+                     " in a forward-only schedule"});
+          }
+        continue;
+      }
       bool fused = has(ActionKind::BW);
       if (fused && (has(ActionKind::B) || has(ActionKind::W))) {
         Slot slot = find(ActionKind::BW, stage, mb);

@@ -31,6 +31,20 @@ std::size_t Schedule::numActions() const {
   return count;
 }
 
+Schedule forwardPart(const Schedule &schedule) {
+  Schedule result;
+  result.name = schedule.name;
+  result.note = schedule.note;
+  result.forwardOnly = true;
+  for (const std::vector<Action> &rank : schedule.ranks) {
+    std::vector<Action> &mine = result.ranks.emplace_back();
+    for (const Action &action : rank)
+      if (action.kind == ActionKind::F)
+        mine.push_back(action);
+  }
+  return result;
+}
+
 double actionCost(const Problem &problem, const Action &action) {
   switch (action.kind) {
   case ActionKind::F:

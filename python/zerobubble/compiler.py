@@ -8,7 +8,6 @@ parameters).
 
 import json
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,9 +188,22 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
             metrics=metrics, output=proc.stdout)
 
 
-def gradients(model, *, microbatches=1, params=None, inputs=None, seed=None,
+def _pipeline_args(ranks, schedule, chunks):
+    """``--np`` and, for P > 1, the schedule and its chunks."""
+    args = ["--np", ranks]
+    if ranks > 1:
+        args += ["--schedule", schedule]
+        if chunks is not None:
+            args += ["--chunks", chunks]
+    return args
+
+
+def gradients(model, *, ranks=1, schedule="zb-h1", chunks=None,
+              microbatches=1, params=None, inputs=None, seed=None,
               threads=None, cache_dir=None, timeout=None):
-    """Forward and backward on one process, no update (``zb-run --grads``).
+    """Forward and backward, no update (``zb-run --grads``): on one process,
+    or with ``ranks`` P > 1 one step of the pipeline's per-rank programs
+    under ``schedule``.
 
     Arguments as for :func:`run`. Returns :class:`Gradients`.
     """
@@ -200,27 +212,32 @@ def gradients(model, *, microbatches=1, params=None, inputs=None, seed=None,
                             params=params, inputs=inputs, seed=seed,
                             cache_dir=cache_dir)
         dump = Path(workdir) / "grads.npz"
-        args += ["--grads", "--dump-grads", dump]
+        args += ["--grads", "--dump-grads", dump,
+                 *_pipeline_args(ranks, schedule, chunks)]
         run_tool("zb-run", args, env=_thread_env(threads), timeout=timeout)
         grads = _load_npz(dump)
     loss = float(grads.pop("loss"))
     return Gradients(loss=loss, grads=grads)
 
 
-def evaluate(model, *, microbatches=1, params=None, inputs=None, seed=None,
+def evaluate(model, *, ranks=1, schedule="zb-h1", chunks=None,
+             microbatches=1, params=None, inputs=None, seed=None,
              threads=None, cache_dir=None, timeout=None):
-    """The mean forward loss over the microbatches (``zb-run --eval``).
+    """The mean forward loss over the microbatches (``zb-run --eval``): on
+    one process, or with ``ranks`` P > 1 through the pipeline, each rank
+    running its stages' forwards in ``schedule``'s order.
 
-    Arguments as for :func:`run`. zb-run prints the loss with 7 significant
-    digits; :func:`gradients` returns it at full precision.
+    Arguments as for :func:`run`.
     """
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
                             params=params, inputs=inputs, seed=seed,
                             cache_dir=cache_dir)
-        proc = run_tool("zb-run", [*args, "--eval"],
-                        env=_thread_env(threads), timeout=timeout)
-    match = re.search(r"mean loss\s+(\S+)", proc.stdout)
-    if not match:
-        raise ZeroBubbleError(f"unexpected zb-run output: {proc.stdout!r}")
-    return float(match.group(1))
+        metrics = Path(workdir) / "metrics.json"
+        args += ["--eval", "--metrics", metrics,
+                 *_pipeline_args(ranks, schedule, chunks)]
+        run_tool("zb-run", args, env=_thread_env(threads), timeout=timeout)
+        losses = json.loads(metrics.read_text()).get("loss")
+    if not losses:
+        raise ZeroBubbleError("zb-run --eval wrote no loss")
+    return float(losses[0])

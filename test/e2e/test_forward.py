@@ -246,3 +246,49 @@ def test_random_params_layernorm_weights_near_one():
         assert abs(float(params[name].mean()) - 1.0) < 0.1, name
     for name in ("h0.ln1.bias", "lnf.bias", "h2.mlp.fc.bias"):
         assert abs(float(params[name].mean())) < 0.1, name
+
+
+@pytest.mark.parametrize("model,ranks,schedule,extra", [
+    ("mlp", 2, "1f1b", []),
+    ("mlp", 2, "zb-v", []),
+    ("gpt", 2, "zb-h1", []),
+    ("gpt", 2, "zb-v", []),
+    ("gpt", 3, "interleaved-1f1b", ["--chunks", 2]),
+])
+def test_pipelined_eval_equals_one_process(zb_run, examples_dir, tmp_path,
+                                           model, ranks, schedule, extra):
+    """--eval --np P runs the per-rank programs with the schedule's F
+    actions alone: the loss of --eval on one process and of the
+    reference."""
+    params, inputs, p_path, i_path = write_case(tmp_path, model, 2)
+    one_path, two_path = tmp_path / "one.json", tmp_path / "two.json"
+    one = zb_run(*eval_args(examples_dir, model, p_path, i_path, one_path))
+    assert one.returncode == 0, describe(one)
+    proc = zb_run(*eval_args(examples_dir, model, p_path, i_path, two_path),
+                  "--np", ranks, "--schedule", schedule, *extra)
+    assert proc.returncode == 0, describe(proc)
+    want = reference_step_loss(model, params, inputs)
+    got = json.loads(two_path.read_text())
+    assert got["ranks"] == ranks and got["schedule"] == schedule, got
+    assert len(got["loss"]) == 1, got
+    assert got["loss"][0] == pytest.approx(
+        json.loads(one_path.read_text())["loss"][0], rel=1e-6)
+    assert got["loss"][0] == pytest.approx(want, rel=REL_TOL)
+    # Rank 0 reports once; no training step, no measured schedule.
+    assert proc.stdout.count("mean loss") == 1, describe(proc)
+    assert "step 1/" not in proc.stdout and "bubble rate" not in proc.stdout
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--dump-grads", "g.npz"], "--eval computes no gradients"),
+    (["--trace", "t.json"], "--eval runs forwards only"),
+])
+def test_pipelined_eval_refuses_what_needs_a_backward(
+        zb_run, examples_dir, tmp_path, flags, message):
+    _, _, p_path, i_path = write_case(tmp_path, "mlp", 0)
+    proc = zb_run(*eval_args(examples_dir, "mlp", p_path, i_path,
+                             tmp_path / "m.json"), "--np", 2,
+                  *[tmp_path / f if f.endswith(".npz") or f.endswith(".json")
+                    else f for f in flags])
+    assert proc.returncode == 1, describe(proc)
+    assert message in proc.stderr, describe(proc)

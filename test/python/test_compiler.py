@@ -59,6 +59,23 @@ def test_run_reports_metrics_and_matches_gradients(mlp):
     assert loss == pytest.approx(ref.loss, rel=1e-5)
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-v"])
+def test_pipelined_gradients_and_evaluation_equal_one_process(mlp, schedule):
+    """gradients() and evaluate() with ranks=2 run the per-rank programs
+    (evaluation: the forwards alone) and equal the one-process results."""
+    ref = zb.gradients(mlp, microbatches=4, seed=3)
+    got = zb.gradients(mlp, microbatches=4, seed=3, ranks=2,
+                       schedule=schedule)
+    assert got.loss == pytest.approx(ref.loss, rel=1e-6)
+    assert sorted(got.grads) == sorted(ref.grads)
+    for name, grad in ref.grads.items():
+        assert_close(name, got.grads[name], grad, 1e-5)
+    one = zb.evaluate(mlp, microbatches=4, seed=3)
+    assert one == pytest.approx(ref.loss, rel=1e-6)
+    assert zb.evaluate(mlp, microbatches=4, seed=3, ranks=2,
+                       schedule=schedule) == pytest.approx(one, rel=1e-6)
+
+
 def test_run_errors_carry_the_diagnostics(mlp):
     with pytest.raises(zb.CompilerError, match="zb-run"):
         zb.run(mlp, params={"nope": np.zeros(3, np.float32)})

@@ -19,13 +19,13 @@
 // in-process for P = 1, and for P > 1 as P MPI processes each compiling and
 // running only its rank's step function, which the compiler builds with
 // --zb-pipeline (and --zb-keep-rank); --grads with P > 1 runs one such step
-// without an update. --dp D runs D such pipelines side by side (P * D
-// processes), averaging each stage's gradients over them. Each update is
-// post-validated (clipping, skipped non-finite steps); a pipelined run
-// reports its measured bubble rate and stash memory. What runs lives in
-// lib/Driver (one training loop, zb/Driver/Training.h, over this process's
-// step program, zb/Driver/Programs.h); this file turns flags into its
-// options, launches the ranks and prints.
+// without an update, --eval one with the forwards alone. --dp D runs D such
+// pipelines side by side (P * D processes), averaging each stage's gradients
+// over them. Each update is post-validated (clipping, skipped non-finite
+// steps); a pipelined run reports its measured bubble rate and stash memory.
+// What runs lives in lib/Driver (one training loop, zb/Driver/Training.h, over
+// this process's step program, zb/Driver/Programs.h); this file turns flags
+// into its options, launches the ranks and prints.
 //
 //===----------------------------------------------------------------------===//
 
@@ -139,10 +139,11 @@ static cl::opt<int> gradSamples(
     cl::init(6), cl::cat(category));
 static cl::opt<int> numRanks(
     "np",
-    cl::desc("Pipeline ranks P (default 1). Training or --grads with P > 1 "
-             "launches P processes through mpirun (or, started by mpirun or "
-             "srun, runs as one of them); P = 1 runs in-process, the "
-             "unpartitioned reference"),
+    cl::desc(
+        "Pipeline ranks P (default 1). Training, --grads or --eval with P > 1 "
+        "launches P processes through mpirun (or, started by mpirun or "
+        "srun, runs as one of them); P = 1 runs in-process, the "
+        "unpartitioned reference"),
     cl::init(1), cl::cat(category));
 static cl::opt<int> numReplicas(
     "dp",
@@ -532,7 +533,7 @@ static void printMeasurement(const zb::run::RunMeasurement &m) {
                  << m.peakMemory[r] << " bytes\n";
 }
 
-/// One rank of a pipelined training run (under mpirun).
+/// One rank of a pipelined run (under mpirun): training, --grads or --eval.
 static int runPipelineRank(MLIRContext &context, ModuleOp module,
                            const zb::ModelSignature &signature,
                            const std::string &modelText, const char *argv0,
@@ -601,6 +602,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   options.schedule = scheduleName;
   options.chunks = numChunks;
   options.replicas = numReplicas;
+  // --eval: each rank runs its stages' forwards in the schedule's order.
+  options.forwardOnly = evalMode;
   options.lowerToCPU = false;
   options.target = gpu ? "gpu" : "cpu";
   std::unique_ptr<zb::LoweredPipeline> lowered =
@@ -622,7 +625,8 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                     ";schedule=" + scheduleName.getValue() +
                     ";chunks=" + std::to_string(chunks) +
                     ";m=" + std::to_string(microbatches) +
-                    ";dp=" + std::to_string(numReplicas) + (gpu ? ";gpu" : "");
+                    ";dp=" + std::to_string(numReplicas) + (gpu ? ";gpu" : "") +
+                    (evalMode ? ";eval" : "");
   auto compileRank = [&](int r) -> std::unique_ptr<zb::CacheEntry> {
     OwningOpRef<ModuleOp> rankModule = lowered->keepRank(r, error);
     if (!rankModule) {
@@ -689,7 +693,13 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     reduceMs = zb::run::measureReductions(*everyone, numRanks, numReplicas,
                                           rank, stageTable);
   int code = 0;
-  if (worldRank == 0) {
+  zb::RunMetrics metrics;
+  metrics.losses = result.losses;
+  if (evalMode) {
+    // Forwards alone: no schedule to measure against.
+    if (worldRank == 0 && !writeMetrics(std::move(metrics)))
+      code = 1;
+  } else if (worldRank == 0) {
     zb::schedule::Problem layout;
     layout.numRanks = numRanks;
     layout.numChunks = chunks;
@@ -699,8 +709,6 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     zb::run::RunMeasurement measured = zb::run::measure(
         program->measuredSteps(), stageTable, layout, scheduleName);
     printMeasurement(measured);
-    zb::RunMetrics metrics;
-    metrics.losses = result.losses;
     metrics.microbatchesPerSecond = stepRates(result);
     metrics.checks = result.checks;
     metrics.firstStep = firstStep;
@@ -765,8 +773,12 @@ int main(int argc, char **argv) {
                 llvm::Twine(numReplicas.getValue()));
   bool pipelined = numRanks > 1 || numReplicas > 1;
   int64_t worldSize = int64_t(numRanks) * numReplicas;
-  if (numRanks > 1 && evalMode)
-    return fail("--eval runs on one process; --np needs training or --grads");
+  if (evalMode && !dumpGradsPath.empty())
+    return fail("--dump-grads needs --grads or training; --eval computes no "
+                "gradients");
+  if (evalMode && (!tracePath.empty() || !profilePath.empty()))
+    return fail("--trace and --profile record training or --grads; --eval "
+                "runs forwards only");
   if (numReplicas > 1 && (evalMode || checkGrad))
     return fail("--dp needs training or --grads; --eval and --check-grad "
                 "run on one process");

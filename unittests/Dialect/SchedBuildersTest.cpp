@@ -33,7 +33,7 @@ protected:
         b, loc, /*num_ranks=*/2, /*num_stages=*/2, /*num_microbatches=*/1,
         b.getStringAttr("1f1b"), b.getDenseI64ArrayAttr({0, 1}),
         /*param_stages=*/DictionaryAttr(), /*replicas=*/IntegerAttr(),
-        /*ranksCount=*/2);
+        /*forward_only=*/false, /*ranksCount=*/2);
     auto mb = b.getI64IntegerAttr(0);
 
     b.createBlock(&program.getRanks()[0]);

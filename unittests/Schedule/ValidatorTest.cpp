@@ -53,6 +53,45 @@ TEST(Validator, Missing) {
   EXPECT_NE(d.message.find("missing W(stage 1, mb 3)"), std::string::npos);
 }
 
+// Evaluation runs a schedule's F actions alone: complete without B and W,
+// and still checked for missing F's and backward actions.
+TEST(Validator, ForwardPart) {
+  Problem problem = smallProblem();
+  for (const char *name : {"1f1b", "zb-h1", "gpipe"}) {
+    Result<Schedule> full = generateSchedule(name, problem);
+    ASSERT_TRUE(full.ok()) << full.error();
+    Schedule forward = forwardPart(*full);
+    EXPECT_TRUE(forward.forwardOnly);
+    EXPECT_EQ(forward.numActions(),
+              size_t(problem.numStages() * problem.numMicrobatches));
+    EXPECT_TRUE(validate(problem, forward).empty()) << name;
+    // Not complete as a training schedule.
+    Schedule training = forward;
+    training.forwardOnly = false;
+    EXPECT_EQ(first(problem, training).kind, DiagnosticKind::Missing);
+  }
+  Schedule forward = forwardPart(h1(problem));
+  forward.ranks[2].pop_back();
+  Diagnostic d = first(problem, forward);
+  EXPECT_EQ(d.kind, DiagnosticKind::Missing);
+  EXPECT_EQ(d.action, (Action{ActionKind::F, 2, 3}));
+  forward = forwardPart(h1(problem));
+  forward.ranks[0].push_back({ActionKind::B, 0, 0});
+  d = first(problem, forward);
+  EXPECT_NE(d.message.find("in a forward-only schedule"), std::string::npos)
+      << d.message;
+  // A V placement's rank 0 runs stage 3's F before stage 0's, which stage
+  // 3 waits for through ranks 1 and 2: a deadlock, as in training.
+  problem.numRanks = 2;
+  problem.numChunks = 2;
+  problem.placement = Placement::V;
+  problem.numMicrobatches = 1;
+  forward.ranks = {{{ActionKind::F, 3, 0}, {ActionKind::F, 0, 0}},
+                   {{ActionKind::F, 1, 0}, {ActionKind::F, 2, 0}}};
+  d = first(problem, forward);
+  EXPECT_EQ(d.kind, DiagnosticKind::Deadlock) << d.message;
+}
+
 TEST(Validator, Duplicate) {
   Problem problem = smallProblem();
   Schedule schedule = h1(problem);

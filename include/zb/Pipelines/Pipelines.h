@@ -99,6 +99,11 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
       llvm::cl::desc("Copies of the pipeline side by side (data "
                      "parallelism): gradients averaged over them"),
       llvm::cl::init(1)};
+  Option<bool> forwardOnly{
+      *this, "forward-only",
+      llvm::cl::desc("Evaluate: every rank runs its stages' forwards only "
+                     "(the schedule's F actions)"),
+      llvm::cl::init(false)};
   Option<double> memLimit{
       *this, "mem-limit",
       llvm::cl::desc("Peak activation bytes per rank for memory-aware "

@@ -58,11 +58,18 @@ struct Schedule {
   /// Set when the generator fell back to another construction: why, and
   /// what it used instead (tools show it to the user).
   std::string note;
+  /// An evaluation program: F actions only (forwardPart), which is then
+  /// complete without any B, W or BW.
+  bool forwardOnly = false;
 
   std::size_t numActions() const;
   bool operator==(const Schedule &other) const { return ranks == other.ranks; }
   bool operator!=(const Schedule &other) const { return !(*this == other); }
 };
+
+/// The F actions of `schedule`, in its order on each rank, as a forward-only
+/// schedule: what evaluating the model through the pipeline runs.
+Schedule forwardPart(const Schedule &schedule);
 
 /// The time `action` occupies its rank.
 double actionCost(const Problem &problem, const Action &action);

@@ -226,6 +226,10 @@ LogicalResult ProgramOp::verifyRegions() {
       };
 
       if (auto compute = dyn_cast<ComputeOp>(op)) {
+        if (getForwardOnly() && compute.getPhase() != Phase::F)
+          return op.emitOpError()
+                 << "runs " << stringifyPhase(compute.getPhase())
+                 << " in a forward_only program, which runs F actions only";
         int64_t stage = compute.getStage();
         std::optional<int64_t> mb = compute.getMicrobatch();
         if (failed(checkStage(stage)) || (mb && failed(checkMicrobatch(*mb))))
@@ -267,6 +271,9 @@ LogicalResult ProgramOp::verifyRegions() {
       }
 
       if (auto reduce = dyn_cast<AllReduceOp>(op)) {
+        if (getForwardOnly())
+          return op.emitOpError("reduces gradients in a forward_only "
+                                "program, which computes none");
         std::vector<int64_t> group(reduce.getGroup().begin(),
                                    reduce.getGroup().end());
         for (int64_t member : group)

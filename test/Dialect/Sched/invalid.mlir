@@ -335,3 +335,26 @@ rank 0 {
 }
 rank 1 {
 }
+
+// -----
+
+// A forward_only program (evaluation) runs F actions only.
+sched.program ranks 1 stages 1 microbatches 1 attributes {forward_only}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  // expected-error @+1 {{'sched.compute' op runs B in a forward_only program, which runs F actions only}}
+  sched.compute B stage 0 microbatch 0
+}
+
+// -----
+
+sched.program ranks 2 stages 2 microbatches 1 attributes {forward_only, stage_ranks = array<i64: 0, 1>, param_stages = {tied = array<i64: 0, 1>}}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  // expected-error @+1 {{'sched.allreduce' op reduces gradients in a forward_only program, which computes none}}
+  sched.allreduce ["tied"] over [0, 1] seq 0
+}
+rank 1 {
+  sched.compute F stage 1 microbatch 0
+  sched.allreduce ["tied"] over [0, 1] seq 0
+}

@@ -104,3 +104,16 @@ rank 1 {
   sched.allreduce ["b"] over [1] seq 0
   sched.allreduce ["tied"] over [0, 1] seq 0
 }
+
+// Evaluation: a forward_only program of F actions and their transfers.
+// CHECK-LABEL: sched.program ranks 2 stages 2 microbatches 1 attributes {forward_only, stage_ranks = array<i64: 0, 1>}
+// CHECK:        sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+sched.program ranks 2 stages 2 microbatches 1 attributes {forward_only, stage_ranks = array<i64: 0, 1>}
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+  sched.send F stage 0 microbatch 0 to 1 channel 0 seq 0
+}
+rank 1 {
+  sched.recv F stage 0 microbatch 0 from 0 channel 0 seq 0
+  sched.compute F stage 1 microbatch 0
+}

@@ -50,6 +50,10 @@ def Sched_ProgramOp : Sched_Op<"program", [IsolatedFromAbove, NoTerminator]> {
     over its group's ranks in every replica and ends divided by D (the
     replicas' mean of the group's sum), and its group may be one rank.
 
+    A `forward_only` program evaluates the model: its ranks run F actions
+    only (each stage's activations travel forward; no B, W, BW, optimizer
+    or reduction), and the verifier rejects any other action.
+
     The verifier checks ranges, that no action appears twice, that transfers
     on each (rank, peer, channel) are numbered 0, 1, 2, ... in program
     order, that every send has the matching recv on its peer (same
@@ -82,7 +86,8 @@ def Sched_ProgramOp : Sched_Op<"program", [IsolatedFromAbove, NoTerminator]> {
                    OptionalAttr<StrAttr>:$schedule,
                    OptionalAttr<DenseI64ArrayAttr>:$stage_ranks,
                    OptionalAttr<DictionaryAttr>:$param_stages,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$replicas);
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$replicas,
+                   UnitAttr:$forward_only);
   let regions = (region VariadicRegion<SizedRegion<1>>:$ranks);
   let hasCustomAssemblyFormat = 1;
   let hasRegionVerifier = 1;

@@ -87,6 +87,7 @@ static LogicalResult insertTransfers(ProgramOp program, bool inOrderLinks) {
   // first).
   zs::Schedule schedule;
   schedule.name = program.getSchedule().value_or("").str();
+  schedule.forwardOnly = program.getForwardOnly();
   SmallVector<SmallVector<ComputeOp>> computes;
   SmallVector<SmallVector<SmallVector<Operation *>>> groups;
   for (Region &region : program.getRanks()) {

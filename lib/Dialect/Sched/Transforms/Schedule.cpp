@@ -241,6 +241,10 @@ LogicalResult SchedulePass::schedule() {
     return func->emitError()
            << "--zb-schedule needs 'replicas' of at least 1, got "
            << static_cast<int>(numReplicas);
+  if (forwardOnly && numReplicas > 1)
+    return func->emitError() << "--zb-schedule: a forward-only program "
+                                "evaluates one pipeline; it takes no "
+                                "'replicas'";
 
   zs::Problem problem;
   problem.numRanks = numRanks;
@@ -269,6 +273,9 @@ LogicalResult SchedulePass::schedule() {
              << "' does not fit mem-limit: " << diagnostics.front().message;
   }
 
+  if (forwardOnly)
+    *generated = zs::forwardPart(*generated);
+
   OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
   Location loc = func->getLoc();
   SmallVector<int64_t> ranksAttr(stageRanks.begin(), stageRanks.end());
@@ -277,9 +284,11 @@ LogicalResult SchedulePass::schedule() {
       static_cast<uint64_t>(numStages), static_cast<uint64_t>(numMicrobatches),
       builder.getStringAttr(scheduleName),
       builder.getDenseI64ArrayAttr(ranksAttr),
-      sharedParamStages(builder, func, stages, stageRanks, numReplicas > 1),
+      forwardOnly ? DictionaryAttr()
+                  : sharedParamStages(builder, func, stages, stageRanks,
+                                      numReplicas > 1),
       numReplicas > 1 ? builder.getI64IntegerAttr(numReplicas) : IntegerAttr(),
-      numRanks);
+      forwardOnly.getValue(), numRanks);
   for (auto [rank, region] : llvm::enumerate(program.getRanks())) {
     builder.setInsertionPointToEnd(&region.emplaceBlock());
     for (const zs::Action &action : generated->ranks[rank])

@@ -45,6 +45,11 @@ def ZBSchedule : Pass<"zb-schedule", "mlir::ModuleOp"> {
     parameter with the stages that use it: each one's gradient is
     averaged over the replicas.
 
+    With `forward-only`, the program keeps the schedule's F actions alone,
+    in the schedule's order on each rank, and is marked `forward_only`:
+    evaluating the model (`zb-run --eval --np P`) runs them. It lists no
+    parameters (there is nothing to reduce) and takes no replicas.
+
     The program has no transfers yet: `--zb-insert-comm` adds them and the
     parameters' reductions.
 
@@ -77,6 +82,9 @@ def ZBSchedule : Pass<"zb-schedule", "mlir::ModuleOp"> {
     Option<"numReplicas", "replicas", "int", /*default=*/"1",
            "Copies of the pipeline that run side by side (data "
            "parallelism); their gradients are averaged">,
+    Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
+           "Keep only the schedule's F actions (in its order): a "
+           "forward_only program that evaluates the model">,
   ];
   let dependentDialects = ["zb::sched::SchedDialect"];
 }
