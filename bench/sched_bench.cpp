@@ -1,9 +1,11 @@
 //===- sched_bench.cpp - Time schedule generation and simulation ----------===//
 //
 // Prints, side by side, the time to generate and simulate each schedule for
-// p = 32, m = 256 (T_F = T_B = 2, T_W = 1, T_comm = 0.1), and each one's
-// ratio to 1f1b. zb-auto runs its whole grid search; the target is well
-// under a second.
+// p = 32, m = 256 and p = 64, m = 512 (T_F = T_B = 2, T_W = 1,
+// T_comm = 0.1), or for the sizes given as `P M` pairs on the command line,
+// and each one's ratio to 1f1b. zb-auto runs its whole grid search (its
+// candidates side by side, one per hardware thread); the target at p = 64,
+// m = 512 is a second for zb-auto and zb-v.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,15 +14,19 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 using namespace zb::schedule;
 
-int main() {
+/// One table for `p` ranks and `m` microbatches.
+static void benchSize(int p, int m) {
   Problem base;
-  base.numRanks = 32;
-  base.numMicrobatches = 256;
+  base.numRanks = p;
+  base.numMicrobatches = m;
   base.costF = 2.0;
   base.costB = 2.0;
   base.costW = 1.0;
@@ -28,8 +34,9 @@ int main() {
   base.memB = 1.0;
   base.memW = 0.5;
 
-  std::printf("p=%d m=%d: generate + simulate\n", base.numRanks,
-              base.numMicrobatches);
+  std::printf("p=%d m=%d: generate + simulate (%u hardware threads)\n",
+              base.numRanks, base.numMicrobatches,
+              std::thread::hardware_concurrency());
   std::printf("%-18s %10s %10s %10s %8s\n", "schedule", "seconds", "x 1f1b",
               "bubble", "peak");
   struct Row {
@@ -64,6 +71,19 @@ int main() {
     std::printf("%-18s %10.4f %10.1f %9.2f%% %8.1f\n", row.name.c_str(),
                 row.seconds, reference > 0 ? row.seconds / reference : 0.0,
                 100 * row.sim->bubbleRate, row.sim->maxPeakMemory());
+  }
+}
+
+int main(int argc, char **argv) {
+  std::vector<std::pair<int, int>> sizes;
+  for (int i = 1; i + 1 < argc; i += 2)
+    sizes.push_back({std::atoi(argv[i]), std::atoi(argv[i + 1])});
+  if (sizes.empty())
+    sizes = {{32, 256}, {64, 512}};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i)
+      std::printf("\n");
+    benchSize(sizes[i].first, sizes[i].second);
   }
   return 0;
 }

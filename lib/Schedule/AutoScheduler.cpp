@@ -9,7 +9,10 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <queue>
+#include <set>
+#include <thread>
 #include <vector>
 
 namespace zb::schedule {
@@ -302,21 +305,39 @@ Result<Schedule> GreedyEngine::run() {
 
   std::size_t remaining = 3 * cells;
   double now = 0.0;
+  // The ranks that may start an action now (free, with work left), in rank
+  // order, and the busy ones by the time they become free: each pass visits
+  // the free ranks only, as a scan of every rank skipping the others would.
+  std::set<int> freeRanks;
+  for (int rank = 0; rank < p; ++rank)
+    freeRanks.insert(rank);
+  using BusyRank = std::pair<double, int>;
+  std::priority_queue<BusyRank, std::vector<BusyRank>, std::greater<BusyRank>>
+      busy;
   while (remaining > 0) {
     bool progress = true;
     while (progress) {
       progress = false;
-      for (int rank = 0; rank < p; ++rank) {
-        if (freeAt[rank] > now)
+      for (auto it = freeRanks.begin(); it != freeRanks.end();) {
+        int rank = *it;
+        if (remainingFB[rank] == 0 && pendingW[rank].empty()) {
+          it = freeRanks.erase(it);
           continue;
-        if (remainingFB[rank] == 0 && pendingW[rank].empty())
-          continue;
+        }
         Action action;
-        if (decide(rank, now, action) != Decision::Run)
+        if (decide(rank, now, action) != Decision::Run) {
+          ++it;
           continue;
+        }
         start(rank, action, now);
         --remaining;
         progress = true;
+        if (freeAt[rank] > now) {
+          busy.push({freeAt[rank], rank});
+          it = freeRanks.erase(it);
+        } else {
+          ++it;
+        }
       }
     }
     if (remaining == 0)
@@ -328,6 +349,10 @@ Result<Schedule> GreedyEngine::run() {
                      std::to_string(options.memLimit) + " too small?)"};
     now = events.top();
     events.pop();
+    while (!busy.empty() && busy.top().first <= now) {
+      freeRanks.insert(busy.top().second);
+      busy.pop();
+    }
   }
   Schedule schedule;
   schedule.ranks = std::move(order);
@@ -571,29 +596,9 @@ Result<Schedule> greedySchedule(const Problem &problem,
 }
 
 Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
-  Result<Schedule> best = Failure{"no candidate schedule"};
-  double bestMakespan = kInfinity, bestSpan = kInfinity;
-  // Keeps `candidate` when it beats the best so far on the paper's
-  // objective: the smallest max span (bubble rate), then the smallest
-  // makespan.
-  auto consider = [&](Result<Schedule> candidate) {
-    if (!candidate) {
-      if (!best && bestMakespan == kInfinity)
-        best = std::move(candidate);
-      return;
-    }
-    Result<SimulationResult> sim = simulate(problem, *candidate);
-    if (!sim)
-      return;
-    double tolerance = 1e-9 * std::max(1.0, sim->makespan);
-    if (sim->maxSpan < bestSpan - tolerance ||
-        (sim->maxSpan <= bestSpan + tolerance &&
-         sim->makespan < bestMakespan - tolerance)) {
-      bestMakespan = sim->makespan;
-      bestSpan = sim->maxSpan;
-      best = std::move(candidate);
-    }
-  };
+  // The candidates, in the order in which ties between equal ones are
+  // broken (the first wins).
+  std::vector<std::function<Result<Schedule>()>> candidates;
   bool multiChunk = problem.numChunks > 1;
   // Several chunks per rank multiply the orders to try; keep the grid
   // small there.
@@ -616,7 +621,8 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
           options.maxLead = lead;
           options.forwardPreferLaterStage = (order & 1) == 0;
           options.backwardPreferLaterStage = (order & 2) != 0;
-          consider(greedySchedule(problem, options));
+          candidates.push_back(
+              [&problem, options] { return greedySchedule(problem, options); });
         }
       }
     }
@@ -633,9 +639,69 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
         options.prioritizeB = (choice & 1) != 0;
         options.fillShortWaits = (choice & 2) != 0;
         options.flushFirstStage = (choice & 4) != 0;
-        consider(RoundEngine(problem, memLimit, options).run());
+        candidates.push_back([&problem, memLimit, options] {
+          return RoundEngine(problem, memLimit, options).run();
+        });
       }
     }
+  }
+
+  // Each candidate generated and simulated on its own (the engines and the
+  // simulator only read the problem), a batch of them side by side; then
+  // compared in order, so the result is the one-after-another search's.
+  struct Evaluated {
+    std::optional<Result<Schedule>> schedule;
+    bool simulated = false;
+    double makespan = 0.0, maxSpan = 0.0;
+  };
+  // At most 8 at once: each holds a schedule and its simulation.
+  unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  Result<Schedule> best = Failure{"no candidate schedule"};
+  double bestMakespan = kInfinity, bestSpan = kInfinity;
+  // Keeps a candidate when it beats the best so far on the paper's
+  // objective: the smallest max span (bubble rate), then the smallest
+  // makespan.
+  auto consider = [&](Evaluated &candidate) {
+    Result<Schedule> &schedule = *candidate.schedule;
+    if (!schedule) {
+      if (!best && bestMakespan == kInfinity)
+        best = std::move(schedule);
+      return;
+    }
+    if (!candidate.simulated)
+      return;
+    double tolerance = 1e-9 * std::max(1.0, candidate.makespan);
+    if (candidate.maxSpan < bestSpan - tolerance ||
+        (candidate.maxSpan <= bestSpan + tolerance &&
+         candidate.makespan < bestMakespan - tolerance)) {
+      bestMakespan = candidate.makespan;
+      bestSpan = candidate.maxSpan;
+      best = std::move(schedule);
+    }
+  };
+  for (size_t first = 0; first < candidates.size(); first += workers) {
+    size_t count = std::min<size_t>(workers, candidates.size() - first);
+    std::vector<Evaluated> batch(count);
+    auto evaluate = [&](size_t i) {
+      Evaluated &e = batch[i];
+      e.schedule.emplace(candidates[first + i]());
+      if (!*e.schedule)
+        return;
+      Result<SimulationResult> sim = simulate(problem, **e.schedule);
+      if (!sim)
+        return;
+      e.simulated = true;
+      e.makespan = sim->makespan;
+      e.maxSpan = sim->maxSpan;
+    };
+    std::vector<std::thread> threads;
+    for (size_t i = 1; i < count; ++i)
+      threads.emplace_back(evaluate, i);
+    evaluate(0);
+    for (std::thread &t : threads)
+      t.join();
+    for (Evaluated &e : batch)
+      consider(e);
   }
   return best;
 }
