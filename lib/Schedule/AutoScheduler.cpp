@@ -65,6 +65,9 @@ private:
   double maxIdle = 0.0;
   std::vector<std::vector<Action>> order;
   std::priority_queue<double, std::vector<double>, std::greater<double>> events;
+  /// The times pushed onto `events` by the actions started at `pushedAt`.
+  double pushedAt = -1.0;
+  std::vector<double> pushedNow;
 };
 
 } // namespace
@@ -274,9 +277,20 @@ void GreedyEngine::start(int rank, const Action &action, double now) {
   memory[rank] += actionMemoryDelta(problem, action);
   freeAt[rank] = end;
   order[rank].push_back(action);
-  events.push(end);
+  // Actions started together often end together: each time once.
+  if (now != pushedAt) {
+    pushedAt = now;
+    pushedNow.clear();
+  }
+  auto push = [&](double t) {
+    if (std::find(pushedNow.begin(), pushedNow.end(), t) != pushedNow.end())
+      return;
+    pushedNow.push_back(t);
+    events.push(t);
+  };
+  push(end);
   if (problem.costComm > 0)
-    events.push(end + problem.costComm);
+    push(end + problem.costComm);
 }
 
 Result<Schedule> GreedyEngine::run() {
