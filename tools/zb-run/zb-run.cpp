@@ -37,6 +37,7 @@
 #include "zb/Driver/ModelData.h"
 #include "zb/Driver/Pipeline.h"
 #include "zb/Driver/Programs.h"
+#include "zb/Driver/RunComms.h"
 #include "zb/Driver/Training.h"
 #include "zb/Model/Model.h"
 #include "zb/Pipelines/Pipelines.h"
@@ -539,49 +540,17 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
                            const std::string &modelText, const char *argv0,
                            int *argc, char ***argv) {
   std::string error;
-  // `world` holds every process; `comm` this process's pipeline (replica
-  // r's ranks r*P .. r*P+P-1), which compiled code talks over. Without
-  // replicas they are one communicator.
-  std::unique_ptr<zbrt::Comm> world, replicaPipeline;
-  int64_t worldSize = int64_t(numRanks) * numReplicas;
-  if (worldSize > 1 && !compileOnly) {
-    zbrt::initComm(argc, argv);
-    world = zbrt::createMPIComm(error);
-  } else {
-    world = zbrt::createLocalComm();
-  }
-  if (!world)
-    return fail(error);
-  if (!compileOnly && world->size() != worldSize)
-    world->abort("started with " + std::to_string(world->size()) +
-                 " processes, but --np " + std::to_string(numRanks) +
-                 (numReplicas > 1 ? " --dp " + std::to_string(numReplicas)
-                                  : std::string()) +
-                 " needs " + std::to_string(worldSize));
-  int64_t replicaIndex = world->rank() / numRanks;
-  if (numReplicas > 1) {
-    replicaPipeline = world->split(static_cast<int>(replicaIndex),
-                                   world->rank() % numRanks, error);
-    if (!replicaPipeline)
-      world->abort(error);
-  }
-  std::unique_ptr<zbrt::Comm> comm =
-      numReplicas > 1 ? std::move(replicaPipeline) : std::move(world);
-  // --backend nccl: the model runs on this rank's GPU; NCCL moves values.
   bool gpu = backendName == "nccl";
-  const zbrt::CUDARuntime *cuda = nullptr;
-  if (gpu && !compileOnly) {
-    cuda = zbrt::loadCUDARuntime(error);
-    if (!cuda ||
-        !cuda->init(zbrt::selectCUDADevice(cuda->deviceCount()), error))
-      comm->abort("--backend nccl: " + error);
-    comm = cuda->createNCCLComm(std::move(comm), error);
-    if (!comm)
-      return fail("--backend nccl: " + error);
-  }
-  zbrt::Comm *everyone = numReplicas > 1 ? world.get() : comm.get();
-  zbrt_set_comm(comm.get());
-  zbrt_set_replicas(everyone, numReplicas);
+  std::unique_ptr<zb::RunComms> comms = zb::RunComms::open(
+      numRanks, numReplicas, compileOnly, gpu, argc, argv, error);
+  if (!comms)
+    return fail(error);
+  // `comm` is this process's pipeline, which compiled code talks over;
+  // `everyone` every process (the same without replicas).
+  zbrt::Comm *comm = &comms->pipeline();
+  zbrt::Comm *everyone = &comms->world();
+  const zbrt::CUDARuntime *cuda = comms->cuda();
+  int64_t replicaIndex = comms->replica();
   int rank = comm->rank();
   int worldRank = everyone->rank();
 
@@ -738,11 +707,7 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
     code = 1;
   everyone->barrier();
   program.reset();
-  zbrt_set_replicas(nullptr, 1);
-  zbrt_set_comm(nullptr);
-  comm.reset();
-  world.reset();
-  zbrt::finalizeComm();
+  comms.reset();
   return code;
 }
 
