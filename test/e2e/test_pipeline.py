@@ -157,7 +157,8 @@ def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
                                             outside_mpirun):
     """zb-run started by an outside `mpirun -np 2` runs as those two ranks
     (no second launch): the same run as zb-run launching itself. A --np
-    that does not match the launcher's world is an error naming both."""
+    that does not match the launcher's world is an error naming both; it and
+    a bad flag are printed once, not once per rank."""
     exe = Path(os.environ.get("ZB_BIN_DIR", repo_root / "build" / "bin"))
     ref_losses, ref_params, _ = references["mlp"]
     metrics, params = tmp_path / "m.json", tmp_path / "p.npz"
@@ -186,6 +187,15 @@ def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
     assert ("started as one of 2 processes by an MPI launcher, but --np 4 "
             "needs 4; pass --np P and --dp D with P * D = 2") in wrong.stderr, \
         wrong.stderr
+    # Errors every rank meets alike are printed once, by rank 0.
+    assert wrong.stderr.count("started as one of 2") == 1, wrong.stderr
+    bad = subprocess.run(outside_mpirun(2) + args + ["--np", "2",
+                                                     "--microbatches", "0"],
+                         capture_output=True, text=True, env=env,
+                         timeout=300, stdin=subprocess.DEVNULL)
+    assert bad.returncode != 0
+    assert bad.stderr.count("--microbatches must be at least 1, got 0") == 1, \
+        bad.stderr
 
 
 @pytest.mark.parametrize("ranks", [2, 4])

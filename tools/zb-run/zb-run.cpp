@@ -711,6 +711,89 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   return code;
 }
 
+/// The first problem with the flags, as a message; empty when there is
+/// none.
+static std::string checkFlags() {
+  auto message = [](const llvm::Twine &text) { return text.str(); };
+  bool training = !evalMode && !gradsMode;
+  if (evalMode && gradsMode)
+    return message("pass at most one of --eval and --grads");
+  if (checkGrad && !gradsMode)
+    return message("--check-grad needs --grads");
+  if (microbatches < 1)
+    return message("--microbatches must be at least 1, got " +
+                   llvm::Twine(microbatches.getValue()));
+  if (numSteps < 1)
+    return message("--steps must be at least 1, got " +
+                   llvm::Twine(numSteps.getValue()));
+  if (numRanks < 1)
+    return message("--np must be at least 1, got " +
+                   llvm::Twine(numRanks.getValue()));
+  if (numReplicas < 1)
+    return message("--dp must be at least 1, got " +
+                   llvm::Twine(numReplicas.getValue()));
+  bool pipelined = numRanks > 1 || numReplicas > 1;
+  int64_t worldSize = int64_t(numRanks) * numReplicas;
+  if (evalMode && !dumpGradsPath.empty())
+    return message("--dump-grads needs --grads or training; --eval computes no "
+                   "gradients");
+  if (evalMode && (!tracePath.empty() || !profilePath.empty()))
+    return message("--trace and --profile record training or --grads; --eval "
+                   "runs forwards only");
+  if (numReplicas > 1 && (evalMode || checkGrad))
+    return message("--dp needs training or --grads; --eval and --check-grad "
+                   "run on one process");
+  if (numReplicas > 1 && backendName == "nccl")
+    return message("--dp with --backend nccl is not supported yet: the "
+                   "replicas' gradient means run on the MPI backend only");
+  if (numRanks > 1 && checkGrad)
+    return message("--check-grad runs on one process (finite differences of "
+                   "the unpartitioned model); compare --grads --np P with "
+                   "--np 1 instead");
+  if ((!tracePath.empty() || !profilePath.empty()) && worldSize < 2)
+    return message("--trace and --profile record a pipelined run: they need "
+                   "--np 2 or more (or --dp 2 or more)");
+  if ((!checkpointDir.empty() || !resumeDir.empty()) && !training)
+    return message("--checkpoint and --resume are for training, not --eval or "
+                   "--grads");
+  if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
+    return message("--clip-grad-norm must be a positive number, got " +
+                   llvm::formatv("{0}", clipGradNorm.getValue()).str());
+  if (clipGradNorm > 0 && !training)
+    return message("--clip-grad-norm clips a training step's gradients; "
+                   "--eval and --grads take no step");
+  if (checkpointEvery < 0)
+    return message("--checkpoint-every must be positive, got " +
+                   llvm::Twine(checkpointEvery.getValue()));
+  if (checkpointEvery > 0 && checkpointDir.empty())
+    return message("--checkpoint-every needs --checkpoint DIR");
+  if (optimizerName != "sgd" && optimizerName != "adamw")
+    return message("unknown --optimizer '" + optimizerName +
+                   "' (expected sgd or adamw)");
+  if (backendName != "mpi" && backendName != "nccl")
+    return message("unknown --backend '" + backendName +
+                   "' (expected mpi or nccl)");
+  if (backendName == "nccl" && !training)
+    return message("--backend nccl trains; --eval and --grads run on the CPU");
+  if (pipelined && !zb::schedule::lookupSchedule(scheduleName))
+    return message("unknown --schedule '" + scheduleName +
+                   "'; known: " + zb::schedule::knownScheduleNames());
+  return "";
+}
+
+/// Reports an error of the flags or of the launch, which every process of
+/// an outside launcher's job meets alike, once: there through rank 0 of
+/// the job's MPI world. Returns the exit code.
+static int failOnce(const std::string &message, int *argc, char ***argv) {
+  if (zbrt::launchedWorldSize() > 1 && !compileOnly) {
+    std::string error;
+    zbrt::initComm(argc, argv);
+    if (std::unique_ptr<zbrt::Comm> everyone = zbrt::createMPIComm(error))
+      everyone->abortAll(message);
+  }
+  return fail(message);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(category);
@@ -719,69 +802,10 @@ int main(int argc, char **argv) {
       "zb-run: compile a ZeroBubble model and run or train it (CPU; GPU "
       "with --backend nccl)\n");
 
-  bool training = !evalMode && !gradsMode;
-  if (evalMode && gradsMode)
-    return fail("pass at most one of --eval and --grads");
-  if (checkGrad && !gradsMode)
-    return fail("--check-grad needs --grads");
-  if (microbatches < 1)
-    return fail("--microbatches must be at least 1, got " +
-                llvm::Twine(microbatches.getValue()));
-  if (numSteps < 1)
-    return fail("--steps must be at least 1, got " +
-                llvm::Twine(numSteps.getValue()));
-  if (numRanks < 1)
-    return fail("--np must be at least 1, got " +
-                llvm::Twine(numRanks.getValue()));
-  if (numReplicas < 1)
-    return fail("--dp must be at least 1, got " +
-                llvm::Twine(numReplicas.getValue()));
+  if (std::string problem = checkFlags(); !problem.empty())
+    return failOnce(problem, &argc, &argv);
   bool pipelined = numRanks > 1 || numReplicas > 1;
   int64_t worldSize = int64_t(numRanks) * numReplicas;
-  if (evalMode && !dumpGradsPath.empty())
-    return fail("--dump-grads needs --grads or training; --eval computes no "
-                "gradients");
-  if (evalMode && (!tracePath.empty() || !profilePath.empty()))
-    return fail("--trace and --profile record training or --grads; --eval "
-                "runs forwards only");
-  if (numReplicas > 1 && (evalMode || checkGrad))
-    return fail("--dp needs training or --grads; --eval and --check-grad "
-                "run on one process");
-  if (numReplicas > 1 && backendName == "nccl")
-    return fail("--dp with --backend nccl is not supported yet: the "
-                "replicas' gradient means run on the MPI backend only");
-  if (numRanks > 1 && checkGrad)
-    return fail("--check-grad runs on one process (finite differences of "
-                "the unpartitioned model); compare --grads --np P with "
-                "--np 1 instead");
-  if ((!tracePath.empty() || !profilePath.empty()) && worldSize < 2)
-    return fail("--trace and --profile record a pipelined run: they need "
-                "--np 2 or more (or --dp 2 or more)");
-  if ((!checkpointDir.empty() || !resumeDir.empty()) && !training)
-    return fail("--checkpoint and --resume are for training, not --eval or "
-                "--grads");
-  if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
-    return fail("--clip-grad-norm must be a positive number, got " +
-                llvm::formatv("{0}", clipGradNorm.getValue()).str());
-  if (clipGradNorm > 0 && !training)
-    return fail("--clip-grad-norm clips a training step's gradients; "
-                "--eval and --grads take no step");
-  if (checkpointEvery < 0)
-    return fail("--checkpoint-every must be positive, got " +
-                llvm::Twine(checkpointEvery.getValue()));
-  if (checkpointEvery > 0 && checkpointDir.empty())
-    return fail("--checkpoint-every needs --checkpoint DIR");
-  if (optimizerName != "sgd" && optimizerName != "adamw")
-    return fail("unknown --optimizer '" + optimizerName +
-                "' (expected sgd or adamw)");
-  if (backendName != "mpi" && backendName != "nccl")
-    return fail("unknown --backend '" + backendName +
-                "' (expected mpi or nccl)");
-  if (backendName == "nccl" && !training)
-    return fail("--backend nccl trains; --eval and --grads run on the CPU");
-  if (pipelined && !zb::schedule::lookupSchedule(scheduleName))
-    return fail("unknown --schedule '" + scheduleName + "'; known: " +
-                zb::schedule::knownScheduleNames());
 
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.
@@ -797,13 +821,7 @@ int main(int argc, char **argv) {
          "; pass --np P and --dp D with P * D = " + llvm::Twine(world) +
          " (or start one process and let zb-run launch them)")
             .str();
-    // Every process meets this alike: one of them says so.
-    std::string error;
-    zbrt::initComm(&argc, &argv);
-    std::unique_ptr<zbrt::Comm> everyone = zbrt::createMPIComm(error);
-    if (!everyone)
-      return fail(message);
-    everyone->abortAll(message);
+    return failOnce(message, &argc, &argv);
   }
 
   // Parse and check the model.
