@@ -6,6 +6,10 @@
 
 #include "zb/Driver/Compile.h"
 
+#include "zb/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -37,4 +41,56 @@ zb::compileCached(ModuleOp module, StringRef key,
                                    "compilation failed");
   };
   return cache.getOrBuild(full, build, warn);
+}
+
+llvm::Expected<CompileCache> zb::openCache(const CompileSettings &settings) {
+  return CompileCache::open(settings.cacheDir.empty()
+                                ? CompileCache::defaultDirectory()
+                                : settings.cacheDir);
+}
+
+llvm::Expected<std::unique_ptr<CacheEntry>>
+zb::compileCached(ModuleOp module, StringRef key,
+                  const CompileSettings &settings, CompileCache::Warn warn) {
+  llvm::Expected<CompileCache> cache = openCache(settings);
+  if (!cache)
+    return cache.takeError();
+  return compileCached(module, key, settings.target, *cache, settings.identity,
+                       warn);
+}
+
+llvm::Expected<std::unique_ptr<CacheEntry>>
+zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
+                 const CompileSettings &settings, CompileCache::Warn warn) {
+  OwningOpRef<ModuleOp> clone = model.clone();
+  if (withGradients) {
+    PassManager pm(model.getContext());
+    pm.addPass(createZBAutodiff());
+    if (failed(pm.run(*clone)))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "differentiating the model failed");
+  }
+  return compileCached(*clone,
+                       (modelText + (withGradients ? ";grads" : ";eval")).str(),
+                       settings, warn);
+}
+
+llvm::Expected<LoadedProgram> LoadedProgram::load(const CacheEntry &entry) {
+  std::string error;
+  std::unique_ptr<zbrt::SharedObject> object =
+      zbrt::SharedObject::open(entry.loadPath(), error);
+  if (!object)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+  LoadedProgram program;
+  program.object = std::move(object);
+  return program;
+}
+
+llvm::Expected<zbrt::EntryFn>
+LoadedProgram::entryPoint(StringRef function) const {
+  std::string error;
+  zbrt::EntryFn fn = object->lookup((kEntryPrefix + function).str(), error);
+  if (!fn)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
+  return fn;
 }

@@ -29,21 +29,19 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "zb/Autodiff/GradientOpInterface.h"
 #include "zb/Driver/Compile.h"
 #include "zb/Driver/GradCheck.h"
 #include "zb/Driver/Measure.h"
 #include "zb/Driver/Metrics.h"
 #include "zb/Driver/ModelData.h"
+#include "zb/Driver/ModelFile.h"
 #include "zb/Driver/Pipeline.h"
 #include "zb/Driver/Programs.h"
 #include "zb/Driver/RunComms.h"
+#include "zb/Driver/RunOptions.h"
 #include "zb/Driver/Training.h"
 #include "zb/Model/Model.h"
 #include "zb/Pipelines/Pipelines.h"
-#include "zb/Schedule/Generators.h"
-#include "zb/Target/CPUCompiler.h"
-#include "zb/Transforms/Passes.h"
 
 #include "zbrt/CUDA.h"
 #include "zbrt/Comm.h"
@@ -51,21 +49,14 @@
 #include "zbrt/Launch.h"
 #include "zbrt/Npz.h"
 #include "zbrt/Optimizer.h"
-#include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/Process.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cmath>
 #include <optional>
 #include <sstream>
 
@@ -75,156 +66,169 @@ namespace cl = llvm::cl;
 
 static cl::OptionCategory category("zb-run options");
 
-static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.mlir"),
-                                      cl::Required, cl::cat(category));
-static cl::opt<bool> evalMode("eval",
-                              cl::desc("Run the forward on each microbatch "
-                                       "and print the mean loss"),
-                              cl::cat(category));
-static cl::opt<std::string>
+/// The flags, bound to their fields.
+static zb::RunOptions opts;
+
+static cl::opt<std::string, true>
+    modelPath(cl::Positional, cl::desc("MODEL.mlir"), cl::Required,
+              cl::location(opts.modelPath), cl::cat(category));
+static cl::opt<bool, true>
+    evalMode("eval",
+             cl::desc("Run the forward on each microbatch "
+                      "and print the mean loss"),
+             cl::location(opts.eval), cl::cat(category));
+static cl::opt<std::string, true>
     paramsPath("params",
                cl::desc("Parameters (.npz, keyed by zb.param name); default: "
                         "initialised from --seed"),
-               cl::value_desc("P.npz"), cl::cat(category));
-static cl::opt<std::string> inputsPath(
+               cl::value_desc("P.npz"), cl::location(opts.paramsPath),
+               cl::cat(category));
+static cl::opt<std::string, true> inputsPath(
     "inputs",
     cl::desc("Data (.npz, keyed by zb.data name or arg<i>), each array "
              "[M microbatches][argument shape]; default: synthetic"),
-    cl::value_desc("I.npz"), cl::cat(category));
-static cl::opt<uint64_t> seed("seed",
-                              cl::desc("Seed for parameters and data"),
-                              cl::init(0), cl::cat(category));
-static cl::opt<int64_t> microbatches("microbatches",
-                                     cl::desc("Microbatches per step"),
-                                     cl::init(1), cl::cat(category));
-static cl::opt<std::string>
+    cl::value_desc("I.npz"), cl::location(opts.inputsPath), cl::cat(category));
+static cl::opt<uint64_t, true> seed("seed",
+                                    cl::desc("Seed for parameters and data"),
+                                    cl::location(opts.seed), cl::cat(category));
+static cl::opt<int64_t, true> microbatches("microbatches",
+                                           cl::desc("Microbatches per step"),
+                                           cl::location(opts.microbatches),
+                                           cl::cat(category));
+static cl::opt<std::string, true>
     metricsPath("metrics", cl::desc("Write metrics JSON ({\"loss\": [...]})"),
-                cl::value_desc("M.json"), cl::cat(category));
-static cl::opt<bool> gradsMode(
-    "grads", cl::desc("Run forward and backward (no update) and print the "
-                      "mean loss; see --dump-grads and --check-grad"),
-    cl::cat(category));
-static cl::opt<std::string> dumpGradsPath(
+                cl::value_desc("M.json"), cl::location(opts.metricsPath),
+                cl::cat(category));
+static cl::opt<bool, true>
+    gradsMode("grads",
+              cl::desc("Run forward and backward (no update) and print the "
+                       "mean loss; see --dump-grads and --check-grad"),
+              cl::location(opts.grads), cl::cat(category));
+static cl::opt<std::string, true> dumpGradsPath(
     "dump-grads",
     cl::desc("Write every parameter's gradient (mean over the microbatches; "
              "of the last step when training) and the loss to this .npz, "
              "keyed by parameter name"),
-    cl::value_desc("G.npz"), cl::cat(category));
-static cl::opt<bool> compileOnly(
+    cl::value_desc("G.npz"), cl::location(opts.dumpGradsPath),
+    cl::cat(category));
+static cl::opt<bool, true> compileOnly(
     "compile-only",
     cl::desc("Compile the model for these flags into the cache, print the "
              "object's path (with --np P, each rank's, one per line) and "
              "exit: runs nothing, so --backend nccl needs no GPU and --np "
              "needs no mpirun (a cache warmed where the compiler is serves "
              "a machine that only runs)"),
-    cl::cat(category));
-static cl::opt<std::string> targetCPUName(
+    cl::location(opts.compileOnly), cl::cat(category));
+static cl::opt<std::string, true> targetCPUName(
     "target-cpu",
     cl::desc("The CPU to compile host code for, as LLVM names it (e.g. "
              "x86-64-v3); default: $ZB_TARGET_CPU, else this machine's"),
-    cl::value_desc("NAME"), cl::cat(category));
-static cl::opt<bool> checkGrad(
+    cl::value_desc("NAME"), cl::location(opts.targetCPU), cl::cat(category));
+static cl::opt<bool, true> checkGrad(
     "check-grad",
     cl::desc("With --grads: compare a sample of gradient entries with "
              "central finite differences and print the worst error; exit "
              "non-zero above --grad-tol"),
-    cl::cat(category));
-static cl::opt<double> gradTol(
+    cl::location(opts.checkGrad), cl::cat(category));
+static cl::opt<double, true> gradTol(
     "grad-tol",
     cl::desc("Largest relative error --check-grad accepts (default 1e-6 "
              "for f64 parameters, 2e-2 for f32)"),
-    cl::init(0), cl::cat(category));
-static cl::opt<int> gradSamples(
+    cl::location(opts.gradTol), cl::cat(category));
+static cl::opt<int, true> gradSamples(
     "grad-samples",
     cl::desc("Entries per parameter --check-grad compares (default 6)"),
-    cl::init(6), cl::cat(category));
-static cl::opt<int> numRanks(
+    cl::location(opts.gradSamples), cl::cat(category));
+static cl::opt<int, true> numRanks(
     "np",
     cl::desc(
         "Pipeline ranks P (default 1). Training, --grads or --eval with P > 1 "
         "launches P processes through mpirun (or, started by mpirun or "
         "srun, runs as one of them); P = 1 runs in-process, the "
         "unpartitioned reference"),
-    cl::init(1), cl::cat(category));
-static cl::opt<int> numReplicas(
+    cl::location(opts.ranks), cl::cat(category));
+static cl::opt<int, true> numReplicas(
     "dp",
     cl::desc("Data-parallel replicas D of the pipeline (default 1): P * D "
              "processes, replica r being ranks r*P .. r*P+P-1; each runs "
              "--microbatches M of the step's D * M (replica r takes "
              "microbatches r*M .. r*M+M-1), and each stage's gradients are "
              "averaged over its D replicas after its last W"),
-    cl::init(1), cl::cat(category));
-static cl::opt<std::string>
+    cl::location(opts.replicas), cl::cat(category));
+static cl::opt<std::string, true>
     scheduleName("schedule",
                  cl::desc("Pipeline schedule (default zb-h1; see zb-sched "
                           "--help)"),
-                 cl::init("zb-h1"), cl::cat(category));
-static cl::opt<int> numChunks(
-    "chunks", cl::desc("Stages per rank V (default: the schedule's)"),
-    cl::init(0), cl::cat(category));
-static cl::opt<int> numSteps("steps", cl::desc("Training steps (default 1)"),
-                             cl::init(1), cl::cat(category));
-static cl::opt<std::string>
+                 cl::location(opts.schedule), cl::cat(category));
+static cl::opt<int, true>
+    numChunks("chunks", cl::desc("Stages per rank V (default: the schedule's)"),
+              cl::location(opts.chunks), cl::cat(category));
+static cl::opt<int, true> numSteps("steps",
+                                   cl::desc("Training steps (default 1)"),
+                                   cl::location(opts.steps), cl::cat(category));
+static cl::opt<std::string, true>
     optimizerName("optimizer", cl::desc("sgd (default) or adamw"),
-                  cl::init("sgd"), cl::cat(category));
-static cl::opt<double> clipGradNorm(
+                  cl::location(opts.optimizer), cl::cat(category));
+static cl::opt<double, true> clipGradNorm(
     "clip-grad-norm",
     cl::desc("Scale the step's gradients so that their global L2 norm is at "
              "most X (PyTorch's clip_grad_norm_), checked after an "
              "optimistic update that is redone when clipping applies"),
-    cl::value_desc("X"), cl::init(0.0), cl::cat(category));
-static cl::opt<bool> syncGradCheck(
+    cl::value_desc("X"), cl::location(opts.clipGradNorm), cl::cat(category));
+static cl::opt<bool, true> syncGradCheck(
     "sync-grad-check",
     cl::desc("Reduce the gradient norm and the finite check before the "
              "optimizer step instead of after it (a synchronisation; to test "
              "the post-validated step against)"),
-    cl::Hidden, cl::cat(category));
-static cl::opt<double> learningRate("lr",
-                                    cl::desc("Learning rate (default 0.01)"),
-                                    cl::init(0.01), cl::cat(category));
-static cl::opt<std::string>
+    cl::Hidden, cl::location(opts.syncGradCheck), cl::cat(category));
+static cl::opt<double, true>
+    learningRate("lr", cl::desc("Learning rate (default 0.01)"),
+                 cl::location(opts.learningRate), cl::cat(category));
+static cl::opt<std::string, true>
     dumpParamsPath("dump-params",
                    cl::desc("After training: write every parameter to this "
                             ".npz"),
-                   cl::value_desc("F.npz"), cl::cat(category));
-static cl::opt<std::string>
+                   cl::value_desc("F.npz"), cl::location(opts.dumpParamsPath),
+                   cl::cat(category));
+static cl::opt<std::string, true>
     backendName("backend",
                 cl::desc("Communication backend: mpi (default; the model "
                          "runs on the CPU) or nccl (the model runs on one "
                          "GPU per rank, transfers through NCCL)"),
-                cl::init("mpi"), cl::cat(category));
-static cl::opt<std::string> cacheDir(
+                cl::location(opts.backend), cl::cat(category));
+static cl::opt<std::string, true> cacheDir(
     "cache-dir",
     cl::desc("Where compiled models are cached (default: $ZB_CACHE_DIR, "
              "else $XDG_CACHE_HOME/zerobubble, else ~/.cache/zerobubble)"),
-    cl::cat(category));
+    cl::location(opts.cacheDir), cl::cat(category));
 
-static cl::opt<std::string> tracePath(
+static cl::opt<std::string, true> tracePath(
     "trace",
     cl::desc("With --np > 1: write every rank's actions of every step as one "
              "Chrome trace (the format of zb-sched --format=trace)"),
-    cl::value_desc("T.json"), cl::cat(category));
-static cl::opt<std::string> profilePath(
+    cl::value_desc("T.json"), cl::location(opts.tracePath), cl::cat(category));
+static cl::opt<std::string, true> profilePath(
     "profile",
     cl::desc("With --np > 1: write the measured mean F/B/W milliseconds per "
              "stage as JSON, for --zb-pipeline=\"costs=...\" and "
              "--zb-schedule"),
-    cl::value_desc("PROFILE.json"), cl::cat(category));
-static cl::opt<std::string> checkpointDir(
+    cl::value_desc("PROFILE.json"), cl::location(opts.profilePath),
+    cl::cat(category));
+static cl::opt<std::string, true> checkpointDir(
     "checkpoint",
     cl::desc("Write the training state (parameters, optimizer state, step) "
              "to this directory, atomically, at the end and every "
              "--checkpoint-every steps"),
-    cl::value_desc("DIR"), cl::cat(category));
-static cl::opt<int> checkpointEvery(
+    cl::value_desc("DIR"), cl::location(opts.checkpointDir), cl::cat(category));
+static cl::opt<int, true> checkpointEvery(
     "checkpoint-every",
     cl::desc("With --checkpoint: also write it after every N steps"),
-    cl::init(0), cl::value_desc("N"), cl::cat(category));
-static cl::opt<std::string> resumeDir(
+    cl::value_desc("N"), cl::location(opts.checkpointEvery), cl::cat(category));
+static cl::opt<std::string, true> resumeDir(
     "resume",
     cl::desc("Continue training from the newest state in this checkpoint "
              "directory, up to --steps steps in all"),
-    cl::value_desc("DIR"), cl::cat(category));
+    cl::value_desc("DIR"), cl::location(opts.resumeDir), cl::cat(category));
 
 /// Prints "zb-run: error: <message>" and returns the exit code for errors.
 static int fail(const llvm::Twine &message) {
@@ -232,61 +236,22 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
-/// Where this process's values come from (replica `replica`).
-static zb::DataOptions dataOptions(int64_t replica) {
-  zb::DataOptions options;
-  options.paramsPath = paramsPath;
-  options.inputsPath = inputsPath;
-  options.seed = seed;
-  options.microbatches = microbatches;
-  options.steps = numSteps;
-  options.replicas = numReplicas;
-  options.replica = replica;
-  return options;
+static void warn(const llvm::Twine &message) {
+  llvm::errs() << "zb-run: warning: " << message << "\n";
 }
 
-/// The verified object for `module` (already transformed) under `key`,
-/// compiled into the cache unless a valid entry is there; null (with the
-/// error printed) on failure.
-static std::unique_ptr<zb::CacheEntry> compileCached(ModuleOp module,
-                                                     const std::string &key,
-                                                     const char *argv0,
-                                                     bool gpu = false) {
-  zb::CPUCompileOptions options;
-  if (gpu)
-    options.target = "gpu";
-  options.cpu = targetCPUName;
-  if (options.cpu.empty())
-    if (std::optional<std::string> cpu =
-            llvm::sys::Process::GetEnv("ZB_TARGET_CPU"))
-      options.cpu = *cpu;
-  llvm::Expected<zb::CompileCache> cache = zb::CompileCache::open(
-      cacheDir.empty() ? zb::CompileCache::defaultDirectory()
-                       : cacheDir.getValue());
-  if (!cache) {
-    fail(llvm::toString(cache.takeError()));
-    return nullptr;
-  }
-  static std::string identity =
-      zb::executableIdentity(argv0, reinterpret_cast<void *>(&compileCached));
-  llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry = zb::compileCached(
-      module, key, options, *cache, identity, [](const llvm::Twine &message) {
-        llvm::errs() << "zb-run: warning: " << message << "\n";
-      });
-  if (!entry) {
-    fail("compiling '" + modelPath + "': " + llvm::toString(entry.takeError()));
-    return nullptr;
-  }
-  return std::move(*entry);
+/// The compiler's settings for this run, with its cache checked; none
+/// (with the error printed) when the cache cannot be used.
+static std::optional<zb::CompileSettings> compileSettings(const char *argv0) {
+  static int anchor;
+  zb::CompileSettings settings =
+      opts.compileSettings(zb::executableIdentity(argv0, &anchor));
+  if (llvm::Expected<zb::CompileCache> cache = zb::openCache(settings); !cache)
+    return fail(llvm::toString(cache.takeError())), std::nullopt;
+  return settings;
 }
 
-/// The optimizer the flags ask for.
-static zbrt::Optimizer makeOptimizer() {
-  return optimizerName == "adamw" ? zbrt::Optimizer::adamw(learningRate)
-                                  : zbrt::Optimizer::sgd(learningRate);
-}
-
-/// Writes `archive` plus the loss (when `withLoss`) to `path`.
+/// Writes `archive` plus the loss (when given) to `path`.
 static bool writeArchive(const std::string &path, zbrt::NpzArchive archive,
                          std::optional<double> loss) {
   if (loss) {
@@ -295,103 +260,86 @@ static bool writeArchive(const std::string &path, zbrt::NpzArchive archive,
     *archive["loss"].as<double>() = *loss;
   }
   std::string error;
-  if (!zbrt::writeNpz(path, archive, error)) {
-    fail(error);
-    return false;
-  }
+  if (!zbrt::writeNpz(path, archive, error))
+    return fail(error), false;
   return true;
+}
+
+/// Rank 0 of `comm` collects every rank's `mine` and writes it to `path`.
+static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
+                          const zbrt::NpzArchive &mine,
+                          std::optional<double> loss) {
+  zbrt::NpzArchive merged;
+  zb::collectArchive(comm, path, mine, merged);
+  bool ok = comm.rank() != 0 || writeArchive(path, merged, loss);
+  comm.barrier();
+  return ok;
 }
 
 /// Samples in one microbatch: dim 0 of the model's first data argument.
 static int64_t samplesPerMicrobatch = 1;
 
-static void printStep(int64_t step, double loss, double seconds) {
-  double samplesPerStep =
-      static_cast<double>(microbatches * numReplicas * samplesPerMicrobatch);
-  llvm::outs() << "step " << step + 1 << "/" << numSteps << "  loss "
-               << llvm::format("%.6f", loss) << "  samples/s "
-               << llvm::format("%.1f", samplesPerStep / seconds) << "\n";
-  llvm::outs().flush();
-}
-
-/// The summary of --eval and --grads.
-static void printMeanLoss(StringRef fnName, double loss) {
-  llvm::outs() << "zb-run: " << fnName << ": " << microbatches << " microbatch"
-               << (microbatches == 1 ? "" : "es") << ", mean loss "
-               << llvm::format("%.6f", loss) << "\n";
-}
-
-/// Writes the --metrics file (when asked for) of a run whose steps began
-/// at `firstStep`.
+/// Writes the --metrics file (when asked for).
 static bool writeMetrics(zb::RunMetrics metrics) {
-  if (metricsPath.empty())
+  if (opts.metricsPath.empty())
     return true;
   metrics.samplesPerMicrobatch = samplesPerMicrobatch;
-  metrics.clipping = clipGradNorm > 0;
-  metrics.ranks = numRanks;
-  metrics.replicas = numReplicas;
-  if (numRanks > 1 || numReplicas > 1)
-    metrics.schedule = scheduleName;
+  metrics.clipping = opts.clipGradNorm > 0;
+  metrics.ranks = opts.ranks;
+  metrics.replicas = opts.replicas;
+  if (opts.pipelined())
+    metrics.schedule = opts.schedule;
   std::string error;
-  if (!zbrt::writeFileAtomically(metricsPath, zb::metricsJson(metrics), error))
+  if (!zbrt::writeFileAtomically(opts.metricsPath, zb::metricsJson(metrics),
+                                 error))
     return fail(error), false;
   return true;
 }
 
-/// Reports a skipped step.
-static void printSkipped(int64_t step) {
-  llvm::outs() << "zb-run: step " << step + 1
-               << ": a gradient is not finite; the step is skipped on every "
-                  "rank\n";
-}
-
-/// The loop's options from the flags, after the steps before `firstStep`
-/// (--resume): prints each step (or the mean loss without an update) and
-/// reports skipped steps.
+/// The loop's options: prints each step (or, without an update, the mean
+/// loss) and reports skipped steps.
 static zb::TrainingOptions trainingOptions(const zb::ModelSignature &signature,
-                                           const std::string &modelText,
+                                           StringRef modelText,
                                            int64_t firstStep) {
-  bool training = !evalMode && !gradsMode;
-  zb::TrainingOptions options;
-  options.firstStep = firstStep;
-  options.steps = training ? numSteps.getValue() : 1;
-  options.update = training;
-  options.check.clipGradNorm = clipGradNorm;
-  options.check.synchronous = syncGradCheck;
-  options.checkpointDir = checkpointDir;
-  options.checkpointEvery = checkpointEvery;
-  options.checkpointConfig =
-      zb::checkpointConfig(modelText, optimizerName.getValue());
+  zb::TrainingOptions options = opts.trainingOptions(modelText, firstStep);
   std::string fnName = func::FuncOp(signature.func).getSymName().str();
   options.onStep = [fnName](int64_t step, double loss, double seconds,
                             const zb::StepCheck *check) {
     if (!check) {
-      printMeanLoss(fnName, loss);
+      llvm::outs() << "zb-run: " << fnName << ": " << opts.microbatches
+                   << " microbatch" << (opts.microbatches == 1 ? "" : "es")
+                   << ", mean loss " << llvm::format("%.6f", loss) << "\n";
       return;
     }
     if (check->skipped)
-      printSkipped(step);
-    printStep(step, loss, seconds);
+      llvm::outs() << "zb-run: step " << step + 1
+                   << ": a gradient is not finite; the step is skipped on "
+                      "every rank\n";
+    double samples = static_cast<double>(opts.microbatches * opts.replicas *
+                                         samplesPerMicrobatch);
+    llvm::outs() << "step " << step + 1 << "/" << opts.steps << "  loss "
+                 << llvm::format("%.6f", loss) << "  samples/s "
+                 << llvm::format("%.1f", samples / seconds) << "\n";
+    llvm::outs().flush();
   };
   return options;
 }
 
 /// --resume: the first step to run (0 without it); on failure sets `error`.
-static int64_t resumeIfAsked(const std::string &modelText, zb::ModelData &data,
+static int64_t resumeIfAsked(StringRef modelText, zb::ModelData &data,
                              ArrayRef<const zb::ModelArg *> params,
                              zbrt::Optimizer &optimizer, std::string &error) {
-  if (resumeDir.empty())
+  if (opts.resumeDir.empty())
     return 0;
-  return zb::resumeTraining(
-      resumeDir, zb::checkpointConfig(modelText, optimizerName.getValue()),
-      numSteps, data, params, optimizer, error);
+  return zb::resumeTraining(opts.resumeDir, opts.checkpointConfig(modelText),
+                            opts.steps, data, params, optimizer, error);
 }
 
 /// Microbatches per second of each step, over every replica.
 static std::vector<double> stepRates(const zb::TrainingResult &result) {
   std::vector<double> rates;
   for (double seconds : result.seconds)
-    rates.push_back(microbatches * numReplicas / seconds);
+    rates.push_back(opts.microbatches * opts.replicas / seconds);
   return rates;
 }
 
@@ -401,9 +349,9 @@ static int checkGradients(zb::ModelData &data, zb::ModelProgram &program,
                           ArrayRef<const zb::ModelArg *> params,
                           const zbrt::NpzArchive &grads) {
   zb::GradCheckOptions options;
-  options.tolerance = gradTol;
-  options.samples = gradSamples;
-  options.seed = seed;
+  options.tolerance = opts.gradTol;
+  options.samples = opts.gradSamples;
+  options.seed = opts.seed;
   zb::GradCheckResult r = zb::checkGradients(
       data, params, grads, [&] { return program.meanLoss(0); }, options);
   llvm::outs() << "zb-run: check-grad: worst relative error "
@@ -418,54 +366,48 @@ static int checkGradients(zb::ModelData &data, zb::ModelProgram &program,
 }
 
 /// --eval, --grads, and training on one process.
-static int runSingleProcess(MLIRContext &context, ModuleOp module,
-                            const zb::ModelSignature &signature,
-                            const std::string &modelText, const char *argv0) {
-  bool needGrads = !evalMode;
-  OwningOpRef<ModuleOp> clone = module.clone();
-  if (needGrads) {
-    PassManager pm(&context);
-    pm.addPass(zb::createZBAutodiff());
-    if (failed(pm.run(*clone)))
-      return fail("differentiating '" + modelPath + "' failed");
-  }
-  std::unique_ptr<zb::CacheEntry> compiled = compileCached(
-      *clone, modelText + (needGrads ? ";grads" : ";eval"), argv0);
-  if (!compiled)
+static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
+  const zb::ModelSignature &signature = model.signature();
+  StringRef modelText = model.text();
+  bool withGradients = !opts.eval;
+  std::optional<zb::CompileSettings> settings = compileSettings(argv0);
+  if (!settings)
     return 1;
-  if (compileOnly) {
-    llvm::outs() << compiled->getPath() << "\n";
+  llvm::Expected<std::unique_ptr<zb::CacheEntry>> compiled = zb::compileModel(
+      model.module(), modelText, withGradients, *settings, warn);
+  if (!compiled)
+    return fail("compiling '" + opts.modelPath +
+                "': " + llvm::toString(compiled.takeError()));
+  if (opts.compileOnly) {
+    llvm::outs() << (*compiled)->getPath() << "\n";
     return 0;
   }
-  std::string error;
-  std::unique_ptr<zbrt::SharedObject> object =
-      zbrt::SharedObject::open(compiled->loadPath(), error);
+  llvm::Expected<zb::LoadedProgram> object =
+      zb::LoadedProgram::load(**compiled);
   if (!object)
-    return fail(error);
+    return fail(llvm::toString(object.takeError()));
   func::FuncOp modelFn = signature.func;
   std::string fnName = modelFn.getSymName().str();
-  zbrt::EntryFn forward =
-      object->lookup(std::string(zb::kEntryPrefix) + fnName, error);
+  llvm::Expected<zbrt::EntryFn> forward = object->entryPoint(fnName);
   if (!forward)
-    return fail(error);
+    return fail(llvm::toString(forward.takeError()));
   zbrt::EntryFn gradient = nullptr;
-  if (needGrads) {
-    gradient =
-        object->lookup(std::string(zb::kEntryPrefix) + fnName + "_grad", error);
-    if (!gradient)
-      return fail(error);
+  if (withGradients) {
+    llvm::Expected<zbrt::EntryFn> fn = object->entryPoint(fnName + "_grad");
+    if (!fn)
+      return fail(llvm::toString(fn.takeError()));
+    gradient = *fn;
   }
-  zb::ModelData data(signature, dataOptions(0));
-  error = data.prepare();
+  zb::ModelData data(signature, opts.data(0));
+  std::string error = data.prepare();
   if (!error.empty())
     return fail(error);
   zb::ModelProgram program(
-      data, forward, gradient,
+      data, *forward, gradient,
       zb::dtypeOf(cast<RankedTensorType>(modelFn.getResultTypes()[0])
                       .getElementType()));
 
-  bool training = !evalMode && !gradsMode;
-  zbrt::Optimizer optimizer = makeOptimizer();
+  zbrt::Optimizer optimizer = opts.makeOptimizer();
   std::vector<const zb::ModelArg *> params;
   for (const zb::ModelArg &arg : signature.args)
     if (arg.isParam())
@@ -484,7 +426,7 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
 
   zb::RunMetrics metrics;
   metrics.losses = result.losses;
-  if (training)
+  if (opts.training())
     metrics.microbatchesPerSecond = stepRates(result);
   else
     metrics.microbatchLosses.emplace(program.microbatchLosses().begin(),
@@ -493,64 +435,65 @@ static int runSingleProcess(MLIRContext &context, ModuleOp module,
   metrics.firstStep = firstStep;
   if (!writeMetrics(std::move(metrics)))
     return 1;
-  if (!dumpGradsPath.empty() &&
-      !writeArchive(dumpGradsPath, result.lastGrads, result.losses.back()))
+  if (!opts.dumpGradsPath.empty() &&
+      !writeArchive(opts.dumpGradsPath, result.lastGrads, result.losses.back()))
     return 1;
-  if (!dumpParamsPath.empty() &&
-      !writeArchive(dumpParamsPath, data.paramArchive(params), std::nullopt))
+  if (!opts.dumpParamsPath.empty() &&
+      !writeArchive(opts.dumpParamsPath, data.paramArchive(params),
+                    std::nullopt))
     return 1;
-  if (checkGrad)
+  if (opts.checkGrad)
     return checkGradients(data, program, params, result.lastGrads);
   return 0;
 }
 
-/// Rank 0 collects every rank's `archive` parts and writes them to `path`.
-static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
-                          const zbrt::NpzArchive &mine,
-                          std::optional<double> loss) {
-  zbrt::NpzArchive merged;
-  zb::collectArchive(comm, path, mine, merged);
-  bool ok = comm.rank() != 0 || writeArchive(path, merged, loss);
-  comm.barrier();
-  return ok;
-}
-
-/// Prints the measured figures after a pipelined run.
-static void printMeasurement(const zb::run::RunMeasurement &m) {
+/// Prints the measured figures of a pipelined run and writes its trace and
+/// profile. Returns the exit code.
+static int reportMeasurement(const zb::run::RunMeasurement &m) {
   llvm::outs() << "zb-run: bubble rate " << llvm::format("%.3f", m.bubble)
                << " measured, " << llvm::format("%.3f", m.simulatedBubble)
-               << " simulated for " << scheduleName
+               << " simulated for " << opts.schedule
                << " with the measured stage times\n";
-  if (numReplicas > 1)
-    llvm::outs() << "zb-run: gradient reduction over " << numReplicas
+  if (opts.replicas > 1)
+    llvm::outs() << "zb-run: gradient reduction over " << opts.replicas
                  << " replicas: " << llvm::format("%.3f", m.reductionWait)
                  << " ms per step not hidden by compute measured, "
                  << llvm::format("%.3f", m.simulatedReduction)
                  << " ms simulated\n";
   for (size_t r = 0; r < m.peakStash.size(); ++r)
-    llvm::outs() << "zb-run: rank " << r << ": peak stash "
-                 << m.peakStash[r] << " bytes measured, "
-                 << m.predictedStash[r] << " predicted; peak memory "
-                 << m.peakMemory[r] << " bytes\n";
+    llvm::outs() << "zb-run: rank " << r << ": peak stash " << m.peakStash[r]
+                 << " bytes measured, " << m.predictedStash[r]
+                 << " predicted; peak memory " << m.peakMemory[r] << " bytes\n";
+  int code = 0;
+  std::string error;
+  if (!opts.tracePath.empty()) {
+    std::ostringstream trace;
+    zb::schedule::writeChromeTrace(m.trace, trace);
+    if (!zbrt::writeFileAtomically(opts.tracePath, trace.str(), error))
+      code = fail(error);
+  }
+  if (!opts.profilePath.empty() &&
+      !zbrt::writeFileAtomically(opts.profilePath, zb::run::profileJson(m),
+                                 error))
+    code = fail(error);
+  return code;
 }
 
 /// One rank of a pipelined run (under mpirun): training, --grads or --eval.
-static int runPipelineRank(MLIRContext &context, ModuleOp module,
-                           const zb::ModelSignature &signature,
-                           const std::string &modelText, const char *argv0,
-                           int *argc, char ***argv) {
+static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
+                           const char *argv0, int *argc, char ***argv) {
+  const zb::ModelSignature &signature = model.signature();
+  StringRef modelText = model.text();
   std::string error;
-  bool gpu = backendName == "nccl";
-  std::unique_ptr<zb::RunComms> comms = zb::RunComms::open(
-      numRanks, numReplicas, compileOnly, gpu, argc, argv, error);
+  std::unique_ptr<zb::RunComms> comms =
+      zb::RunComms::open(opts.ranks, opts.replicas, opts.compileOnly,
+                         opts.gpu(), argc, argv, error);
   if (!comms)
     return fail(error);
   // `comm` is this process's pipeline, which compiled code talks over;
   // `everyone` every process (the same without replicas).
   zbrt::Comm *comm = &comms->pipeline();
   zbrt::Comm *everyone = &comms->world();
-  const zbrt::CUDARuntime *cuda = comms->cuda();
-  int64_t replicaIndex = comms->replica();
   int rank = comm->rank();
   int worldRank = everyone->rank();
 
@@ -565,48 +508,37 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       return success(inSharedPipeline ||
                      diag.getSeverity() != DiagnosticSeverity::Error);
     });
-  zb::ZBPipelineOptions options;
-  options.stages = numRanks;
-  options.microbatches = microbatches;
-  options.schedule = scheduleName;
-  options.chunks = numChunks;
-  options.replicas = numReplicas;
-  // --eval: each rank runs its stages' forwards in the schedule's order.
-  options.forwardOnly = evalMode;
-  options.lowerToCPU = false;
-  options.target = gpu ? "gpu" : "cpu";
+  zb::ZBPipelineOptions pipelineOptions;
+  opts.setPipelineOptions(pipelineOptions);
   std::unique_ptr<zb::LoweredPipeline> lowered =
-      zb::LoweredPipeline::lower(module, options, error);
+      zb::LoweredPipeline::lower(model.module(), pipelineOptions, error);
   if (!lowered)
-    everyone->abortAll("compiling the pipeline for '" + modelPath + "' failed" +
-                       (error.empty() ? "" : ": " + error));
+    everyone->abortAll("compiling the pipeline for '" + opts.modelPath +
+                       "' failed" + (error.empty() ? "" : ": " + error));
   inSharedPipeline = false;
-  const zb::schedule::ScheduleInfo *info =
-      zb::schedule::lookupSchedule(scheduleName);
-  int64_t chunks = info->chunksFor(numChunks);
   zb::RankProgramInfo mine;
   if (!lowered->rankProgram(rank, mine, error))
     comm->abort(error);
 
   // Each rank compiles only its own step function and stage functions, all
   // ranks at once; --compile-only compiles every rank's in turn.
-  std::string key = modelText + ";pipeline;np=" + std::to_string(numRanks) +
-                    ";schedule=" + scheduleName.getValue() +
-                    ";chunks=" + std::to_string(chunks) +
-                    ";m=" + std::to_string(microbatches) +
-                    ";dp=" + std::to_string(numReplicas) + (gpu ? ";gpu" : "") +
-                    (evalMode ? ";eval" : "");
+  std::optional<zb::CompileSettings> settings = compileSettings(argv0);
   auto compileRank = [&](int r) -> std::unique_ptr<zb::CacheEntry> {
     OwningOpRef<ModuleOp> rankModule = lowered->keepRank(r, error);
-    if (!rankModule) {
-      fail(error);
+    if (!rankModule)
+      return fail(error), nullptr;
+    if (!settings)
       return nullptr;
-    }
-    return compileCached(*rankModule, key + ";rank=" + std::to_string(r), argv0,
-                         gpu);
+    llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry = zb::compileCached(
+        *rankModule, opts.rankProgramKey(modelText, r), *settings, warn);
+    if (!entry)
+      return fail("compiling '" + opts.modelPath +
+                  "': " + llvm::toString(entry.takeError())),
+             nullptr;
+    return std::move(*entry);
   };
-  if (compileOnly) {
-    for (int r = 0; r < numRanks; ++r) {
+  if (opts.compileOnly) {
+    for (int r = 0; r < opts.ranks; ++r) {
       std::unique_ptr<zb::CacheEntry> compiled = compileRank(r);
       if (!compiled)
         return 1;
@@ -616,18 +548,16 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   }
   std::unique_ptr<zb::CacheEntry> compiled = compileRank(rank);
   if (!compiled)
-    comm->abort("compiling rank " + std::to_string(rank) +
-                "'s program for '" + modelPath + "' failed");
-  std::unique_ptr<zbrt::SharedObject> object =
-      zbrt::SharedObject::open(compiled->loadPath(), error);
+    comm->abort("compiling rank " + std::to_string(rank) + "'s program for '" +
+                opts.modelPath + "' failed");
+  llvm::Expected<zb::LoadedProgram> object = zb::LoadedProgram::load(*compiled);
   if (!object)
-    comm->abort(error);
-  zbrt::EntryFn entry =
-      object->lookup(std::string(zb::kEntryPrefix) + mine.stepFunction, error);
+    comm->abort(llvm::toString(object.takeError()));
+  llvm::Expected<zbrt::EntryFn> entry = object->entryPoint(mine.stepFunction);
   if (!entry)
-    comm->abort(error);
+    comm->abort(llvm::toString(entry.takeError()));
 
-  zb::ModelData data(signature, dataOptions(replicaIndex));
+  zb::ModelData data(signature, opts.data(comms->replica()));
   error = data.prepare();
   if (!error.empty())
     everyone->abortAll(error);
@@ -638,71 +568,52 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
       if (arg.isParam() && arg.name == name)
         params.push_back(&arg);
 
-  zbrt::Optimizer optimizer = makeOptimizer();
+  zbrt::Optimizer optimizer = opts.makeOptimizer();
   int64_t firstStep = resumeIfAsked(modelText, data, params, optimizer, error);
   if (!error.empty())
     everyone->abortAll(error);
 
-  const zb::StageTable &stageTable = lowered->stageTable();
   SmallVector<bool> counted(mine.countsInNorm.begin(), mine.countsInNorm.end());
-
-  // --grads: one step through the same per-rank programs, no update.
-  auto program = std::make_unique<zb::PipelineRankProgram>(data, params, entry,
-                                                           *everyone, cuda);
-  zb::TrainingContext run{*comm, *everyone, numReplicas, replicaIndex,
-                          data,  params,    counted,     optimizer};
+  auto program = std::make_unique<zb::PipelineRankProgram>(
+      data, params, *entry, *everyone, comms->cuda(),
+      /*recordActions=*/!opts.eval);
+  zb::TrainingContext run{*comm, *everyone, opts.replicas, comms->replica(),
+                          data,  params,    counted,       optimizer};
   zb::TrainingResult result;
   if (!zb::train(*program, run,
                  trainingOptions(signature, modelText, firstStep), result,
                  error))
     everyone->abortAll(error);
 
-  std::vector<double> reduceMs;
-  if (numReplicas > 1)
-    reduceMs = zb::run::measureReductions(*everyone, numRanks, numReplicas,
-                                          rank, stageTable);
+  const zb::StageTable &stageTable = lowered->stageTable();
+  zb::schedule::Problem layout = opts.scheduleLayout();
+  if (opts.replicas > 1)
+    layout.stageCostReduce = zb::run::measureReductions(
+        *everyone, opts.ranks, opts.replicas, rank, stageTable);
   int code = 0;
   zb::RunMetrics metrics;
   metrics.losses = result.losses;
-  if (evalMode) {
-    // Forwards alone: no schedule to measure against.
-    if (worldRank == 0 && !writeMetrics(std::move(metrics)))
-      code = 1;
-  } else if (worldRank == 0) {
-    zb::schedule::Problem layout;
-    layout.numRanks = numRanks;
-    layout.numChunks = chunks;
-    layout.placement = info->defaultPlacement;
-    layout.numMicrobatches = microbatches;
-    layout.stageCostReduce = reduceMs;
-    zb::run::RunMeasurement measured = zb::run::measure(
-        program->measuredSteps(), stageTable, layout, scheduleName);
-    printMeasurement(measured);
+  // --eval runs forwards alone: no schedule to measure against.
+  std::optional<zb::run::RunMeasurement> measured;
+  if (worldRank == 0 && !opts.eval) {
+    measured = zb::run::measure(program->measuredSteps(), stageTable, layout,
+                                opts.schedule);
+    code = reportMeasurement(*measured);
     metrics.microbatchesPerSecond = stepRates(result);
     metrics.checks = result.checks;
     metrics.firstStep = firstStep;
-    metrics.measured = &measured;
-    if (!writeMetrics(std::move(metrics)))
-      code = 1;
-    if (!tracePath.empty()) {
-      std::ostringstream trace;
-      zb::schedule::writeChromeTrace(measured.trace, trace);
-      if (!zbrt::writeFileAtomically(tracePath, trace.str(), error))
-        code = fail(error);
-    }
-    if (!profilePath.empty() &&
-        !zbrt::writeFileAtomically(profilePath, zb::run::profileJson(measured),
-                                   error))
-      code = fail(error);
+    metrics.measured = &*measured;
   }
+  if (worldRank == 0 && !writeMetrics(std::move(metrics)))
+    code = 1;
   // Over every replica: the copies of a parameter (and of its gradient)
   // must be bitwise equal.
-  if (!dumpGradsPath.empty() &&
-      !gatherArchive(*everyone, dumpGradsPath, result.lastGrads,
+  if (!opts.dumpGradsPath.empty() &&
+      !gatherArchive(*everyone, opts.dumpGradsPath, result.lastGrads,
                      result.losses.back()))
     code = 1;
-  if (!dumpParamsPath.empty() &&
-      !gatherArchive(*everyone, dumpParamsPath, data.paramArchive(params),
+  if (!opts.dumpParamsPath.empty() &&
+      !gatherArchive(*everyone, opts.dumpParamsPath, data.paramArchive(params),
                      std::nullopt))
     code = 1;
   everyone->barrier();
@@ -711,81 +622,11 @@ static int runPipelineRank(MLIRContext &context, ModuleOp module,
   return code;
 }
 
-/// The first problem with the flags, as a message; empty when there is
-/// none.
-static std::string checkFlags() {
-  auto message = [](const llvm::Twine &text) { return text.str(); };
-  bool training = !evalMode && !gradsMode;
-  if (evalMode && gradsMode)
-    return message("pass at most one of --eval and --grads");
-  if (checkGrad && !gradsMode)
-    return message("--check-grad needs --grads");
-  if (microbatches < 1)
-    return message("--microbatches must be at least 1, got " +
-                   llvm::Twine(microbatches.getValue()));
-  if (numSteps < 1)
-    return message("--steps must be at least 1, got " +
-                   llvm::Twine(numSteps.getValue()));
-  if (numRanks < 1)
-    return message("--np must be at least 1, got " +
-                   llvm::Twine(numRanks.getValue()));
-  if (numReplicas < 1)
-    return message("--dp must be at least 1, got " +
-                   llvm::Twine(numReplicas.getValue()));
-  bool pipelined = numRanks > 1 || numReplicas > 1;
-  int64_t worldSize = int64_t(numRanks) * numReplicas;
-  if (evalMode && !dumpGradsPath.empty())
-    return message("--dump-grads needs --grads or training; --eval computes no "
-                   "gradients");
-  if (evalMode && (!tracePath.empty() || !profilePath.empty()))
-    return message("--trace and --profile record training or --grads; --eval "
-                   "runs forwards only");
-  if (numReplicas > 1 && (evalMode || checkGrad))
-    return message("--dp needs training or --grads; --eval and --check-grad "
-                   "run on one process");
-  if (numReplicas > 1 && backendName == "nccl")
-    return message("--dp with --backend nccl is not supported yet: the "
-                   "replicas' gradient means run on the MPI backend only");
-  if (numRanks > 1 && checkGrad)
-    return message("--check-grad runs on one process (finite differences of "
-                   "the unpartitioned model); compare --grads --np P with "
-                   "--np 1 instead");
-  if ((!tracePath.empty() || !profilePath.empty()) && worldSize < 2)
-    return message("--trace and --profile record a pipelined run: they need "
-                   "--np 2 or more (or --dp 2 or more)");
-  if ((!checkpointDir.empty() || !resumeDir.empty()) && !training)
-    return message("--checkpoint and --resume are for training, not --eval or "
-                   "--grads");
-  if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
-    return message("--clip-grad-norm must be a positive number, got " +
-                   llvm::formatv("{0}", clipGradNorm.getValue()).str());
-  if (clipGradNorm > 0 && !training)
-    return message("--clip-grad-norm clips a training step's gradients; "
-                   "--eval and --grads take no step");
-  if (checkpointEvery < 0)
-    return message("--checkpoint-every must be positive, got " +
-                   llvm::Twine(checkpointEvery.getValue()));
-  if (checkpointEvery > 0 && checkpointDir.empty())
-    return message("--checkpoint-every needs --checkpoint DIR");
-  if (optimizerName != "sgd" && optimizerName != "adamw")
-    return message("unknown --optimizer '" + optimizerName +
-                   "' (expected sgd or adamw)");
-  if (backendName != "mpi" && backendName != "nccl")
-    return message("unknown --backend '" + backendName +
-                   "' (expected mpi or nccl)");
-  if (backendName == "nccl" && !training)
-    return message("--backend nccl trains; --eval and --grads run on the CPU");
-  if (pipelined && !zb::schedule::lookupSchedule(scheduleName))
-    return message("unknown --schedule '" + scheduleName +
-                   "'; known: " + zb::schedule::knownScheduleNames());
-  return "";
-}
-
 /// Reports an error of the flags or of the launch, which every process of
 /// an outside launcher's job meets alike, once: there through rank 0 of
 /// the job's MPI world. Returns the exit code.
 static int failOnce(const std::string &message, int *argc, char ***argv) {
-  if (zbrt::launchedWorldSize() > 1 && !compileOnly) {
+  if (zbrt::launchedWorldSize() > 1 && !opts.compileOnly) {
     std::string error;
     zbrt::initComm(argc, argv);
     if (std::unique_ptr<zbrt::Comm> everyone = zbrt::createMPIComm(error))
@@ -802,68 +643,37 @@ int main(int argc, char **argv) {
       "zb-run: compile a ZeroBubble model and run or train it (CPU; GPU "
       "with --backend nccl)\n");
 
-  if (std::string problem = checkFlags(); !problem.empty())
+  if (std::string problem = opts.check(); !problem.empty())
     return failOnce(problem, &argc, &argv);
-  bool pipelined = numRanks > 1 || numReplicas > 1;
-  int64_t worldSize = int64_t(numRanks) * numReplicas;
-
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.
-  if (int world = zbrt::launchedWorldSize();
-      world > 1 && !compileOnly && world != worldSize) {
-    std::string flags = "--np " + std::to_string(numRanks);
-    if (numReplicas > 1)
-      flags += " --dp " + std::to_string(numReplicas);
-    std::string message =
-        ("started as one of " + llvm::Twine(world) +
-         " processes by an MPI launcher, but " + flags + " needs " +
-         llvm::Twine(worldSize) +
-         "; pass --np P and --dp D with P * D = " + llvm::Twine(world) +
-         " (or start one process and let zb-run launch them)")
-            .str();
-    return failOnce(message, &argc, &argv);
-  }
+  if (std::string mismatch = opts.launchMismatch(zbrt::launchedWorldSize());
+      !mismatch.empty())
+    return failOnce(mismatch, &argc, &argv);
 
   // Parse and check the model.
   DialectRegistry registry;
-  zb::registerCPUCompilerDependencies(registry);
-  zb::autodiff::registerGradientExternalModels(registry);
+  zb::ModelFile::registerDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // A diagnostic names its place in the user's model; the op's dump after
   // a pass would bury it.
   context.printOpOnDiagnostic(false);
-  std::string errorMessage;
-  std::unique_ptr<llvm::MemoryBuffer> file =
-      openInputFile(modelPath, &errorMessage);
-  if (!file)
-    return fail(errorMessage);
-  std::string modelText = file->getBuffer().str();
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
-    return fail("cannot parse '" + modelPath + "'");
-  FailureOr<zb::ModelSignature> signature = zb::analyzeModel(*module);
-  if (failed(signature))
-    return 1;
-  for (const zb::ModelArg &arg : signature->args)
-    if (!arg.isParam() && !arg.shape().empty()) {
-      samplesPerMicrobatch = arg.shape().front();
-      break;
-    }
+  std::string error;
+  std::unique_ptr<zb::ModelFile> model =
+      zb::ModelFile::open(opts.modelPath, context, error);
+  if (!model)
+    return error.empty() ? 1 : fail(error);
   // The model is read before the ranks start, so that a bad one is
   // reported once.
-  if (worldSize > 1 && !compileOnly && !zbrt::isMPIWorker()) {
-    int rc = zbrt::relaunchUnderMPI(static_cast<int>(worldSize), argc, argv,
-                                    errorMessage);
+  if (opts.worldSize() > 1 && !opts.compileOnly && !zbrt::isMPIWorker()) {
+    int rc = zbrt::relaunchUnderMPI(static_cast<int>(opts.worldSize()), argc,
+                                    argv, error);
     if (rc < 0)
-      return fail(errorMessage);
+      return fail(error);
     return rc;
   }
-  if (pipelined || backendName == "nccl")
-    return runPipelineRank(context, *module, *signature, modelText, argv[0],
-                           &argc, &argv);
-  return runSingleProcess(context, *module, *signature, modelText, argv[0]);
+  if (opts.pipelined() || opts.gpu())
+    return runPipelineRank(context, *model, argv[0], &argc, &argv);
+  return runSingleProcess(*model, argv[0]);
 }

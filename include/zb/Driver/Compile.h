@@ -10,6 +10,8 @@
 #include "zb/Driver/CompileCache.h"
 #include "zb/Target/CPUCompiler.h"
 
+#include "zbrt/Executable.h"
+
 #include "mlir/IR/BuiltinOps.h"
 
 namespace zb {
@@ -27,6 +29,45 @@ llvm::Expected<std::unique_ptr<CacheEntry>>
 compileCached(mlir::ModuleOp module, llvm::StringRef key,
               const CPUCompileOptions &options, CompileCache &cache,
               llvm::StringRef identity, CompileCache::Warn warn);
+
+/// How programs are compiled and where they are cached.
+struct CompileSettings {
+  /// The cache directory; empty: CompileCache::defaultDirectory().
+  std::string cacheDir;
+  CPUCompileOptions target;
+  /// The running compiler's executableIdentity().
+  std::string identity;
+};
+
+/// Opens the cache of `settings` (CompileCache::open).
+llvm::Expected<CompileCache> openCache(const CompileSettings &settings);
+
+/// Opens the cache of `settings` and returns the verified object for
+/// `module` under `key`, compiled unless a valid entry is there.
+llvm::Expected<std::unique_ptr<CacheEntry>>
+compileCached(mlir::ModuleOp module, llvm::StringRef key,
+              const CompileSettings &settings, CompileCache::Warn warn);
+
+/// The whole model for one process: a clone of `model` (the text of which
+/// is `modelText`), differentiated when `withGradients` (its forward and
+/// gradient entry points; else the forward alone), through the cache.
+llvm::Expected<std::unique_ptr<CacheEntry>>
+compileModel(mlir::ModuleOp model, llvm::StringRef modelText,
+             bool withGradients, const CompileSettings &settings,
+             CompileCache::Warn warn);
+
+/// A compiled program loaded into this process.
+class LoadedProgram {
+public:
+  /// Loads the verified `entry`.
+  static llvm::Expected<LoadedProgram> load(const CacheEntry &entry);
+
+  /// The entry point of function `function` (kEntryPrefix + function).
+  llvm::Expected<zbrt::EntryFn> entryPoint(llvm::StringRef function) const;
+
+private:
+  std::shared_ptr<zbrt::SharedObject> object;
+};
 
 } // namespace zb
 

@@ -51,13 +51,15 @@ private:
 };
 
 /// One rank's part of a pipelined step. With `cuda`, every argument goes
-/// through device memory (the optimizer stays on the host). Each step's
-/// action records are gathered on rank 0 of `world`.
+/// through device memory (the optimizer stays on the host). With
+/// `recordActions`, each step's action records are gathered on rank 0 of
+/// `world` (measuredSteps()).
 class PipelineRankProgram : public StepProgram {
 public:
   PipelineRankProgram(ModelData &data, llvm::ArrayRef<const ModelArg *> params,
                       zbrt::EntryFn step, zbrt::Comm &world,
-                      const zbrt::CUDARuntime *cuda = nullptr);
+                      const zbrt::CUDARuntime *cuda = nullptr,
+                      bool recordActions = true);
   ~PipelineRankProgram() override;
 
   /// Runs the rank's step function: its share of the loss (0 unless the
@@ -75,6 +77,7 @@ private:
   zbrt::EntryFn entry;
   zbrt::Comm &world;
   const zbrt::CUDARuntime *cuda;
+  bool recordActions;
   std::vector<void *> devicePointers;
   double firstOrigin = 0.0;
   bool started = false;

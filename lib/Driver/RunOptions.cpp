@@ -1,0 +1,182 @@
+//===- RunOptions.cpp - What one zb-run invocation asks for ---------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Driver/RunOptions.h"
+
+#include "zb/Schedule/Generators.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Process.h"
+
+#include <cmath>
+
+using namespace zb;
+
+std::string RunOptions::check() const {
+  auto message = [](const llvm::Twine &text) { return text.str(); };
+  if (eval && grads)
+    return message("pass at most one of --eval and --grads");
+  if (checkGrad && !grads)
+    return message("--check-grad needs --grads");
+  if (microbatches < 1)
+    return message("--microbatches must be at least 1, got " +
+                   llvm::Twine(microbatches));
+  if (steps < 1)
+    return message("--steps must be at least 1, got " + llvm::Twine(steps));
+  if (ranks < 1)
+    return message("--np must be at least 1, got " + llvm::Twine(ranks));
+  if (replicas < 1)
+    return message("--dp must be at least 1, got " + llvm::Twine(replicas));
+  if (eval && !dumpGradsPath.empty())
+    return message("--dump-grads needs --grads or training; --eval computes no "
+                   "gradients");
+  if (eval && (!tracePath.empty() || !profilePath.empty()))
+    return message("--trace and --profile record training or --grads; --eval "
+                   "runs forwards only");
+  if (replicas > 1 && (eval || checkGrad))
+    return message("--dp needs training or --grads; --eval and --check-grad "
+                   "run on one process");
+  if (replicas > 1 && gpu())
+    return message("--dp with --backend nccl is not supported yet: the "
+                   "replicas' gradient means run on the MPI backend only");
+  if (ranks > 1 && checkGrad)
+    return message("--check-grad runs on one process (finite differences of "
+                   "the unpartitioned model); compare --grads --np P with "
+                   "--np 1 instead");
+  if ((!tracePath.empty() || !profilePath.empty()) && worldSize() < 2)
+    return message("--trace and --profile record a pipelined run: they need "
+                   "--np 2 or more (or --dp 2 or more)");
+  if ((!checkpointDir.empty() || !resumeDir.empty()) && !training())
+    return message("--checkpoint and --resume are for training, not --eval or "
+                   "--grads");
+  if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
+    return message("--clip-grad-norm must be a positive number, got " +
+                   llvm::formatv("{0}", clipGradNorm).str());
+  if (clipGradNorm > 0 && !training())
+    return message("--clip-grad-norm clips a training step's gradients; "
+                   "--eval and --grads take no step");
+  if (checkpointEvery < 0)
+    return message("--checkpoint-every must be positive, got " +
+                   llvm::Twine(checkpointEvery));
+  if (checkpointEvery > 0 && checkpointDir.empty())
+    return message("--checkpoint-every needs --checkpoint DIR");
+  if (optimizer != "sgd" && optimizer != "adamw")
+    return message("unknown --optimizer '" + optimizer +
+                   "' (expected sgd or adamw)");
+  if (backend != "mpi" && backend != "nccl")
+    return message("unknown --backend '" + backend +
+                   "' (expected mpi or nccl)");
+  if (gpu() && !training())
+    return message("--backend nccl trains; --eval and --grads run on the CPU");
+  if (pipelined() && !zb::schedule::lookupSchedule(schedule))
+    return message("unknown --schedule '" + schedule +
+                   "'; known: " + zb::schedule::knownScheduleNames());
+  return "";
+}
+
+std::string RunOptions::launchMismatch(int world) const {
+  if (world <= 1 || compileOnly || world == worldSize())
+    return "";
+  std::string flags = "--np " + std::to_string(ranks);
+  if (replicas > 1)
+    flags += " --dp " + std::to_string(replicas);
+  return ("started as one of " + llvm::Twine(world) +
+          " processes by an MPI launcher, but " + flags + " needs " +
+          llvm::Twine(worldSize()) +
+          "; pass --np P and --dp D with P * D = " + llvm::Twine(world) +
+          " (or start one process and let zb-run launch them)")
+      .str();
+}
+
+DataOptions RunOptions::data(int64_t replica) const {
+  DataOptions options;
+  options.paramsPath = paramsPath;
+  options.inputsPath = inputsPath;
+  options.seed = seed;
+  options.microbatches = microbatches;
+  options.steps = steps;
+  options.replicas = replicas;
+  options.replica = replica;
+  return options;
+}
+
+zbrt::Optimizer RunOptions::makeOptimizer() const {
+  return optimizer == "adamw" ? zbrt::Optimizer::adamw(learningRate)
+                              : zbrt::Optimizer::sgd(learningRate);
+}
+
+std::string RunOptions::checkpointConfig(llvm::StringRef modelText) const {
+  return zb::checkpointConfig(modelText, optimizer);
+}
+
+TrainingOptions RunOptions::trainingOptions(llvm::StringRef modelText,
+                                            int64_t firstStep) const {
+  TrainingOptions options;
+  options.firstStep = firstStep;
+  options.steps = training() ? steps : 1;
+  options.update = training();
+  options.check.clipGradNorm = clipGradNorm;
+  options.check.synchronous = syncGradCheck;
+  options.checkpointDir = checkpointDir;
+  options.checkpointEvery = checkpointEvery;
+  if (training())
+    options.checkpointConfig = checkpointConfig(modelText);
+  return options;
+}
+
+void RunOptions::setPipelineOptions(ZBPipelineOptions &options) const {
+  options.stages = ranks;
+  options.microbatches = microbatches;
+  options.schedule = schedule;
+  options.chunks = chunks;
+  options.replicas = replicas;
+  // --eval: each rank runs its stages' forwards in the schedule's order.
+  options.forwardOnly = eval;
+  options.lowerToCPU = false;
+  options.target = gpu() ? "gpu" : "cpu";
+}
+
+int64_t RunOptions::chunksForSchedule() const {
+  const zb::schedule::ScheduleInfo *info =
+      zb::schedule::lookupSchedule(schedule);
+  return info ? info->chunksFor(chunks) : chunks;
+}
+
+zb::schedule::Problem RunOptions::scheduleLayout() const {
+  zb::schedule::Problem layout;
+  layout.numRanks = ranks;
+  layout.numChunks = chunksForSchedule();
+  if (const zb::schedule::ScheduleInfo *info =
+          zb::schedule::lookupSchedule(schedule))
+    layout.placement = info->defaultPlacement;
+  layout.numMicrobatches = microbatches;
+  return layout;
+}
+
+std::string RunOptions::rankProgramKey(llvm::StringRef modelText,
+                                       int rank) const {
+  return (modelText + ";pipeline;np=" + llvm::Twine(ranks) + ";schedule=" +
+          schedule + ";chunks=" + llvm::Twine(chunksForSchedule()) +
+          ";m=" + llvm::Twine(microbatches) + ";dp=" + llvm::Twine(replicas) +
+          (gpu() ? ";gpu" : "") + (eval ? ";eval" : "") +
+          ";rank=" + llvm::Twine(rank))
+      .str();
+}
+
+CompileSettings RunOptions::compileSettings(std::string identity) const {
+  CompileSettings settings;
+  settings.cacheDir = cacheDir;
+  if (gpu())
+    settings.target.target = "gpu";
+  settings.target.cpu = targetCPU;
+  if (settings.target.cpu.empty())
+    if (std::optional<std::string> cpu =
+            llvm::sys::Process::GetEnv("ZB_TARGET_CPU"))
+      settings.target.cpu = *cpu;
+  settings.identity = std::move(identity);
+  return settings;
+}

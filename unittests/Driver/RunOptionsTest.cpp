@@ -1,0 +1,112 @@
+//===- RunOptionsTest.cpp - The rules of zb-run's options -----------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Driver/RunOptions.h"
+
+#include <gtest/gtest.h>
+
+using namespace zb;
+
+namespace {
+
+TEST(RunOptions, DefaultsAreAOneProcessTrainingRun) {
+  RunOptions options;
+  EXPECT_EQ(options.check(), "");
+  EXPECT_TRUE(options.training());
+  EXPECT_FALSE(options.pipelined());
+  EXPECT_EQ(options.worldSize(), 1);
+  TrainingOptions loop = options.trainingOptions("model", 0);
+  EXPECT_TRUE(loop.update);
+  EXPECT_EQ(loop.steps, 1);
+}
+
+TEST(RunOptions, NamesTheFlagThatIsWrong) {
+  auto problem = [](auto change) {
+    RunOptions options;
+    change(options);
+    return options.check();
+  };
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.eval = o.grads = true;
+            }).find("at most one of --eval and --grads"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.microbatches = 0;
+            }).find("--microbatches must be at least 1, got 0"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.clipGradNorm = -1;
+            }).find("--clip-grad-norm must be a positive number"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.ranks = 2;
+              o.schedule = "nope";
+            }).find("unknown --schedule 'nope'; known: "),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.optimizer = "lamb";
+            }).find("unknown --optimizer 'lamb'"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.tracePath = "t.json";
+            }).find("need --np 2 or more"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.grads = true;
+              o.checkpointDir = "ckpt";
+            }).find("--checkpoint and --resume are for training"),
+            std::string::npos);
+  // An unknown schedule matters only to a pipelined run.
+  EXPECT_EQ(problem([](RunOptions &o) { o.schedule = "nope"; }), "");
+}
+
+TEST(RunOptions, LaunchMismatchNamesBothCounts) {
+  RunOptions options;
+  options.ranks = 2;
+  options.replicas = 2;
+  EXPECT_EQ(options.launchMismatch(1), "");
+  EXPECT_EQ(options.launchMismatch(4), "");
+  std::string message = options.launchMismatch(3);
+  EXPECT_NE(message.find("one of 3 processes"), std::string::npos) << message;
+  EXPECT_NE(message.find("--np 2 --dp 2 needs 4"), std::string::npos)
+      << message;
+  options.compileOnly = true;
+  EXPECT_EQ(options.launchMismatch(3), "");
+}
+
+TEST(RunOptions, RankProgramKeysDifferInEveryChoice) {
+  RunOptions base;
+  base.ranks = 2;
+  std::string key = base.rankProgramKey("model", 0);
+  EXPECT_NE(key, base.rankProgramKey("model", 1));
+  EXPECT_NE(key, base.rankProgramKey("model2", 0));
+  auto differs = [&](auto change) {
+    RunOptions options = base;
+    change(options);
+    return options.rankProgramKey("model", 0) != key;
+  };
+  EXPECT_TRUE(differs([](RunOptions &o) { o.schedule = "1f1b"; }));
+  EXPECT_TRUE(differs([](RunOptions &o) { o.microbatches = 4; }));
+  EXPECT_TRUE(differs([](RunOptions &o) { o.replicas = 2; }));
+  EXPECT_TRUE(differs([](RunOptions &o) { o.eval = true; }));
+  EXPECT_TRUE(differs([](RunOptions &o) { o.backend = "nccl"; }));
+  // The schedule's own chunk count, asked for or not, is the same program.
+  EXPECT_FALSE(differs([](RunOptions &o) { o.chunks = 1; }));
+}
+
+TEST(RunOptions, ScheduleLayoutTakesTheSchedulesChunksAndPlacement) {
+  RunOptions options;
+  options.ranks = 4;
+  options.microbatches = 8;
+  options.schedule = "zb-v";
+  zb::schedule::Problem layout = options.scheduleLayout();
+  EXPECT_EQ(layout.numRanks, 4);
+  EXPECT_EQ(layout.numChunks, 2);
+  EXPECT_EQ(layout.placement, zb::schedule::Placement::V);
+  EXPECT_EQ(layout.numMicrobatches, 8);
+}
+
+} // namespace
