@@ -31,6 +31,8 @@ void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
   pm.addPass(zb::createZBFuseElementwise());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // After CSE, which merges them: a fill per writer, not a copy per writer.
+  pm.addPass(zb::createZBUniqueFills());
   pm.addPass(zb::createZBPrepareEntryPoints());
 
   bufferization::OneShotBufferizePassOptions bufferize;

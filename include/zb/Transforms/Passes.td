@@ -39,6 +39,30 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def ZBUniqueFills : Pass<"zb-unique-fills"> {
+  let summary = "Give each destination use of a shared linalg.fill its own "
+                "fill";
+  let description = [{
+    CSE merges identical fills on tensors (the zeros every reduction and
+    matmul accumulates into) into one value that many ops then write
+    into. Bufferization must then copy the filled buffer once per writer.
+    This pass clones the fill, and its `tensor.empty` destination, right
+    before each op that uses the fill's result as a destination (a DPS
+    init), so that each writer fills a buffer of its own in place: a write
+    instead of an allocation, a read and a write. Other uses (inputs,
+    returned values) keep the original fill.
+
+    ```mlir
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+    %a = linalg.reduce ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) ...
+    %b = linalg.reduce ins(%y : tensor<4x8xf32>) outs(%z : tensor<4xf32>) ...
+    // becomes: %a and %b each reduce into a fill of their own
+    ```
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def ZBDecomposeAggregates : Pass<"zb-decompose-aggregates"> {
   let summary = "Decompose aggregate linalg ops such as linalg.softmax";
   let description = [{
