@@ -16,6 +16,8 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <functional>
+
 using namespace mlir;
 
 bool zb::isRematerialisable(Operation *op) {
@@ -57,18 +59,36 @@ SmallVector<Value> zb::stashValuesUsedFromAbove(Region &region,
   };
   SmallVector<Value> stash;
   IRMapping copies;
-  for (Value value : used) {
-    Value replacement;
+  // A reshape of a value from outside is recreated from that value, which
+  // is stashed in its place: the two are one buffer, and stashing both
+  // would hold (and copy) it twice.
+  std::function<Value(Value)> replacementFor = [&](Value value) -> Value {
+    if (Value done = copies.lookupOrNull(value))
+      return done;
     Operation *def = value.getDefiningOp();
-    if (def && isRematerialisable(def)) {
-      replacement = rematerialise(b, value, copies);
-    } else {
-      replacement = block.insertArgument(firstArg + stash.size(),
-                                         value.getType(), value.getLoc());
-      stash.push_back(value);
+    if (def && isRematerialisable(def))
+      return rematerialise(b, value, copies);
+    if (def && isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(def) &&
+        llvm::all_of(def->getOperands().drop_front(), [](Value size) {
+          return matchPattern(size, m_Constant());
+        })) {
+      Value source = replacementFor(def->getOperand(0));
+      IRMapping mapping;
+      mapping.map(def->getOperand(0), source);
+      for (Value size : def->getOperands().drop_front())
+        mapping.map(size, rematerialise(b, size, copies));
+      Value reshaped = b.clone(*def, mapping)->getResult(0);
+      copies.map(value, reshaped);
+      return reshaped;
     }
-    value.replaceUsesWithIf(replacement, inRegion);
-  }
+    Value arg = block.insertArgument(firstArg + stash.size(), value.getType(),
+                                     value.getLoc());
+    stash.push_back(value);
+    copies.map(value, arg);
+    return arg;
+  };
+  for (Value value : used)
+    value.replaceUsesWithIf(replacementFor(value), inRegion);
   return stash;
 }
 

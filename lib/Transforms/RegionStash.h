@@ -29,9 +29,10 @@ mlir::Value rematerialise(mlir::OpBuilder &builder, mlir::Value value,
 
 /// Makes the single-block `region` self-contained. A value it uses from
 /// outside that a rematerialisable op produces is recreated at the start of
-/// the block; every other such value becomes a block argument
-/// (inserted from position `firstArg` on, in order of first use) and is
-/// returned: the stash the producing region must hand over.
+/// the block, and so is a reshape (tensor.collapse_shape, expand_shape) of
+/// an outside value, from that value; every other such value becomes a
+/// block argument (inserted from position `firstArg` on, in order of first
+/// use) and is returned: the stash the producing region must hand over.
 llvm::SmallVector<mlir::Value> stashValuesUsedFromAbove(mlir::Region &region,
                                                         unsigned firstArg);
 

@@ -274,3 +274,40 @@ func.func @embedding(%ids: tensor<4xi64>, %wte: tensor<10x8xf32> {zb.param = "wt
   } -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A reshape of a value is recreated in the backward from that value, which
+// is stashed instead: the matmul result and the input once each (mem_b =
+// 256 + 256 bytes), not again as their expanded and collapsed views.
+// CHECK-LABEL: func.func @reshaped_stash
+// CHECK: mem_b = 512 : i64
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x4x8xf32>, %[[W:.*]]: tensor<8x8xf32>):
+// CHECK: %[[M:.*]] = linalg.matmul
+// CHECK: pipe.yield %{{.*}} : tensor<2x4x8xf32> stash(%[[M]], %[[A]], %[[W]] : tensor<8x8xf32>, tensor<2x4x8xf32>, tensor<8x8xf32>)
+// CHECK-NEXT: } backward {
+// CHECK-NEXT: ^bb0(%[[SM:[^:]*]]: tensor<8x8xf32>, %[[SA:[^:]*]]: tensor<2x4x8xf32>, %{{[^:]*}}: tensor<8x8xf32>, %{{[^:]*}}: tensor<2x4x8xf32>):
+// CHECK-NEXT: tensor.expand_shape %[[SM]]
+// CHECK-NEXT: tensor.collapse_shape %[[SA]]
+#id3 = affine_map<(i, j, k) -> (i, j, k)>
+func.func @reshaped_stash(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {zb.param}) -> tensor<2x4x8xf32> {
+  %y = pipe.stage 0 on rank 0 inputs(%x : tensor<2x4x8xf32>) params(%w : tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    forward {
+    ^bb0(%a: tensor<2x4x8xf32>, %b: tensor<8x8xf32>):
+      %zero = arith.constant 0.0 : f32
+      %flat = tensor.collapse_shape %a [[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+      %e = tensor.empty() : tensor<8x8xf32>
+      %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+      %m = linalg.matmul ins(%flat, %b : tensor<8x8xf32>, tensor<8x8xf32>) outs(%z : tensor<8x8xf32>) -> tensor<8x8xf32>
+      %m3 = tensor.expand_shape %m [[0, 1], [2]] output_shape [2, 4, 8] : tensor<8x8xf32> into tensor<2x4x8xf32>
+      %e3 = tensor.empty() : tensor<2x4x8xf32>
+      %r = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+          ins(%m3, %a : tensor<2x4x8xf32>, tensor<2x4x8xf32>) outs(%e3 : tensor<2x4x8xf32>) {
+      ^bb0(%p: f32, %q: f32, %o: f32):
+        %s = arith.mulf %p, %q : f32
+        linalg.yield %s : f32
+      } -> tensor<2x4x8xf32>
+      pipe.yield %r : tensor<2x4x8xf32>
+    }
+  return %y : tensor<2x4x8xf32>
+}
