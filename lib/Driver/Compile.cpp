@@ -28,21 +28,6 @@ std::string zb::executableIdentity(const char *argv0, void *anchor) {
       llvm::SHA256::hash(llvm::arrayRefFromStringRef((*binary)->getBuffer())));
 }
 
-llvm::Expected<std::unique_ptr<CacheEntry>>
-zb::compileCached(ModuleOp module, StringRef key,
-                  const CPUCompileOptions &options, CompileCache &cache,
-                  StringRef identity, CompileCache::Warn warn) {
-  std::string full =
-      (key + "\n" + getCPUCompilerFingerprint(options) + ";" + identity).str();
-  auto build = [&](StringRef path) -> llvm::Error {
-    if (succeeded(compileToSharedObject(module, path, options)))
-      return llvm::Error::success();
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "compilation failed");
-  };
-  return cache.getOrBuild(full, build, warn);
-}
-
 llvm::Expected<CompileCache> zb::openCache(const CompileSettings &settings) {
   return CompileCache::open(settings.cacheDir.empty()
                                 ? CompileCache::defaultDirectory()
@@ -51,17 +36,24 @@ llvm::Expected<CompileCache> zb::openCache(const CompileSettings &settings) {
 
 llvm::Expected<std::unique_ptr<CacheEntry>>
 zb::compileCached(ModuleOp module, StringRef key,
-                  const CompileSettings &settings, CompileCache::Warn warn) {
-  llvm::Expected<CompileCache> cache = openCache(settings);
-  if (!cache)
-    return cache.takeError();
-  return compileCached(module, key, settings.target, *cache, settings.identity,
-                       warn);
+                  const CompileSettings &settings, CompileCache &cache,
+                  CompileCache::Warn warn) {
+  std::string full = (key + "\n" + getCPUCompilerFingerprint(settings.target) +
+                      ";" + settings.identity)
+                         .str();
+  auto build = [&](StringRef path) -> llvm::Error {
+    if (succeeded(compileToSharedObject(module, path, settings.target)))
+      return llvm::Error::success();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "compilation failed");
+  };
+  return cache.getOrBuild(full, build, warn);
 }
 
 llvm::Expected<std::unique_ptr<CacheEntry>>
 zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
-                 const CompileSettings &settings, CompileCache::Warn warn) {
+                 const CompileSettings &settings, CompileCache &cache,
+                 CompileCache::Warn warn) {
   OwningOpRef<ModuleOp> clone = model.clone();
   if (withGradients) {
     PassManager pm(model.getContext());
@@ -72,7 +64,7 @@ zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
   }
   return compileCached(*clone,
                        (modelText + (withGradients ? ";grads" : ";eval")).str(),
-                       settings, warn);
+                       settings, cache, warn);
 }
 
 llvm::Expected<LoadedProgram> LoadedProgram::load(const CacheEntry &entry) {

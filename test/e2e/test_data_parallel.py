@@ -107,8 +107,12 @@ def test_replicas_equal_one_process(zb_run, examples_dir, references,
                     ADAMW_PARAM_RTOL if optimizer == "adamw" else RTOL)
     metrics = ours[0]
     assert metrics["ranks"] == ranks and metrics["replicas"] == replicas
-    # The step's samples are every replica's.
+    # The step's samples are every replica's: microbatches (counted over
+    # every replica) times dim 0 of the model's data.
     assert len(metrics["microbatches_per_s"]) == STEPS
+    samples = {"mlp": 8, "gpt": 2}[model]
+    assert metrics["samples_per_s"] == pytest.approx(
+        [r * samples for r in metrics["microbatches_per_s"]], rel=1e-6)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adamw"])

@@ -240,15 +240,23 @@ static void warn(const llvm::Twine &message) {
   llvm::errs() << "zb-run: warning: " << message << "\n";
 }
 
-/// The compiler's settings for this run, with its cache checked; none
-/// (with the error printed) when the cache cannot be used.
-static std::optional<zb::CompileSettings> compileSettings(const char *argv0) {
+/// The compiler's settings for this run and the cache they name, opened
+/// once.
+struct Compiler {
+  zb::CompileSettings settings;
+  zb::CompileCache cache;
+};
+
+/// This run's compiler; none (with the error printed) when the cache cannot
+/// be used.
+static std::optional<Compiler> openCompiler(const char *argv0) {
   static int anchor;
   zb::CompileSettings settings =
       opts.compileSettings(zb::executableIdentity(argv0, &anchor));
-  if (llvm::Expected<zb::CompileCache> cache = zb::openCache(settings); !cache)
+  llvm::Expected<zb::CompileCache> cache = zb::openCache(settings);
+  if (!cache)
     return fail(llvm::toString(cache.takeError())), std::nullopt;
-  return settings;
+  return Compiler{std::move(settings), std::move(*cache)};
 }
 
 /// Writes `archive` plus the loss (when given) to `path`.
@@ -276,14 +284,11 @@ static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
   return ok;
 }
 
-/// Samples in one microbatch: dim 0 of the model's first data argument.
-static int64_t samplesPerMicrobatch = 1;
-
-/// Writes the --metrics file (when asked for).
-static bool writeMetrics(zb::RunMetrics metrics) {
+/// Writes the --metrics file (when asked for) of a run of `model`.
+static bool writeMetrics(const zb::ModelFile &model, zb::RunMetrics metrics) {
   if (opts.metricsPath.empty())
     return true;
-  metrics.samplesPerMicrobatch = samplesPerMicrobatch;
+  metrics.samplesPerMicrobatch = model.samplesPerMicrobatch();
   metrics.clipping = opts.clipGradNorm > 0;
   metrics.ranks = opts.ranks;
   metrics.replicas = opts.replicas;
@@ -298,13 +303,14 @@ static bool writeMetrics(zb::RunMetrics metrics) {
 
 /// The loop's options: prints each step (or, without an update, the mean
 /// loss) and reports skipped steps.
-static zb::TrainingOptions trainingOptions(const zb::ModelSignature &signature,
-                                           StringRef modelText,
+static zb::TrainingOptions trainingOptions(const zb::ModelFile &model,
                                            int64_t firstStep) {
-  zb::TrainingOptions options = opts.trainingOptions(modelText, firstStep);
-  std::string fnName = func::FuncOp(signature.func).getSymName().str();
-  options.onStep = [fnName](int64_t step, double loss, double seconds,
-                            const zb::StepCheck *check) {
+  zb::TrainingOptions options = opts.trainingOptions(model.text(), firstStep);
+  std::string fnName = func::FuncOp(model.signature().func).getSymName().str();
+  int64_t samplesPerMicrobatch = model.samplesPerMicrobatch();
+  options.onStep = [fnName, samplesPerMicrobatch](int64_t step, double loss,
+                                                  double seconds,
+                                                  const zb::StepCheck *check) {
     if (!check) {
       llvm::outs() << "zb-run: " << fnName << ": " << opts.microbatches
                    << " microbatch" << (opts.microbatches == 1 ? "" : "es")
@@ -370,11 +376,12 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   const zb::ModelSignature &signature = model.signature();
   StringRef modelText = model.text();
   bool withGradients = !opts.eval;
-  std::optional<zb::CompileSettings> settings = compileSettings(argv0);
-  if (!settings)
+  std::optional<Compiler> compiler = openCompiler(argv0);
+  if (!compiler)
     return 1;
-  llvm::Expected<std::unique_ptr<zb::CacheEntry>> compiled = zb::compileModel(
-      model.module(), modelText, withGradients, *settings, warn);
+  llvm::Expected<std::unique_ptr<zb::CacheEntry>> compiled =
+      zb::compileModel(model.module(), modelText, withGradients,
+                       compiler->settings, compiler->cache, warn);
   if (!compiled)
     return fail("compiling '" + opts.modelPath +
                 "': " + llvm::toString(compiled.takeError()));
@@ -420,8 +427,8 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   zb::TrainingContext run{*local, *local, 1,       0,
                           data,   params, counted, optimizer};
   zb::TrainingResult result;
-  if (!zb::train(program, run, trainingOptions(signature, modelText, firstStep),
-                 result, error))
+  if (!zb::train(program, run, trainingOptions(model, firstStep), result,
+                 error))
     return fail(error);
 
   zb::RunMetrics metrics;
@@ -433,7 +440,7 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
                                      program.microbatchLosses().end());
   metrics.checks = result.checks;
   metrics.firstStep = firstStep;
-  if (!writeMetrics(std::move(metrics)))
+  if (!writeMetrics(model, std::move(metrics)))
     return 1;
   if (!opts.dumpGradsPath.empty() &&
       !writeArchive(opts.dumpGradsPath, result.lastGrads, result.losses.back()))
@@ -522,15 +529,16 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
 
   // Each rank compiles only its own step function and stage functions, all
   // ranks at once; --compile-only compiles every rank's in turn.
-  std::optional<zb::CompileSettings> settings = compileSettings(argv0);
+  std::optional<Compiler> compiler = openCompiler(argv0);
   auto compileRank = [&](int r) -> std::unique_ptr<zb::CacheEntry> {
     OwningOpRef<ModuleOp> rankModule = lowered->keepRank(r, error);
     if (!rankModule)
       return fail(error), nullptr;
-    if (!settings)
+    if (!compiler)
       return nullptr;
-    llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry = zb::compileCached(
-        *rankModule, opts.rankProgramKey(modelText, r), *settings, warn);
+    llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry =
+        zb::compileCached(*rankModule, opts.rankProgramKey(modelText, r),
+                          compiler->settings, compiler->cache, warn);
     if (!entry)
       return fail("compiling '" + opts.modelPath +
                   "': " + llvm::toString(entry.takeError())),
@@ -580,8 +588,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   zb::TrainingContext run{*comm, *everyone, opts.replicas, comms->replica(),
                           data,  params,    counted,       optimizer};
   zb::TrainingResult result;
-  if (!zb::train(*program, run,
-                 trainingOptions(signature, modelText, firstStep), result,
+  if (!zb::train(*program, run, trainingOptions(model, firstStep), result,
                  error))
     everyone->abortAll(error);
 
@@ -604,7 +611,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
     metrics.firstStep = firstStep;
     metrics.measured = &*measured;
   }
-  if (worldRank == 0 && !writeMetrics(std::move(metrics)))
+  if (worldRank == 0 && !writeMetrics(model, std::move(metrics)))
     code = 1;
   // Over every replica: the copies of a parameter (and of its gradient)
   // must be bitwise equal.

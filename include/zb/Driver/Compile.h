@@ -21,15 +21,6 @@ namespace zb {
 /// older one cached.
 std::string executableIdentity(const char *argv0, void *anchor);
 
-/// The verified object for `module` (already transformed) under `key`,
-/// compiled with `options` into `cache` unless a valid entry is there. The
-/// key is extended with the compiler's fingerprint and `identity`; a
-/// discarded entry is reported through `warn`.
-llvm::Expected<std::unique_ptr<CacheEntry>>
-compileCached(mlir::ModuleOp module, llvm::StringRef key,
-              const CPUCompileOptions &options, CompileCache &cache,
-              llvm::StringRef identity, CompileCache::Warn warn);
-
 /// How programs are compiled and where they are cached.
 struct CompileSettings {
   /// The cache directory; empty: CompileCache::defaultDirectory().
@@ -42,19 +33,22 @@ struct CompileSettings {
 /// Opens the cache of `settings` (CompileCache::open).
 llvm::Expected<CompileCache> openCache(const CompileSettings &settings);
 
-/// Opens the cache of `settings` and returns the verified object for
-/// `module` under `key`, compiled unless a valid entry is there.
+/// The verified object for `module` (already transformed) under `key`,
+/// compiled with `settings` into `cache` (opened from them) unless a valid
+/// entry is there. The key is extended with the compiler's fingerprint and
+/// identity; a discarded entry is reported through `warn`.
 llvm::Expected<std::unique_ptr<CacheEntry>>
 compileCached(mlir::ModuleOp module, llvm::StringRef key,
-              const CompileSettings &settings, CompileCache::Warn warn);
+              const CompileSettings &settings, CompileCache &cache,
+              CompileCache::Warn warn);
 
 /// The whole model for one process: a clone of `model` (the text of which
 /// is `modelText`), differentiated when `withGradients` (its forward and
-/// gradient entry points; else the forward alone), through the cache.
+/// gradient entry points; else the forward alone), through `cache`.
 llvm::Expected<std::unique_ptr<CacheEntry>>
 compileModel(mlir::ModuleOp model, llvm::StringRef modelText,
              bool withGradients, const CompileSettings &settings,
-             CompileCache::Warn warn);
+             CompileCache &cache, CompileCache::Warn warn);
 
 /// A compiled program loaded into this process.
 class LoadedProgram {
