@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <queue>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,32 @@ struct Candidate {
   double ready = kInfinity;
   bool known = false;
   bool valid() const { return stage >= 0; }
+};
+
+/// A set of ranks visited in rank order, where a rank added during a visit
+/// is visited in it if it comes after the current one (as with std::set),
+/// as bits: the engine adds and removes ranks at almost every step.
+class RankSet {
+public:
+  explicit RankSet(int n) : words((n + 63) / 64, 0) {}
+  void insert(int rank) { words[rank >> 6] |= uint64_t(1) << (rank & 63); }
+  void erase(int rank) { words[rank >> 6] &= ~(uint64_t(1) << (rank & 63)); }
+  /// The first member at or after `from`; -1 when there is none.
+  int next(int from) const {
+    std::size_t w = static_cast<std::size_t>(from) >> 6;
+    if (w >= words.size())
+      return -1;
+    uint64_t bits = words[w] & (~uint64_t(0) << (from & 63));
+    while (!bits) {
+      if (++w == words.size())
+        return -1;
+      bits = words[w];
+    }
+    return static_cast<int>(w * 64 + __builtin_ctzll(bits));
+  }
+
+private:
+  std::vector<uint64_t> words;
 };
 
 /// One run of the heuristic.
@@ -49,7 +77,11 @@ private:
   Candidate backwardCandidate(int rank, int stage, double now) const;
   Candidate forwardCandidate(int stage, double now) const;
   bool admits(int rank, int stage) const;
-  Decision decide(int rank, double now, Action &action) const;
+  /// What `rank` does at `now`. On Wait, `wake` says until when the answer
+  /// stays Wait while no rank of an adjacent stage starts an action: a
+  /// time (an input known to arrive then), kInfinity (only such a start can
+  /// change it), or -1 (it may change as time passes: ask at every event).
+  Decision decide(int rank, double now, Action &action, double &wake) const;
   void start(int rank, const Action &action, double now);
 
   const Problem &problem;
@@ -64,10 +96,10 @@ private:
   std::vector<std::deque<Action>> pendingW;
   double maxIdle = 0.0;
   std::vector<std::vector<Action>> order;
-  std::priority_queue<double, std::vector<double>, std::greater<double>> events;
-  /// The times pushed onto `events` by the actions started at `pushedAt`.
-  double pushedAt = -1.0;
-  std::vector<double> pushedNow;
+  /// When transfers arrive (an action's end plus T_comm; its end itself is
+  /// when its rank becomes free, which run() keeps).
+  std::priority_queue<double, std::vector<double>, std::greater<double>>
+      arrivals;
 };
 
 } // namespace
@@ -137,9 +169,13 @@ bool GreedyEngine::admits(int rank, int stage) const {
   return needed <= options.memLimit * (1 + 1e-12) + 1e-12;
 }
 
-GreedyEngine::Decision GreedyEngine::decide(int rank, double now,
-                                            Action &action) const {
+GreedyEngine::Decision
+GreedyEngine::decide(int rank, double now, Action &action, double &wake) const {
   const std::vector<int> &stages = rankStages[rank];
+  // The earliest arrival (or bound on it) of an input not there yet, and
+  // whether an input's arrival is still unknown (its bound grows with time).
+  double nextInput = kInfinity;
+  bool unknownPending = false;
   bool hasW = !pendingW[rank].empty();
   if (remainingFB[rank] == 0) {
     action = pendingW[rank].front();
@@ -166,6 +202,9 @@ GreedyEngine::Decision GreedyEngine::decide(int rank, double now,
       nextArrival = std::min(nextArrival, c.ready);
       if (c.known)
         knownB = std::min(knownB, c.ready);
+      else
+        unknownPending = true;
+      nextInput = std::min(nextInput, c.ready);
     }
   }
   if (bestB.valid()) {
@@ -179,6 +218,11 @@ GreedyEngine::Decision GreedyEngine::decide(int rank, double now,
     Candidate c = forwardCandidate(stage, now);
     if (!c.valid())
       continue;
+    if (c.ready > now) {
+      nextInput = std::min(nextInput, c.ready);
+      if (!c.known)
+        unknownPending = true;
+    }
     if (!admits(rank, stage)) {
       if (c.ready <= now)
         memoryBlocked = true;
@@ -194,6 +238,10 @@ GreedyEngine::Decision GreedyEngine::decide(int rank, double now,
       nextArrival = std::min(nextArrival, c.ready);
     }
   }
+  // Every Wait below holds until an input arrives (or the bound on an
+  // unknown arrival passes) or a neighbour acts, but BalanceIdle's, whose
+  // estimate of an unknown arrival grows with time.
+  wake = nextInput;
 
   if (bestF.valid()) {
     double costF = problem.forwardCost(bestF.stage);
@@ -244,6 +292,9 @@ GreedyEngine::Decision GreedyEngine::decide(int rank, double now,
     action = pendingW[rank].front();
     return Decision::Run;
   }
+  if (options.weightFill == WeightFill::BalanceIdle && started[rank] &&
+      unknownPending)
+    wake = -1.0;
   return Decision::Wait;
 }
 
@@ -277,20 +328,8 @@ void GreedyEngine::start(int rank, const Action &action, double now) {
   memory[rank] += actionMemoryDelta(problem, action);
   freeAt[rank] = end;
   order[rank].push_back(action);
-  // Actions started together often end together: each time once.
-  if (now != pushedAt) {
-    pushedAt = now;
-    pushedNow.clear();
-  }
-  auto push = [&](double t) {
-    if (std::find(pushedNow.begin(), pushedNow.end(), t) != pushedNow.end())
-      return;
-    pushedNow.push_back(t);
-    events.push(t);
-  };
-  push(end);
   if (problem.costComm > 0)
-    push(end + problem.costComm);
+    arrivals.push(end + problem.costComm);
 }
 
 Result<Schedule> GreedyEngine::run() {
@@ -322,9 +361,28 @@ Result<Schedule> GreedyEngine::run() {
   // The ranks that may start an action now (free, with work left), in rank
   // order, and the busy ones by the time they become free: each pass visits
   // the free ranks only, as a scan of every rank skipping the others would.
-  std::set<int> freeRanks;
+  RankSet freeRanks(p);
   for (int rank = 0; rank < p; ++rank)
     freeRanks.insert(rank);
+  // Free ranks whose last answer was Wait and stays so (decide's `wake`)
+  // sleep outside freeRanks until that time or until a rank of an
+  // adjacent stage starts an action: re-asking them at every event made
+  // the engine quadratic in p (decide has no side effects, so the
+  // schedule is the same).
+  std::vector<char> sleeping(p, 0);
+  std::vector<std::vector<int>> neighbours(p);
+  for (int rank = 0; rank < p; ++rank)
+    for (int stage : rankStages[rank])
+      for (int other : {stage - 1, stage + 1})
+        if (other >= 0 && other < numStages) {
+          int q = problem.rankOfStage(other);
+          if (q != rank &&
+              std::find(neighbours[rank].begin(), neighbours[rank].end(), q) ==
+                  neighbours[rank].end())
+            neighbours[rank].push_back(q);
+        }
+  using Wake = std::pair<double, int>;
+  std::priority_queue<Wake, std::vector<Wake>, std::greater<Wake>> wakes;
   using BusyRank = std::pair<double, int>;
   std::priority_queue<BusyRank, std::vector<BusyRank>, std::greater<BusyRank>>
       busy;
@@ -332,40 +390,64 @@ Result<Schedule> GreedyEngine::run() {
     bool progress = true;
     while (progress) {
       progress = false;
-      for (auto it = freeRanks.begin(); it != freeRanks.end();) {
-        int rank = *it;
+      for (int rank = freeRanks.next(0); rank >= 0;
+           rank = freeRanks.next(rank + 1)) {
         if (remainingFB[rank] == 0 && pendingW[rank].empty()) {
-          it = freeRanks.erase(it);
+          freeRanks.erase(rank);
           continue;
         }
         Action action;
-        if (decide(rank, now, action) != Decision::Run) {
-          ++it;
+        double wake;
+        if (decide(rank, now, action, wake) != Decision::Run) {
+          if (wake < 0)
+            continue;
+          sleeping[rank] = 1;
+          if (wake < kInfinity)
+            wakes.push({wake, rank});
+          freeRanks.erase(rank);
           continue;
         }
         start(rank, action, now);
         --remaining;
         progress = true;
+        for (int q : neighbours[rank])
+          if (sleeping[q]) {
+            sleeping[q] = 0;
+            freeRanks.insert(q);
+          }
         if (freeAt[rank] > now) {
           busy.push({freeAt[rank], rank});
-          it = freeRanks.erase(it);
-        } else {
-          ++it;
+          freeRanks.erase(rank);
         }
       }
     }
     if (remaining == 0)
       break;
-    while (!events.empty() && events.top() <= now)
-      events.pop();
-    if (events.empty())
+    // The next event: a busy rank becomes free or a transfer arrives.
+    while (!arrivals.empty() && arrivals.top() <= now)
+      arrivals.pop();
+    double next = kInfinity;
+    if (!busy.empty())
+      next = busy.top().first;
+    if (!arrivals.empty())
+      next = std::min(next, arrivals.top());
+    if (next == kInfinity)
       return Failure{"the greedy scheduler is stuck (memory limit " +
                      std::to_string(options.memLimit) + " too small?)"};
-    now = events.top();
-    events.pop();
+    now = next;
     while (!busy.empty() && busy.top().first <= now) {
       freeRanks.insert(busy.top().second);
       busy.pop();
+    }
+    // A stale entry (the rank woke and slept again since) only costs a
+    // question.
+    while (!wakes.empty() && wakes.top().first <= now) {
+      int rank = wakes.top().second;
+      wakes.pop();
+      if (sleeping[rank]) {
+        sleeping[rank] = 0;
+        freeRanks.insert(rank);
+      }
     }
   }
   Schedule schedule;
@@ -614,6 +696,16 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
   // broken (the first wins).
   std::vector<std::function<Result<Schedule>()>> candidates;
   bool multiChunk = problem.numChunks > 1;
+  // Past kFullSearchActions actions every candidate costs seconds, and the
+  // search keeps to the candidates that win on most problems (on a sample
+  // of p <= 32, m = 4p with the paper's cost ratios: with one chunk the
+  // first-rank overruns with a W fill other than IfFits, IfFits with
+  // overruns allowed, and the round heuristic's first choice per overrun
+  // rule; with several chunks the overrun-allowing half).
+  constexpr std::size_t kFullSearchActions = std::size_t(1) << 21;
+  bool large =
+      3ull * problem.numRanks * problem.numChunks * problem.numMicrobatches >
+      kFullSearchActions;
   // Several chunks per rank multiply the orders to try; keep the grid
   // small there.
   for (int overrun : {0, 1, 2}) {
@@ -627,6 +719,12 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
         if (multiChunk && lead >= 0)
           continue;
         for (int order = 0; order < (multiChunk ? 4 : 1); ++order) {
+          if (large &&
+              (multiChunk ? overrun != 0
+                          : !(overrun == 0 && fill == WeightFill::IfFits &&
+                              lead < 0) &&
+                                !(overrun == 1 && fill != WeightFill::IfFits)))
+            continue;
           GreedyOptions options;
           options.memLimit = memLimit;
           options.allowOverrun = overrun == 0;
@@ -648,6 +746,9 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
          {RoundOptions::Overrun::Never, RoundOptions::Overrun::Always,
           RoundOptions::Overrun::WhenCloser}) {
       for (int choice = 0; choice < 8; ++choice) {
+        if (large && choice != 0 &&
+            !(choice == 1 && overrun == RoundOptions::Overrun::Never))
+          continue;
         RoundOptions options;
         options.overrun = overrun;
         options.prioritizeB = (choice & 1) != 0;
@@ -661,15 +762,19 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
   }
 
   // Each candidate generated and simulated on its own (the engines and the
-  // simulator only read the problem), a batch of them side by side; then
-  // compared in order, so the result is the one-after-another search's.
+  // simulator only read the problem), several side by side, each worker
+  // taking the next candidate as it finishes one; the results are compared
+  // in candidate order as soon as all earlier ones are in, so the result is
+  // the one-after-another search's. A worker does not run ahead of the
+  // comparison by more than kAhead candidates: each result holds a schedule,
+  // hundreds of MB at p * m in the millions.
   struct Evaluated {
     std::optional<Result<Schedule>> schedule;
     bool simulated = false;
     double makespan = 0.0, maxSpan = 0.0;
   };
-  // At most 8 at once: each holds a schedule and its simulation.
   unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  const std::size_t kAhead = workers;
   Result<Schedule> best = Failure{"no candidate schedule"};
   double bestMakespan = kInfinity, bestSpan = kInfinity;
   // Keeps a candidate when it beats the best so far on the paper's
@@ -693,30 +798,50 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
       best = std::move(schedule);
     }
   };
-  for (size_t first = 0; first < candidates.size(); first += workers) {
-    size_t count = std::min<size_t>(workers, candidates.size() - first);
-    std::vector<Evaluated> batch(count);
-    auto evaluate = [&](size_t i) {
-      Evaluated &e = batch[i];
-      e.schedule.emplace(candidates[first + i]());
-      if (!*e.schedule)
+  std::vector<Evaluated> results(candidates.size());
+  std::vector<char> done(candidates.size(), 0);
+  std::size_t nextToRun = 0, nextToCompare = 0;
+  std::mutex mutex;
+  std::condition_variable compared;
+  auto work = [&] {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (true) {
+      compared.wait(lock, [&] {
+        return nextToRun >= candidates.size() ||
+               nextToRun < nextToCompare + kAhead;
+      });
+      if (nextToRun >= candidates.size())
         return;
-      Result<SimulationResult> sim = simulate(problem, **e.schedule);
-      if (!sim)
-        return;
-      e.simulated = true;
-      e.makespan = sim->makespan;
-      e.maxSpan = sim->maxSpan;
-    };
-    std::vector<std::thread> threads;
-    for (size_t i = 1; i < count; ++i)
-      threads.emplace_back(evaluate, i);
-    evaluate(0);
-    for (std::thread &t : threads)
-      t.join();
-    for (Evaluated &e : batch)
-      consider(e);
-  }
+      std::size_t i = nextToRun++;
+      lock.unlock();
+      Evaluated e;
+      e.schedule.emplace(candidates[i]());
+      if (*e.schedule) {
+        Result<SimulationResult> sim =
+            simulate(problem, **e.schedule, /*timeline=*/false);
+        if (sim) {
+          e.simulated = true;
+          e.makespan = sim->makespan;
+          e.maxSpan = sim->maxSpan;
+        }
+      }
+      lock.lock();
+      results[i] = std::move(e);
+      done[i] = 1;
+      while (nextToCompare < candidates.size() && done[nextToCompare]) {
+        consider(results[nextToCompare]);
+        results[nextToCompare] = Evaluated();
+        ++nextToCompare;
+      }
+      compared.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned i = 1; i < workers; ++i)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &t : threads)
+    t.join();
   return best;
 }
 

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
+#include <cstdint>
 #include <deque>
 #include <map>
-#include <set>
+#include <tuple>
 #include <utility>
 
 namespace zb::schedule {
@@ -80,7 +82,8 @@ static std::optional<Transfer> incoming(const std::vector<int> &stageRanks,
 }
 
 Result<CommProgram> insertCommunication(const Problem &problem,
-                                        const Schedule &schedule) {
+                                        const Schedule &schedule,
+                                        RecvOrder order) {
   std::string error;
   if (!problem.verify(error))
     return Failure{"invalid problem: " + error};
@@ -104,15 +107,29 @@ Result<CommProgram> insertCommunication(const Problem &problem,
   std::vector<int64_t> seqOf[2];
   seqOf[0].assign(static_cast<std::size_t>(numStages) * m, -1);
   seqOf[1].assign(static_cast<std::size_t>(numStages) * m, -1);
-  std::map<int64_t, int64_t> sendsOnChannel;
+  // Channels are numbered below 2 * numStages (channelOf).
+  std::vector<int64_t> sendsOnChannel(2 * static_cast<std::size_t>(numStages));
+  // With RecvOrder::PerLink, also each send's place among its link's sends
+  // (a rank sends to its neighbours only: at most a few links each).
+  bool perLink = order == RecvOrder::PerLink;
+  std::vector<int64_t> linkOrderOf[2];
+  if (perLink) {
+    linkOrderOf[0].assign(static_cast<std::size_t>(numStages) * m, -1);
+    linkOrderOf[1].assign(static_cast<std::size_t>(numStages) * m, -1);
+  }
   for (int rank = 0; rank < p; ++rank) {
+    std::map<int, int64_t> sendsOnLink;
     for (const Action &action : schedule.ranks[rank]) {
       std::optional<Transfer> out = outgoing(stageRanks, action);
       if (!out)
         continue;
       int64_t channel = channelOf(action.stage, out->otherStage);
-      seqOf[out->forward][action.stage * m + action.microbatch] =
-          sendsOnChannel[channel]++;
+      std::size_t key =
+          static_cast<std::size_t>(action.stage) * m + action.microbatch;
+      seqOf[out->forward][key] = sendsOnChannel[channel]++;
+      if (perLink)
+        linkOrderOf[out->forward][key] =
+            sendsOnLink[stageRanks[out->otherStage]]++;
     }
   }
 
@@ -121,8 +138,13 @@ Result<CommProgram> insertCommunication(const Problem &problem,
     const std::vector<Action> &actions = schedule.ranks[rank];
     int n = static_cast<int>(actions.size());
 
-    // The recvs of this rank, grouped by channel: (seq, consumer index, op).
-    std::map<int64_t, std::vector<std::pair<int, CommOp>>> recvsByChannel;
+    // The recvs of this rank, grouped by channel (or link).
+    struct PendingRecv {
+      int before; // the consumer's index
+      CommOp op;
+      int64_t order; // its place in the group's send order
+    };
+    std::map<int64_t, std::vector<PendingRecv>> recvsByChannel;
     for (int i = 0; i < n; ++i) {
       std::optional<Transfer> in = incoming(stageRanks, actions[i]);
       if (!in)
@@ -139,28 +161,32 @@ Result<CommProgram> insertCommunication(const Problem &problem,
       recv.peer = stageRanks[producer];
       recv.channel = channelOf(producer, actions[i].stage);
       recv.seq = seqOf[in->forward][producer * m + mb];
-      recvsByChannel[recv.channel].push_back({i, recv});
+      std::size_t key = static_cast<std::size_t>(producer) * m + mb;
+      recvsByChannel[perLink ? recv.peer : recv.channel].push_back(
+          {i, recv, perLink ? linkOrderOf[in->forward][key] : recv.seq});
     }
 
     // A recv goes right before the first consumer of it or of any later
-    // message on its channel, so each channel is received in send order.
+    // message on its channel (link), so each channel (link) is received in
+    // send order.
     std::vector<std::vector<CommOp>> recvsBefore(n);
     for (auto &[channel, recvs] : recvsByChannel) {
-      std::sort(recvs.begin(), recvs.end(), [](const auto &a, const auto &b) {
-        return a.second.seq < b.second.seq;
-      });
+      std::sort(recvs.begin(), recvs.end(),
+                [](const PendingRecv &a, const PendingRecv &b) {
+                  return a.order < b.order;
+                });
       int deadline = n;
       for (auto it = recvs.rbegin(); it != recvs.rend(); ++it) {
-        deadline = std::min(deadline, it->first);
-        it->first = deadline;
+        deadline = std::min(deadline, it->before);
+        it->before = deadline;
       }
-      for (const auto &[before, recv] : recvs)
-        recvsBefore[before].push_back(recv);
+      for (const PendingRecv &recv : recvs)
+        recvsBefore[recv.before].push_back(recv.op);
     }
 
     std::vector<CommOp> &ops = program.ranks[rank];
     for (int i = 0; i < n; ++i) {
-      // Channels come out of the map in order, each in seq order.
+      // Channels (links) come out of the map in order, each in send order.
       for (const CommOp &recv : recvsBefore[i])
         ops.push_back(recv);
       const Action &action = actions[i];
@@ -185,13 +211,102 @@ Result<CommProgram> insertCommunication(const Problem &problem,
 // checkDeadlock
 //===----------------------------------------------------------------------===//
 
+/// Numbers the transfers of `program`: for each op, by rank and position,
+/// the id of its transfer (from rank, to rank, channel, seq), the same for a
+/// send and the recvs that match it; -1 for compute ops. Returns a bound on
+/// the ids. A program has few links and channels and numbers each one's
+/// transfers from 0, so ids are dense per (from, to, channel); a channel
+/// whose numbers are not (a malformed program) is numbered by sorting. Array
+/// lookups keep the run that follows fast (ordered or hashed sets of keys
+/// were most of the validation's time at p * m in the millions).
+static int64_t numberTransfers(const CommProgram &program,
+                               std::vector<std::vector<int64_t>> &idOf) {
+  using Triple = std::array<int64_t, 3>; // from, to, channel
+  std::map<Triple, int> tripleIds;
+  struct Channel {
+    int64_t minSeq = INT64_MAX, maxSeq = INT64_MIN, count = 0, base = 0;
+    bool dense = false;
+  };
+  std::vector<Channel> channels;
+  // The triple of each transfer op, by rank and position (-1: compute).
+  idOf.assign(program.ranks.size(), {});
+  int lastTriple = -1;
+  Triple last{-1, -1, -1};
+  for (std::size_t rank = 0; rank < program.ranks.size(); ++rank) {
+    const std::vector<CommOp> &ops = program.ranks[rank];
+    idOf[rank].assign(ops.size(), -1);
+    int64_t self = static_cast<int64_t>(rank);
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const CommOp &op = ops[i];
+      if (op.kind == CommOpKind::Compute)
+        continue;
+      Triple triple = op.kind == CommOpKind::Send
+                          ? Triple{self, op.peer, op.channel}
+                          : Triple{op.peer, self, op.channel};
+      if (lastTriple < 0 || triple != last) {
+        auto [it, added] =
+            tripleIds.try_emplace(triple, static_cast<int>(tripleIds.size()));
+        if (added)
+          channels.emplace_back();
+        lastTriple = it->second;
+        last = triple;
+      }
+      Channel &channel = channels[lastTriple];
+      channel.minSeq = std::min(channel.minSeq, op.seq);
+      channel.maxSeq = std::max(channel.maxSeq, op.seq);
+      ++channel.count;
+      idOf[rank][i] = lastTriple;
+    }
+  }
+  int64_t next = 0;
+  bool sparse = false;
+  for (Channel &channel : channels) {
+    channel.dense = channel.minSeq >= 0 && channel.maxSeq < 2 * channel.count;
+    sparse |= !channel.dense;
+    if (channel.dense) {
+      channel.base = next;
+      next += channel.maxSeq + 1;
+    }
+  }
+  // Sparse channels: their transfers' distinct keys, sorted.
+  std::vector<std::tuple<int, int64_t, int, std::size_t>> unsorted;
+  for (std::size_t rank = 0; rank < program.ranks.size(); ++rank) {
+    const std::vector<CommOp> &ops = program.ranks[rank];
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      int64_t &id = idOf[rank][i];
+      if (id < 0)
+        continue;
+      const Channel &channel = channels[id];
+      if (channel.dense)
+        id = channel.base + ops[i].seq;
+      else
+        unsorted.emplace_back(static_cast<int>(id), ops[i].seq,
+                              static_cast<int>(rank), i);
+    }
+  }
+  if (sparse) {
+    std::sort(unsorted.begin(), unsorted.end());
+    for (std::size_t k = 0; k < unsorted.size(); ++k) {
+      auto [triple, seq, rank, index] = unsorted[k];
+      if (k > 0 && (std::get<0>(unsorted[k - 1]) != triple ||
+                    std::get<1>(unsorted[k - 1]) != seq))
+        ++next;
+      idOf[rank][index] = next;
+    }
+    if (!unsorted.empty())
+      ++next;
+  }
+  return next;
+}
+
 std::optional<Deadlock> checkDeadlock(const CommProgram &program) {
-  // A transfer: (from rank, to rank, channel, seq).
-  using Key = std::array<int64_t, 4>;
   int p = static_cast<int>(program.ranks.size());
   std::vector<std::size_t> next(p, 0);
-  std::set<Key> sent;
-  std::map<Key, int> waiting;
+  std::vector<std::vector<int64_t>> idOf;
+  int64_t numTransfers = numberTransfers(program, idOf);
+  std::vector<char> sent(numTransfers, 0);
+  // The rank blocked in a recv of each transfer (only the receiver can be).
+  std::vector<int> waiting(numTransfers, -1);
   std::deque<int> ready;
   for (int rank = 0; rank < p; ++rank)
     ready.push_back(rank);
@@ -203,20 +318,16 @@ std::optional<Deadlock> checkDeadlock(const CommProgram &program) {
     const std::vector<CommOp> &ops = program.ranks[rank];
     for (; next[rank] < ops.size(); ++next[rank]) {
       const CommOp &op = ops[next[rank]];
+      int64_t id = idOf[rank][next[rank]];
       if (op.kind == CommOpKind::Send) {
-        Key key{rank, op.peer, op.channel, op.seq};
-        sent.insert(key);
-        auto it = waiting.find(key);
-        if (it != waiting.end()) {
-          ready.push_back(it->second);
-          waiting.erase(it);
+        sent[id] = 1;
+        if (waiting[id] >= 0) {
+          ready.push_back(waiting[id]);
+          waiting[id] = -1;
         }
-      } else if (op.kind == CommOpKind::Recv) {
-        Key key{op.peer, rank, op.channel, op.seq};
-        if (!sent.count(key)) {
-          waiting[key] = rank;
-          break;
-        }
+      } else if (op.kind == CommOpKind::Recv && !sent[id]) {
+        waiting[id] = rank;
+        break;
       }
     }
   }

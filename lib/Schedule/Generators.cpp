@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -229,8 +230,22 @@ static bool fits(const Problem &problem, const Schedule &schedule,
   return validate(limited, schedule).empty();
 }
 
+/// True when no rank of `schedule` holds more than `limit` activation memory
+/// (the validator's memory rule alone, for schedules valid by construction).
+static bool withinMemory(const Problem &problem, const Schedule &schedule,
+                         double limit) {
+  if (limit <= 0)
+    return true;
+  double tolerance = 1e-9 * std::max(1.0, limit);
+  for (double peak : peakMemoryPerRank(problem, schedule))
+    if (peak > limit + tolerance)
+      return false;
+  return true;
+}
+
 /// zb-auto: the heuristic's grid search, plus the handcrafted ZB schedules
-/// when they fit the limit, so it is never worse than them.
+/// when they fit the limit, so it is never worse than them (their rules make
+/// them valid; generateSchedule validates whichever is returned).
 static Result<Schedule> zbAuto(const Problem &problem) {
   double limit = targetMemoryLimit("zb-auto", problem);
   Result<Schedule> best = autoSchedule(problem, limit);
@@ -238,16 +253,18 @@ static Result<Schedule> zbAuto(const Problem &problem) {
     double bestSpan = std::numeric_limits<double>::infinity();
     double bestMakespan = bestSpan;
     if (best) {
-      Result<SimulationResult> sim = simulate(problem, *best);
+      Result<SimulationResult> sim =
+          simulate(problem, *best, /*timeline=*/false);
       if (sim) {
         bestSpan = sim->maxSpan;
         bestMakespan = sim->makespan;
       }
     }
     for (Schedule hand : {zbH1(problem), zbH2(problem)}) {
-      if (!fits(problem, hand, limit))
+      if (!withinMemory(problem, hand, limit))
         continue;
-      Result<SimulationResult> sim = simulate(problem, hand);
+      Result<SimulationResult> sim =
+          simulate(problem, hand, /*timeline=*/false);
       if (!sim)
         continue;
       double tolerance = 1e-9 * std::max(1.0, sim->maxSpan);
@@ -294,6 +311,27 @@ private:
   static int peakMemory(const Slots &rank);
   void squeeze(bool withWeights);
 
+  /// One rank's slots with the memory after each, for checking a move of
+  /// one action without rescanning the rank.
+  struct Profile {
+    std::vector<int> at;              // slot -> kind, -1 when free
+    std::vector<int> memory, pending; // after each slot
+    bool explicitW = false;
+    explicit Profile(const Slots &rank);
+    /// Whether moving the action in slot `from` to the free slot `to`
+    /// (earlier) keeps the rank within `limit`; makes the move if so, else
+    /// sets `over` to the first slot that would exceed it. Only the slots
+    /// whose state changes are scanned (every other slot is already within
+    /// the limit).
+    bool tryMove(int from, int to, int limit, int &over);
+    /// With explicit Ws, where memory is a sum of the actions' deltas, the
+    /// same choice directly: moves the action in slot `from` to the
+    /// earliest slot after `earliest` that is not `occupied` and keeps the
+    /// rank within `limit`, and returns it; -1 (no move) when none does.
+    int moveExplicit(int from, int earliest, int limit,
+                     const std::vector<char> &occupied);
+  };
+
   int p, m;
   std::vector<Slots> ranks;
 };
@@ -333,30 +371,116 @@ void VBlockBuilder::putWeights(Slots &rank, bool split) const {
       rank[4 + w].push_back(slot++);
 }
 
-int VBlockBuilder::peakMemory(const Slots &rank) {
+/// Memory through one slot holding `kind` (-1: free): F holds a chunk
+/// activation, W frees one; without explicit Ws a B leaves its W pending,
+/// which a free slot runs.
+static void stepMemory(int kind, bool explicitW, int &memory, int &pending) {
   static const int delta[] = {1, 1, 0, 0, -1, -1};
+  if (kind >= 0) {
+    memory += delta[kind];
+    if (kind == 2 || kind == 3)
+      ++pending;
+  } else if (!explicitW && pending > 0) {
+    --memory;
+    --pending;
+  }
+}
+
+int VBlockBuilder::peakMemory(const Slots &rank) {
+  Profile profile(rank);
+  int peak = 0;
+  for (int memory : profile.memory)
+    peak = std::max(peak, memory);
+  return peak;
+}
+
+/// The `k`-th smallest (from 0) of the union of the sorted `a` and `b`.
+static int kthOfSorted(const std::vector<int> &a, const std::vector<int> &b,
+                       int k) {
+  int n1 = static_cast<int>(a.size()), n2 = static_cast<int>(b.size());
+  // i of the k + 1 smallest come from a, the rest from b.
+  int lo = std::max(0, k + 1 - n2), hi = std::min(k + 1, n1);
+  while (lo < hi) {
+    int i = (lo + hi) / 2, j = k + 1 - i;
+    if (a[i] < b[j - 1])
+      lo = i + 1;
+    else
+      hi = i;
+  }
+  int i = lo, j = k + 1 - lo;
+  return std::max(i > 0 ? a[i - 1] : INT_MIN, j > 0 ? b[j - 1] : INT_MIN);
+}
+
+VBlockBuilder::Profile::Profile(const Slots &rank) {
   int last = 0;
   for (const std::vector<int> &slots : rank)
     if (!slots.empty())
       last = std::max(last, slots.back());
-  std::vector<int> at(last + 1, -1);
+  at.assign(last + 1, -1);
   for (std::size_t kind = 0; kind < rank.size(); ++kind)
     for (int slot : rank[kind])
       at[slot] = static_cast<int>(kind);
-  bool explicitW = rank.size() > 4;
-  int memory = 0, peak = 0, pending = 0;
-  for (int kind : at) {
-    if (kind >= 0) {
-      memory += delta[kind];
-      if (kind == 2 || kind == 3)
-        ++pending;
-    } else if (!explicitW && pending > 0) {
-      --memory;
-      --pending;
-    }
-    peak = std::max(peak, memory);
+  explicitW = rank.size() > 4;
+  memory.resize(at.size());
+  pending.resize(at.size());
+  int mem = 0, pend = 0;
+  for (std::size_t i = 0; i < at.size(); ++i) {
+    stepMemory(at[i], explicitW, mem, pend);
+    memory[i] = mem;
+    pending[i] = pend;
   }
-  return peak;
+}
+
+bool VBlockBuilder::Profile::tryMove(int from, int to, int limit, int &over) {
+  int kind = at[from];
+  auto kindAt = [&](int i) { return i == to ? kind : i == from ? -1 : at[i]; };
+  int mem = to > 0 ? memory[to - 1] : 0, pend = to > 0 ? pending[to - 1] : 0;
+  int end = to;
+  for (; end < static_cast<int>(at.size()); ++end) {
+    stepMemory(kindAt(end), explicitW, mem, pend);
+    if (mem > limit) {
+      over = end;
+      return false;
+    }
+    if (end >= from && mem == memory[end] && pend == pending[end])
+      break;
+  }
+  // Accepted: record the new states up to where they meet the old ones.
+  mem = to > 0 ? memory[to - 1] : 0;
+  pend = to > 0 ? pending[to - 1] : 0;
+  for (int i = to; i <= end && i < static_cast<int>(at.size()); ++i) {
+    stepMemory(kindAt(i), explicitW, mem, pend);
+    memory[i] = mem;
+    pending[i] = pend;
+  }
+  at[to] = kind;
+  at[from] = -1;
+  return true;
+}
+
+int VBlockBuilder::Profile::moveExplicit(int from, int earliest, int limit,
+                                         const std::vector<char> &occupied) {
+  int kind = at[from];
+  int delta = kind <= 1 ? 1 : kind == 4 ? -1 : 0;
+  // An F raises every slot it moves across by one: it cannot move to or
+  // before the last slot already at the limit.
+  int lowest = earliest + 1;
+  if (delta > 0)
+    for (int j = from - 1; j >= lowest; --j)
+      if (memory[j] + delta > limit) {
+        lowest = j + 1;
+        break;
+      }
+  int to = lowest;
+  while (to < from && occupied[to])
+    ++to;
+  if (to >= from)
+    return -1;
+  for (int i = to; i < from; ++i)
+    memory[i] += delta;
+  at[to] = kind;
+  at[from] = -1;
+  return to;
 }
 
 void VBlockBuilder::squeeze(bool withWeights) {
@@ -367,6 +491,9 @@ void VBlockBuilder::squeeze(bool withWeights) {
   int limit = 0;
   for (const Slots &rank : ranks)
     limit = std::max(limit, peakMemory(rank));
+  std::vector<Profile> profiles;
+  for (const Slots &rank : ranks)
+    profiles.emplace_back(rank);
   std::vector<std::vector<char>> occupied(p);
   for (int r = 0; r < p; ++r) {
     int last = 0;
@@ -386,7 +513,6 @@ void VBlockBuilder::squeeze(bool withWeights) {
     for (int kind = 0; kind < numKinds; ++kind)
       heads.push({ranks[r][kind][0], r, kind, 0});
   int phase = 0;
-  std::vector<int> bSlots;
   while (!heads.empty()) {
     Head head = heads.top();
     heads.pop();
@@ -407,21 +533,31 @@ void VBlockBuilder::squeeze(bool withWeights) {
         earliest = std::max(earliest, ranks[r + 1][kind][mb]);
       if (kind >= 1 && kind <= 3)
         earliest = std::max(earliest, rank[kind - 1][mb]);
-      if (kind == 4) {
-        bSlots.assign(rank[2].begin(), rank[2].end());
-        bSlots.insert(bSlots.end(), rank[3].begin(), rank[3].end());
-        std::nth_element(bSlots.begin(), bSlots.begin() + mb, bSlots.end());
-        earliest = std::max(earliest, bSlots[mb]);
-      }
+      // The mb-th W follows the mb-th B of either chunk.
+      if (kind == 4)
+        earliest = std::max(earliest, kthOfSorted(rank[2], rank[3], mb));
       if (mb > 0)
         earliest = std::max(earliest, rank[kind][mb - 1]);
-      for (int candidate = earliest + 1; candidate < slot; ++candidate) {
-        if (occupied[r][candidate])
-          continue;
-        rank[kind][mb] = candidate;
-        if (peakMemory(rank) <= limit)
-          break;
-        rank[kind][mb] = slot;
+      if (profiles[r].explicitW) {
+        if (int to =
+                profiles[r].moveExplicit(slot, earliest, limit, occupied[r]);
+            to >= 0)
+          rank[kind][mb] = to;
+      } else {
+        for (int candidate = earliest + 1; candidate < slot; ++candidate) {
+          if (occupied[r][candidate])
+            continue;
+          int over;
+          if (profiles[r].tryMove(slot, candidate, limit, over)) {
+            rank[kind][mb] = candidate;
+            break;
+          }
+          // An F moved to any slot up to `over` holds one more activation
+          // there than now (and frees no sooner): when that alone is over
+          // the limit, skip those slots.
+          if (kind <= 1 && over < slot && profiles[r].memory[over] + 1 > limit)
+            candidate = std::max(candidate, over);
+        }
       }
     }
     occupied[r][rank[kind][mb]] = 1;
@@ -507,8 +643,8 @@ static Result<Schedule> vBlock(const std::string &name,
 /// shorter makespan).
 static bool betterThan(const Problem &problem, const Schedule &a,
                        const Schedule &b) {
-  Result<SimulationResult> simA = simulate(problem, a);
-  Result<SimulationResult> simB = simulate(problem, b);
+  Result<SimulationResult> simA = simulate(problem, a, /*timeline=*/false);
+  Result<SimulationResult> simB = simulate(problem, b, /*timeline=*/false);
   if (!simA || !simB)
     return simA.ok();
   constexpr double kTie = 1e-12;
@@ -519,14 +655,17 @@ static bool betterThan(const Problem &problem, const Schedule &a,
 }
 
 /// zb-v, v-half, v-min: the heuristic on the V placement at the schedule's
-/// memory target (zb-v also the greedy V construction).
-static Result<Schedule> vShape(const std::string &name,
-                               const Problem &problem) {
+/// memory target (zb-v also the greedy V construction). Sets `validated`
+/// when the result already passed the validator (within the limit).
+static Result<Schedule> vShape(const std::string &name, const Problem &problem,
+                               bool &validated) {
   double limit = targetMemoryLimit(name, problem);
   if (name == "v-half" || name == "v-min") {
     Result<Schedule> block = vBlock(name, problem);
-    if (block && fits(problem, *block, limit))
+    if (block && fits(problem, *block, limit)) {
+      validated = true;
       return block;
+    }
   }
   // zb-v: the greedy V construction, and on problems small enough for its
   // search (p * m up to kSearchedActions) the heuristic too; the lower
@@ -541,8 +680,10 @@ static Result<Schedule> vShape(const std::string &name,
   if (name == "zb-v")
     if (Result<Schedule> greedy = detail::vGreedySchedule(problem, limit);
         greedy && fits(problem, *greedy, limit) &&
-        (!schedule || betterThan(problem, *greedy, *schedule)))
+        (!schedule || betterThan(problem, *greedy, *schedule))) {
       schedule = std::move(greedy);
+      validated = true;
+    }
   if (schedule) {
     schedule->name = name;
     return schedule;
@@ -553,6 +694,7 @@ static Result<Schedule> vShape(const std::string &name,
     for (const char *block : {"v-half", "v-min"}) {
       Result<Schedule> fallback = vBlock(block, problem);
       if (fallback && fits(problem, *fallback, limit)) {
+        validated = true;
         fallback->note = "zb-v: the heuristic found no schedule within the "
                          "memory limit (" +
                          schedule.error() + "); using the " + block +
@@ -662,6 +804,7 @@ Result<Schedule> generateSchedule(const std::string &name,
     return Failure{"interleaved-1f1b needs placement=loop"};
 
   Result<Schedule> result = Failure{"unreachable"};
+  bool validated = false;
   if (name == "gpipe")
     result = gpipe(problem);
   else if (name == "1f1b")
@@ -677,14 +820,17 @@ Result<Schedule> generateSchedule(const std::string &name,
   else if (name == "dualpipev")
     result = dualPipeV(problem);
   else
-    result = vShape(name, problem);
+    result = vShape(name, problem, validated);
   if (!result)
     return Failure{name + ": " + result.error()};
   // Every generator's output must at least be structurally sound and
-  // deadlock-free; memory is the caller's check.
+  // deadlock-free; memory is the caller's check. (A V result the generator
+  // validated within its limit passed these checks already.)
   Problem unlimited = problem;
   unlimited.memLimit = 0;
-  std::vector<Diagnostic> diagnostics = validate(unlimited, *result);
+  std::vector<Diagnostic> diagnostics;
+  if (!validated)
+    diagnostics = validate(unlimited, *result);
   if (!diagnostics.empty())
     return Failure{
         name + " produced an invalid schedule: " + diagnostics.front().message};

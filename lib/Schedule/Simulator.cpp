@@ -83,7 +83,7 @@ static bool dependenciesDone(const Problem &problem, const EndTimes &ends,
 }
 
 Result<SimulationResult> simulate(const Problem &problem,
-                                  const Schedule &schedule) {
+                                  const Schedule &schedule, bool timeline) {
   std::string error;
   if (!problem.verify(error))
     return Failure{"invalid problem: " + error};
@@ -95,9 +95,15 @@ Result<SimulationResult> simulate(const Problem &problem,
   int p = problem.numRanks;
   EndTimes ends(problem.numStages(), problem.numMicrobatches);
   SimulationResult result;
-  result.timeline.resize(p);
+  if (timeline)
+    result.timeline.resize(p);
   std::vector<std::size_t> next(p, 0);
   std::vector<double> freeAt(p, 0.0);
+  std::vector<double> firstStart(p, -1.0);
+  result.rankSpan.assign(p, 0.0);
+  result.rankBusy.assign(p, 0.0);
+  // Per stage: when its last gradient (W or BW) ends.
+  std::vector<double> lastGrad(problem.numStages(), -1.0);
   std::size_t remaining = schedule.numActions();
 
   bool progress = true;
@@ -119,7 +125,14 @@ Result<SimulationResult> simulate(const Problem &problem,
           ends.weight[key] = end;
         else
           ends.backward[key] = end;
-        result.timeline[rank].push_back({action, start, end});
+        if (action.kind == ActionKind::W || action.kind == ActionKind::BW)
+          lastGrad[action.stage] = std::max(lastGrad[action.stage], end);
+        if (timeline)
+          result.timeline[rank].push_back({action, start, end});
+        if (firstStart[rank] < 0)
+          firstStart[rank] = start;
+        result.rankSpan[rank] = end - firstStart[rank];
+        result.rankBusy[rank] += end - start;
         freeAt[rank] = end;
         ++next[rank];
         --remaining;
@@ -138,17 +151,11 @@ Result<SimulationResult> simulate(const Problem &problem,
   }
 
   double first = std::numeric_limits<double>::infinity(), last = 0.0;
-  result.rankSpan.assign(p, 0.0);
-  result.rankBusy.assign(p, 0.0);
   for (int rank = 0; rank < p; ++rank) {
-    const std::vector<TimedAction> &timeline = result.timeline[rank];
-    if (timeline.empty())
+    if (firstStart[rank] < 0)
       continue;
-    result.rankSpan[rank] = timeline.back().end - timeline.front().start;
-    for (const TimedAction &timed : timeline)
-      result.rankBusy[rank] += timed.end - timed.start;
-    first = std::min(first, timeline.front().start);
-    last = std::max(last, timeline.back().end);
+    first = std::min(first, firstStart[rank]);
+    last = std::max(last, freeAt[rank]);
   }
   // Gradient reductions: per rank, each stage's bucket once its last W (or
   // BW) has ended, one after another.
@@ -157,16 +164,9 @@ Result<SimulationResult> simulate(const Problem &problem,
   if (!problem.stageCostReduce.empty()) {
     for (int rank = 0; rank < p; ++rank) {
       std::vector<std::pair<double, int>> buckets;
-      for (int stage : problem.stagesOfRank(rank)) {
-        double lastGrad = -1.0;
-        for (const TimedAction &timed : result.timeline[rank])
-          if (timed.action.stage == stage &&
-              (timed.action.kind == ActionKind::W ||
-               timed.action.kind == ActionKind::BW))
-            lastGrad = std::max(lastGrad, timed.end);
-        if (lastGrad >= 0 && problem.stageCostReduce[stage] > 0)
-          buckets.emplace_back(lastGrad, stage);
-      }
+      for (int stage : problem.stagesOfRank(rank))
+        if (lastGrad[stage] >= 0 && problem.stageCostReduce[stage] > 0)
+          buckets.emplace_back(lastGrad[stage], stage);
       std::sort(buckets.begin(), buckets.end());
       double linkFree = 0.0;
       for (auto [ready, stage] : buckets) {

@@ -28,6 +28,8 @@
 #include <array>
 #include <deque>
 #include <optional>
+#include <thread>
+#include <vector>
 
 namespace zb::schedule::detail {
 
@@ -48,6 +50,8 @@ public:
         *std::max_element(this->approved.begin(), this->approved.end());
     for (auto &c : count)
       c.fill(0);
+    for (std::vector<Pass> &rank : passes)
+      rank.reserve(6 * static_cast<std::size_t>(m));
   }
 
   /// Runs the construction; false when it breaks down (a pass whose input
@@ -92,7 +96,7 @@ private:
     return node >= 0 ? endTime[node] : endTime.back();
   }
   double maxStageBubble(int rank) const {
-    double result = *std::max_element(stageBubble.begin(), stageBubble.end());
+    double result = largestBubble;
     if (rank >= 0)
       result = std::max(result, maxApproved - approved[rank]);
     return result;
@@ -134,6 +138,8 @@ private:
   std::vector<std::deque<int>> pendingW;
   std::vector<std::vector<Pass>> passes;
   std::vector<double> stageBubble;
+  /// max(stageBubble): bubbles only grow.
+  double largestBubble = 0.0;
   bool ok = true;
 };
 
@@ -161,8 +167,10 @@ bool VGreedy::put(int cat, int lane, int rank) {
       end = std::max(end, input + problem.costComm + c);
     }
   }
-  if (count[rank][0] > 0)
+  if (count[rank][0] > 0) {
     stageBubble[rank] += end - noBubble;
+    largestBubble = std::max(largestBubble, stageBubble[rank]);
+  }
   endTime[id(cat, lane, rank, mb)] = end;
   curTime[rank] = end;
   mem[rank] += memDelta(cat);
@@ -321,13 +329,34 @@ std::optional<Attempt> attempt(const Problem &problem, double limit, bool fillF,
 Result<Schedule> vGreedySchedule(const Problem &problem, double memLimit) {
   if (problem.numChunks != 2 || problem.placement != Placement::V)
     return Failure{"the V greedy needs chunks=2 and placement=v"};
+  // The four variants side by side (they only read the problem), as many
+  // at once as there are hardware threads; then compared in order, so the
+  // result is the one-after-another search's.
+  constexpr int kVariants = 4;
+  std::array<std::optional<Attempt>, kVariants> found;
+  auto run = [&](int i) {
+    bool fillB = i < 2, fillF = i % 2 == 0;
+    found[i] = attempt(problem, memLimit, fillF, fillB);
+  };
+  int workers =
+      static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
   std::optional<Attempt> best;
-  for (bool fillB : {true, false})
-    for (bool fillF : {true, false})
-      if (std::optional<Attempt> found =
-              attempt(problem, memLimit, fillF, fillB);
-          found && (!best || found->maxBubble < best->maxBubble))
-        best = std::move(found);
+  for (int first = 0; first < kVariants; first += workers) {
+    int last = std::min(first + workers, kVariants);
+    std::vector<std::thread> threads;
+    for (int i = first + 1; i < last; ++i)
+      threads.emplace_back(run, i);
+    run(first);
+    for (std::thread &t : threads)
+      t.join();
+    // Only the best so far is kept: a schedule at p * m in the millions
+    // is hundreds of MB.
+    for (int i = first; i < last; ++i) {
+      if (found[i] && (!best || found[i]->maxBubble < best->maxBubble))
+        best = std::move(found[i]);
+      found[i].reset();
+    }
+  }
   if (!best)
     return Failure{"the V greedy found no schedule within the memory limit"};
   return best->schedule;

@@ -251,6 +251,34 @@ TEST(Communication, RecvNeverSent) {
             "which rank 0 never sends");
 }
 
+TEST(Communication, SparseAndNegativeSequenceNumbers) {
+  // Transfers numbered far apart, or below 0 (as hand-written sched IR may
+  // number them), match by their exact numbers like dense ones do.
+  auto op = [](CommOpKind kind, int64_t peer, int64_t channel, int64_t seq) {
+    return CommOp{kind, {ActionKind::F, 0, 0}, peer, channel, seq};
+  };
+  CommProgram program;
+  program.numStages = 2;
+  program.numMicrobatches = 1;
+  program.ranks = {
+      {op(CommOpKind::Send, 1, 7, 1000000000), op(CommOpKind::Send, 1, 7, -3),
+       op(CommOpKind::Recv, 1, 9, 5)},
+      {op(CommOpKind::Recv, 0, 7, -3), op(CommOpKind::Recv, 0, 7, 1000000000),
+       op(CommOpKind::Send, 0, 9, 5)}};
+  EXPECT_FALSE(checkDeadlock(program));
+
+  // A recv of a number never sent on that channel blocks, even when the
+  // channel's other numbers are sent.
+  program.ranks[1][1].seq = 999999999;
+  std::optional<Deadlock> deadlock = checkDeadlock(program);
+  ASSERT_TRUE(deadlock);
+  ASSERT_EQ(deadlock->blocked.size(), 2u);
+  EXPECT_EQ(deadlock->blocked[0].rank, 0);
+  EXPECT_EQ(deadlock->blocked[0].index, 2);
+  EXPECT_EQ(deadlock->blocked[1].rank, 1);
+  EXPECT_EQ(deadlock->blocked[1].index, 1);
+}
+
 TEST(Communication, RejectsBrokenSchedules) {
   Problem problem;
   problem.numRanks = 2;
@@ -332,6 +360,56 @@ TEST(Communication, LinkOrder) {
           << *misorder;
       EXPECT_NE(misorder->find("which receives '"), std::string::npos)
           << *misorder;
+    }
+  }
+}
+
+// RecvOrder::PerLink receives every link in its send order, for every
+// schedule (V placements included): the same computes and sends as per
+// channel, each recv still before its consumer, and no deadlock.
+TEST(Communication, PerLinkOrderForEverySchedule) {
+  for (const ScheduleInfo &info : knownSchedules()) {
+    for (auto [p, m] : {std::pair{2, 4}, std::pair{4, 8}, std::pair{4, 9}}) {
+      SCOPED_TRACE(info.name + " p=" + std::to_string(p) +
+                   " m=" + std::to_string(m));
+      Problem problem = problemFor(info, p, m);
+      Result<Schedule> schedule = generateSchedule(info.name, problem);
+      if (!schedule.ok())
+        continue; // dualpipev needs m >= 2p
+      Result<CommProgram> channel = insertCommunication(problem, *schedule);
+      Result<CommProgram> link =
+          insertCommunication(problem, *schedule, RecvOrder::PerLink);
+      ASSERT_TRUE(channel.ok() && link.ok());
+      EXPECT_FALSE(checkLinkOrder(*link)) << *checkLinkOrder(*link);
+      std::optional<Deadlock> deadlock = checkDeadlock(*link);
+      EXPECT_FALSE(deadlock) << deadlock->message();
+      for (std::size_t rank = 0; rank < link->ranks.size(); ++rank) {
+        // Without the recvs both programs are the same.
+        auto withoutRecvs = [](const std::vector<CommOp> &ops) {
+          std::vector<CommOp> kept;
+          for (const CommOp &op : ops)
+            if (op.kind != CommOpKind::Recv)
+              kept.push_back(op);
+          return kept;
+        };
+        EXPECT_EQ(withoutRecvs(link->ranks[rank]),
+                  withoutRecvs(channel->ranks[rank]));
+        // Every recv comes before the compute that consumes it.
+        const std::vector<CommOp> &ops = link->ranks[rank];
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+          if (ops[i].kind != CommOpKind::Recv)
+            continue;
+          int delta = ops[i].action.kind == ActionKind::F ? 1 : -1;
+          bool consumedLater = false;
+          for (std::size_t j = i + 1; j < ops.size() && !consumedLater; ++j)
+            consumedLater =
+                ops[j].kind == CommOpKind::Compute &&
+                ops[j].action.microbatch == ops[i].action.microbatch &&
+                ops[j].action.stage == ops[i].action.stage + delta;
+          EXPECT_TRUE(consumedLater)
+              << "rank " << rank << ": " << describe(ops[i]);
+        }
+      }
     }
   }
 }

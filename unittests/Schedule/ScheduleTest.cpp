@@ -307,6 +307,38 @@ TEST(Simulator, ReportsDeadlock) {
   EXPECT_NE(sim.error().find("deadlock"), std::string::npos);
 }
 
+TEST(Simulator, FiguresWithoutTheTimeline) {
+  // Comparing schedules needs only the figures: without the timeline they
+  // are the same, for every schedule, with transfers and reductions.
+  Problem base = makeProblem(4, 8, 1, 1.2, 0.7, 0.1, 0.4);
+  for (const ScheduleInfo &info : knownSchedules()) {
+    Problem problem = base;
+    problem.numChunks = info.defaultChunks;
+    problem.placement = info.defaultPlacement;
+    problem.stageCostReduce.assign(problem.numStages(), 0.3);
+    Result<Schedule> schedule = generateSchedule(info.name, problem);
+    ASSERT_TRUE(schedule.ok()) << info.name << ": " << schedule.error();
+    Result<SimulationResult> full = simulate(problem, *schedule);
+    Result<SimulationResult> lean =
+        simulate(problem, *schedule, /*timeline=*/false);
+    ASSERT_TRUE(full.ok() && lean.ok()) << info.name;
+    EXPECT_TRUE(lean->timeline.empty());
+    EXPECT_EQ(full->timeline.size(), 4u);
+    EXPECT_EQ(lean->makespan, full->makespan) << info.name;
+    EXPECT_EQ(lean->maxSpan, full->maxSpan) << info.name;
+    EXPECT_EQ(lean->bubbleRate, full->bubbleRate) << info.name;
+    EXPECT_EQ(lean->rankSpan, full->rankSpan) << info.name;
+    EXPECT_EQ(lean->rankBusy, full->rankBusy) << info.name;
+    EXPECT_EQ(lean->reduceEnd, full->reduceEnd) << info.name;
+    EXPECT_EQ(lean->exposedReduction, full->exposedReduction) << info.name;
+    // The timeline's own spans agree with the figures.
+    for (int r = 0; r < 4; ++r)
+      EXPECT_DOUBLE_EQ(full->rankSpan[r], full->timeline[r].back().end -
+                                              full->timeline[r].front().start)
+          << info.name << " rank " << r;
+  }
+}
+
 // The four V stages the cost model made of a small GPT-2 (almost all work
 // in stage 0, a B of 0 there): the zb-v heuristic finds nothing within
 // p * M_B, and zb-v falls back to a V building block that fits, saying so.

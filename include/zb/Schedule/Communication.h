@@ -18,6 +18,15 @@
 // a wait that the consumer did not already have: the program deadlocks only
 // if the schedule's implied order does.
 //
+// For transports that match transfers per link (sender, receiver) in issue
+// order without tags (NCCL), RecvOrder::PerLink keeps the recvs of a whole
+// link, across its channels, in the sender's send order instead (a recv
+// goes before the earliest consumer of it and of every later message on its
+// link). V placements, whose links carry activations one way and gradients
+// of the other chunk the same way, then receive some messages earlier than
+// they need them; that can add waits, and the result is checked for
+// deadlock like any program.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef ZB_SCHEDULE_COMMUNICATION_H
@@ -79,13 +88,22 @@ struct CommProgram {
 /// from s+1 to s.
 int64_t channelOf(int producerStage, int consumerStage);
 
+/// The order in which a rank posts its recvs (see the file comment).
+enum class RecvOrder {
+  /// Each channel's recvs in its send order.
+  PerChannel,
+  /// Each link's recvs in its send order, across channels.
+  PerLink,
+};
+
 /// Inserts a send and a recv for every cross-rank dependency of `schedule`
 /// (see the file comment for the placement and channel rule). Fails with a
 /// one-line message when the problem is invalid or the schedule is not
 /// structurally sound (an action missing, duplicated or on the wrong rank).
 /// It does not check for deadlock: see checkDeadlock.
-Result<CommProgram> insertCommunication(const Problem &problem,
-                                        const Schedule &schedule);
+Result<CommProgram>
+insertCommunication(const Problem &problem, const Schedule &schedule,
+                    RecvOrder order = RecvOrder::PerChannel);
 
 /// Why a program cannot finish.
 struct Deadlock {

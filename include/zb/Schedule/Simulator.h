@@ -33,7 +33,8 @@ struct TimedAction {
 
 /// What a simulation measured.
 struct SimulationResult {
-  /// timeline[r] mirrors schedule.ranks[r], with times.
+  /// timeline[r] mirrors schedule.ranks[r], with times (empty when not
+  /// asked for).
   std::vector<std::vector<TimedAction>> timeline;
   /// Latest end minus earliest start over all actions and gradient
   /// reductions (Problem::stageCostReduce).
@@ -70,8 +71,11 @@ double bubbleRate(const std::vector<double> &rankSpan,
 
 /// Simulates `schedule`. Fails when the problem or the schedule is malformed
 /// (see validate() for full diagnostics) or when execution deadlocks.
+/// Without `timeline` the result's timeline stays empty (everything else is
+/// the same): for callers that compare schedules by their figures.
 Result<SimulationResult> simulate(const Problem &problem,
-                                  const Schedule &schedule);
+                                  const Schedule &schedule,
+                                  bool timeline = true);
 
 /// Per rank, the highest running sum of actionMemoryDelta in program order.
 std::vector<double> peakMemoryPerRank(const Problem &problem,
