@@ -2,6 +2,8 @@
 // RUN: zb-opt %s --zb-schedule="schedule=zb-v microbatches=4" --zb-insert-comm | FileCheck %s --check-prefix=COMM
 // RUN: zb-opt %s --zb-schedule="schedule=zb-v microbatches=4" --zb-insert-comm | FileCheck %s --check-prefix=LOCAL
 // RUN: zb-opt %s --zb-schedule="schedule=zb-v microbatches=4 mem-limit=2" 2>&1 | FileCheck %s --check-prefix=REMARK
+// RUN: zb-opt %s --zb-schedule="schedule=zb-v microbatches=4" --zb-insert-comm | FileCheck %s --check-prefix=CHANNEL
+// RUN: zb-opt %s --zb-schedule="schedule=zb-v microbatches=4" --zb-insert-comm=in-order-links=true | FileCheck %s --check-prefix=LINK
 
 // Without mem_b, memory is counted in microbatches' activations per rank.
 // REMARK: remark: stage 0 has no 'mem_b' attribute: mem-limit counts microbatches' activations per rank
@@ -48,6 +50,21 @@
 // COMM-NEXT:   sched.compute F stage 2 microbatch 0
 // COMM-NEXT:   sched.send F stage 2 microbatch 0 to 0 channel 4 seq 0
 // LOCAL-NOT: channel {{[23]}} seq
+
+// Rank 0 sends F(0, 2) on channel 0 before B(3, 0) on channel 5, both to
+// rank 1, which needs the gradient first. Per channel (MPI's tags) rank 1
+// receives each when it needs it; a tag-free transport (NCCL) matches a
+// link in issue order, so with in-order-links it receives the activation
+// first, early.
+// CHANNEL:      rank 1 {
+// CHANNEL:        sched.send F stage 2 microbatch 1 to 0 channel 4 seq 1
+// CHANNEL-NEXT:   sched.recv B stage 3 microbatch 0 from 0 channel 5 seq 0
+// CHANNEL-NEXT:   sched.compute B stage 2 microbatch 0
+// LINK:      rank 1 {
+// LINK:        sched.send F stage 2 microbatch 1 to 0 channel 4 seq 1
+// LINK-NEXT:   sched.recv F stage 0 microbatch 2 from 0 channel 0 seq 2
+// LINK-NEXT:   sched.recv B stage 3 microbatch 0 from 0 channel 5 seq 0
+// LINK-NEXT:   sched.compute B stage 2 microbatch 0
 func.func @v_shape(%x: tensor<4xf32>, %w0: tensor<4xf32> {zb.param}, %w1: tensor<4xf32> {zb.param}, %w2: tensor<4xf32> {zb.param}, %w3: tensor<4xf32> {zb.param}) -> tensor<4xf32> {
   %y0 = pipe.stage 0 on rank 0 inputs(%x : tensor<4xf32>) params(%w0 : tensor<4xf32>) -> tensor<4xf32> attributes {cost_b = 1.0, cost_f = 1.0, cost_w = 1.0}
     forward {

@@ -118,16 +118,25 @@ static LogicalResult insertTransfers(ProgramOp program, bool inOrderLinks) {
       blame = computes[first.rank][first.index];
     return blame->emitOpError() << "cannot insert transfers: " << first.message;
   }
-  zs::Result<zs::CommProgram> comm = zs::insertCommunication(problem, schedule);
+  zs::Result<zs::CommProgram> comm = zs::insertCommunication(
+      problem, schedule,
+      inOrderLinks ? zs::RecvOrder::PerLink : zs::RecvOrder::PerChannel);
   if (!comm)
     return program.emitOpError() << "cannot insert transfers: " << comm.error();
-  if (inOrderLinks)
-    if (std::optional<std::string> misorder = zs::checkLinkOrder(*comm))
+  if (inOrderLinks) {
+    // Receiving whole links in send order can add waits the schedule did
+    // not have; the validator checked the per-channel order only.
+    if (std::optional<zs::Deadlock> deadlock = zs::checkDeadlock(*comm))
       return program.emitOpError()
              << "cannot insert transfers for a transport that matches them "
-                "per link in order (NCCL): "
-             << *misorder
-             << "; use a schedule without a V placement, or MPI";
+                "per link in order (NCCL): receiving each link in its send "
+                "order deadlocks: "
+             << deadlock->cycleText << "; use another schedule, or MPI";
+    if (std::optional<std::string> misorder = zs::checkLinkOrder(*comm))
+      return program.emitOpError()
+             << "internal error: a link is received out of its send order: "
+             << *misorder;
+  }
 
   // Rebuild each rank in place: move the existing compute (and optimizer)
   // ops to the end in the new order, creating the transfers between them.

@@ -129,11 +129,12 @@ def ZBInsertComm : Pass<"zb-insert-comm", "mlir::ModuleOp"> {
     ```
 
     With `in-order-links` (`--zb-pipeline` sets it for `target=gpu`, whose
-    NCCL transfers carry no tags) every link (sender, receiver) must also
-    receive in the order it sends, across channels; a schedule whose
-    receiver takes two channels of one link in another order (V
-    placements, where activations and gradients share a link) is rejected
-    with a message naming the first pair out of order.
+    NCCL transfers carry no tags) every link (sender, receiver) receives in
+    the order it sends, across channels: a recv goes before the earliest
+    consumer of it and of every later message on its link. V placements,
+    where activations and gradients share a link, then receive some
+    messages before they need them; a schedule for which that order
+    deadlocks is rejected with the wait-for cycle.
   }];
   let options = [
     Option<"inOrderLinks", "in-order-links", "bool", /*default=*/"false",
