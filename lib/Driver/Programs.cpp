@@ -15,6 +15,24 @@ ModelProgram::ModelProgram(ModelData &data, zbrt::EntryFn forward,
                            zbrt::EntryFn gradient, zbrt::DType lossType)
     : data(data), forward(forward), gradient(gradient), lossType(lossType) {}
 
+/// sum[j] += x[j] over float arrays of one dtype (f32 or f64). (In f32 the
+/// sum is the same as through doubles: a float sum or quotient computed in
+/// double and rounded to float is the correctly rounded float result.)
+template <typename T>
+static void addInto(zbrt::NpyArray &sum, const zbrt::NpyArray &x) {
+  T *out = sum.as<T>();
+  const T *in = x.as<T>();
+  for (int64_t j = 0, e = sum.numElements(); j < e; ++j)
+    out[j] += in[j];
+}
+
+/// values[j] /= divisor.
+template <typename T> static void divide(zbrt::NpyArray &values, T divisor) {
+  T *out = values.as<T>();
+  for (int64_t j = 0, e = values.numElements(); j < e; ++j)
+    out[j] /= divisor;
+}
+
 double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
                                    std::vector<zbrt::NpyArray> *grads) {
   data.bindMicrobatch(step, mb);
@@ -41,10 +59,12 @@ double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
   if (grads->empty())
     *grads = std::move(out);
   else
-    for (size_t i = 0; i < out.size(); ++i)
-      for (int64_t j = 0, e = out[i].numElements(); j < e; ++j)
-        storeScalar((*grads)[i], j,
-                    loadScalar((*grads)[i], j) + loadScalar(out[i], j));
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].dtype == zbrt::DType::F64)
+        addInto<double>((*grads)[i], out[i]);
+      else
+        addInto<float>((*grads)[i], out[i]);
+    }
   return loadScalar(loss, 0);
 }
 
@@ -58,9 +78,12 @@ double ModelProgram::run(int64_t step, std::vector<zbrt::NpyArray> &grads) {
   for (double l : losses)
     mean += l;
   mean /= losses.size();
-  for (zbrt::NpyArray &g : grads)
-    for (int64_t j = 0, e = g.numElements(); j < e; ++j)
-      storeScalar(g, j, loadScalar(g, j) / microbatches);
+  for (zbrt::NpyArray &g : grads) {
+    if (g.dtype == zbrt::DType::F64)
+      divide<double>(g, static_cast<double>(microbatches));
+    else
+      divide<float>(g, static_cast<float>(microbatches));
+  }
   return mean;
 }
 
