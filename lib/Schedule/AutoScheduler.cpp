@@ -4,17 +4,16 @@
 
 #include "zb/Schedule/Simulator.h"
 
+#include "InOrder.h"
+
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <queue>
-#include <thread>
 #include <vector>
 
 namespace zb::schedule {
@@ -762,21 +761,29 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
   }
 
   // Each candidate generated and simulated on its own (the engines and the
-  // simulator only read the problem), several side by side, each worker
-  // taking the next candidate as it finishes one; the results are compared
-  // in candidate order as soon as all earlier ones are in, so the result is
-  // the one-after-another search's. A worker does not run ahead of the
-  // comparison by more than kAhead candidates: each result holds a schedule,
-  // hundreds of MB at p * m in the millions.
+  // simulator only read the problem), at most 8 side by side, and compared
+  // in candidate order, so the result is the one-after-another search's.
   struct Evaluated {
     std::optional<Result<Schedule>> schedule;
     bool simulated = false;
     double makespan = 0.0, maxSpan = 0.0;
   };
-  unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  const std::size_t kAhead = workers;
   Result<Schedule> best = Failure{"no candidate schedule"};
   double bestMakespan = kInfinity, bestSpan = kInfinity;
+  auto evaluate = [&](std::size_t i) {
+    Evaluated e;
+    e.schedule.emplace(candidates[i]());
+    if (*e.schedule) {
+      Result<SimulationResult> sim =
+          simulate(problem, **e.schedule, /*timeline=*/false);
+      if (sim) {
+        e.simulated = true;
+        e.makespan = sim->makespan;
+        e.maxSpan = sim->maxSpan;
+      }
+    }
+    return e;
+  };
   // Keeps a candidate when it beats the best so far on the paper's
   // objective: the smallest max span (bubble rate), then the smallest
   // makespan.
@@ -798,50 +805,7 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
       best = std::move(schedule);
     }
   };
-  std::vector<Evaluated> results(candidates.size());
-  std::vector<char> done(candidates.size(), 0);
-  std::size_t nextToRun = 0, nextToCompare = 0;
-  std::mutex mutex;
-  std::condition_variable compared;
-  auto work = [&] {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (true) {
-      compared.wait(lock, [&] {
-        return nextToRun >= candidates.size() ||
-               nextToRun < nextToCompare + kAhead;
-      });
-      if (nextToRun >= candidates.size())
-        return;
-      std::size_t i = nextToRun++;
-      lock.unlock();
-      Evaluated e;
-      e.schedule.emplace(candidates[i]());
-      if (*e.schedule) {
-        Result<SimulationResult> sim =
-            simulate(problem, **e.schedule, /*timeline=*/false);
-        if (sim) {
-          e.simulated = true;
-          e.makespan = sim->makespan;
-          e.maxSpan = sim->maxSpan;
-        }
-      }
-      lock.lock();
-      results[i] = std::move(e);
-      done[i] = 1;
-      while (nextToCompare < candidates.size() && done[nextToCompare]) {
-        consider(results[nextToCompare]);
-        results[nextToCompare] = Evaluated();
-        ++nextToCompare;
-      }
-      compared.notify_all();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned i = 1; i < workers; ++i)
-    threads.emplace_back(work);
-  work();
-  for (std::thread &t : threads)
-    t.join();
+  detail::evaluateInOrder<Evaluated>(candidates.size(), 8, evaluate, consider);
   return best;
 }
 

@@ -24,11 +24,12 @@
 
 #include "VGreedy.h"
 
+#include "InOrder.h"
+
 #include <algorithm>
 #include <array>
 #include <deque>
 #include <optional>
-#include <thread>
 #include <vector>
 
 namespace zb::schedule::detail {
@@ -329,34 +330,19 @@ std::optional<Attempt> attempt(const Problem &problem, double limit, bool fillF,
 Result<Schedule> vGreedySchedule(const Problem &problem, double memLimit) {
   if (problem.numChunks != 2 || problem.placement != Placement::V)
     return Failure{"the V greedy needs chunks=2 and placement=v"};
-  // The four variants side by side (they only read the problem), as many
-  // at once as there are hardware threads; then compared in order, so the
-  // result is the one-after-another search's.
-  constexpr int kVariants = 4;
-  std::array<std::optional<Attempt>, kVariants> found;
-  auto run = [&](int i) {
-    bool fillB = i < 2, fillF = i % 2 == 0;
-    found[i] = attempt(problem, memLimit, fillF, fillB);
-  };
-  int workers =
-      static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  // The four variants side by side (they only read the problem), compared
+  // in order, so the result is the one-after-another search's.
   std::optional<Attempt> best;
-  for (int first = 0; first < kVariants; first += workers) {
-    int last = std::min(first + workers, kVariants);
-    std::vector<std::thread> threads;
-    for (int i = first + 1; i < last; ++i)
-      threads.emplace_back(run, i);
-    run(first);
-    for (std::thread &t : threads)
-      t.join();
-    // Only the best so far is kept: a schedule at p * m in the millions
-    // is hundreds of MB.
-    for (int i = first; i < last; ++i) {
-      if (found[i] && (!best || found[i]->maxBubble < best->maxBubble))
-        best = std::move(found[i]);
-      found[i].reset();
-    }
-  }
+  detail::evaluateInOrder<std::optional<Attempt>>(
+      4, 4,
+      [&](std::size_t i) {
+        bool fillB = i < 2, fillF = i % 2 == 0;
+        return attempt(problem, memLimit, fillF, fillB);
+      },
+      [&](std::optional<Attempt> &found) {
+        if (found && (!best || found->maxBubble < best->maxBubble))
+          best = std::move(found);
+      });
   if (!best)
     return Failure{"the V greedy found no schedule within the memory limit"};
   return best->schedule;
