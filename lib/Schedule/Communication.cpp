@@ -259,10 +259,8 @@ static int64_t numberTransfers(const CommProgram &program,
     }
   }
   int64_t next = 0;
-  bool sparse = false;
   for (Channel &channel : channels) {
     channel.dense = channel.minSeq >= 0 && channel.maxSeq < 2 * channel.count;
-    sparse |= !channel.dense;
     if (channel.dense) {
       channel.base = next;
       next += channel.maxSeq + 1;
@@ -284,19 +282,15 @@ static int64_t numberTransfers(const CommProgram &program,
                               static_cast<int>(rank), i);
     }
   }
-  if (sparse) {
-    std::sort(unsorted.begin(), unsorted.end());
-    for (std::size_t k = 0; k < unsorted.size(); ++k) {
-      auto [triple, seq, rank, index] = unsorted[k];
-      if (k > 0 && (std::get<0>(unsorted[k - 1]) != triple ||
-                    std::get<1>(unsorted[k - 1]) != seq))
-        ++next;
-      idOf[rank][index] = next;
-    }
-    if (!unsorted.empty())
+  std::sort(unsorted.begin(), unsorted.end());
+  for (std::size_t k = 0; k < unsorted.size(); ++k) {
+    auto [triple, seq, rank, index] = unsorted[k];
+    if (k > 0 && (std::get<0>(unsorted[k - 1]) != triple ||
+                  std::get<1>(unsorted[k - 1]) != seq))
       ++next;
+    idOf[rank][index] = next;
   }
-  return next;
+  return unsorted.empty() ? next : next + 1;
 }
 
 std::optional<Deadlock> checkDeadlock(const CommProgram &program) {
