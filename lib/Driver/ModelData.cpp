@@ -149,6 +149,76 @@ std::string ModelData::prepare() {
              ", which cannot be converted to the model's " +
              zbrt::dtypeDescr(dtype);
   }
+  for (const RunningStat &stat : sig.runningStats) {
+    zbrt::NpyArray &value = stats[stat.name];
+    zbrt::DType dtype = dtypeOf(stat.type.getElementType());
+    std::vector<int64_t> shape = stat.shape();
+    auto it = params.find(stat.name);
+    if (it == params.end()) {
+      value = zbrt::NpyArray{dtype, shape, {}};
+      value.data.resize(value.numElements() * zbrt::dtypeSize(dtype));
+      for (int64_t j = 0, e = value.numElements(); j < e; ++j)
+        storeScalar(value, j, stat.init);
+      continue;
+    }
+    value = it->second;
+    if (value.shape != shape)
+      return "running statistic '" + stat.name + "' in '" + paramsPath +
+             "' has shape " + value.shapeString() + ", but the model expects " +
+             shapeString(shape);
+    if (!convertArray(value, dtype))
+      return "running statistic '" + stat.name + "' in '" + paramsPath +
+             "' has dtype " + zbrt::dtypeDescr(value.dtype) +
+             ", which cannot be converted to the model's " +
+             zbrt::dtypeDescr(dtype);
+  }
+  return "";
+}
+
+zbrt::NpzArchive ModelData::updatedStats() const {
+  zbrt::NpzArchive archive;
+  for (const std::string &name : updated)
+    archive[name] = stats.at(name);
+  return archive;
+}
+
+std::string ModelData::foldStatRecords(const zbrt::StatRecords &records) {
+  for (const auto &[name, values] : records) {
+    auto stat = llvm::find_if(
+        sig.runningStats, [&](const RunningStat &s) { return s.name == name; });
+    if (stat == sig.runningStats.end())
+      return "compiled code recorded the running statistic '" + name +
+             "', which the model does not have";
+    zbrt::NpyArray &buffer = stats.at(name);
+    double momentum = stat->momentum;
+    for (const std::vector<double> &value : values) {
+      if (static_cast<int64_t>(value.size()) != buffer.numElements())
+        return "compiled code recorded " + std::to_string(value.size()) +
+               " values for the running statistic '" + name + "' of " +
+               std::to_string(buffer.numElements()) + " elements";
+      for (int64_t j = 0, e = buffer.numElements(); j < e; ++j)
+        storeScalar(buffer, j,
+                    (1.0 - momentum) * loadScalar(buffer, j) +
+                        momentum * value[j]);
+    }
+    updated.insert(name);
+  }
+  return "";
+}
+
+std::string ModelData::setRunningStats(const zbrt::NpzArchive &values) {
+  for (auto &[name, buffer] : stats) {
+    auto it = values.find(name);
+    if (it == values.end())
+      continue;
+    zbrt::NpyArray value = it->second;
+    if (value.shape != buffer.shape || !convertArray(value, buffer.dtype))
+      return "running statistic '" + name + "' has shape " +
+             value.shapeString() + " and dtype " +
+             zbrt::dtypeDescr(value.dtype) + ", but the model's is " +
+             buffer.shapeString() + " " + zbrt::dtypeDescr(buffer.dtype);
+    buffer = std::move(value);
+  }
   return "";
 }
 

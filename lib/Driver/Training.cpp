@@ -165,6 +165,11 @@ int64_t zb::resumeTraining(llvm::StringRef dir, llvm::StringRef config,
     return 0;
   }
   data.setParams(params, values);
+  error = data.setRunningStats(checkpoint.params);
+  if (!error.empty()) {
+    error = "cannot resume from '" + dir.str() + "': " + error;
+    return 0;
+  }
   return checkpoint.step;
 }
 
@@ -231,6 +236,11 @@ static bool writeRunCheckpoint(TrainingContext &context,
                    checkpoint.params);
     collectArchive(context.pipeline, dir + "/.optimizer",
                    context.optimizer.exportState(), checkpoint.optimizer);
+    // The running statistics, from the ranks that update them.
+    collectArchive(context.pipeline, dir + "/.stats",
+                   context.data.updatedStats(), checkpoint.params);
+    for (const auto &[name, value] : context.data.runningStats())
+      checkpoint.params.try_emplace(name, value);
   }
   int written = context.world.rank() != 0 ||
                 zbrt::writeCheckpoint(dir, checkpoint, error);
@@ -244,12 +254,20 @@ bool zb::train(StepProgram &program, TrainingContext &context,
                const TrainingOptions &options, TrainingResult &result,
                std::string &error) {
   zbrt::Comm &world = context.world;
+  // Training forwards update the running statistics (as PyTorch's do in
+  // training mode, whatever the optimizer then does with the step).
+  zbrt::setRecordingStats(options.update);
   for (int64_t s = options.firstStep; s < options.steps; ++s) {
     // Every process starts the step together.
     world.barrier();
     auto start = std::chrono::steady_clock::now();
     std::vector<zbrt::NpyArray> grads;
     double loss = program.run(s, grads);
+    if (options.update) {
+      error = context.data.foldStatRecords(zbrt::takeStatRecords());
+      if (!error.empty())
+        return false;
+    }
     // The mean of the replicas' losses (each the mean of its
     // microbatches'), from the processes' shares.
     world.allreduceSum(&loss, 1);
@@ -282,5 +300,6 @@ bool zb::train(StepProgram &program, TrainingContext &context,
         !writeRunCheckpoint(context, options, s, error))
       return false;
   }
+  zbrt::setRecordingStats(false);
   return true;
 }

@@ -6,7 +6,10 @@
 
 #include "zb/Model/Model.h"
 
+#include "zb/Dialect/Pipe/PipeOps.h"
+
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -14,10 +17,9 @@ using namespace zb;
 
 /// Dialects whose ops the compiler lowers.
 static bool isSupportedDialect(StringRef ns) {
-  return llvm::is_contained(
-      {"arith", "math", "linalg", "tensor", "func", "pipe", "bufferization",
-       "scf"},
-      ns);
+  return llvm::is_contained({"arith", "math", "linalg", "tensor", "func",
+                             "pipe", "bufferization", "scf"},
+                            ns);
 }
 
 static bool isSupportedElementType(Type type) {
@@ -44,8 +46,7 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
     InFlightDiagnostic diag =
         candidates[1].emitError("the model must have one public function, "
                                 "but found '")
-        << candidates[0].getSymName() << "' and '"
-        << candidates[1].getSymName()
+        << candidates[0].getSymName() << "' and '" << candidates[1].getSymName()
         << "' (make helpers private)";
     return failure();
   }
@@ -56,8 +57,7 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
                       ? dyn_cast<RankedTensorType>(type.getResult(0))
                       : RankedTensorType();
   if (!lossType || lossType.getRank() != 0 ||
-      !(lossType.getElementType().isF32() ||
-        lossType.getElementType().isF64()))
+      !(lossType.getElementType().isF32() || lossType.getElementType().isF64()))
     return fn.emitError("model function '")
            << fn.getSymName()
            << "' must return one scalar loss of type tensor<f32> (or "
@@ -102,9 +102,8 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
   }
 
   WalkResult walk = fn.walk([&](Operation *op) {
-    if (isSupportedDialect(op->getDialect()
-                               ? op->getDialect()->getNamespace()
-                               : StringRef()))
+    if (isSupportedDialect(op->getDialect() ? op->getDialect()->getNamespace()
+                                            : StringRef()))
       return WalkResult::advance();
     op->emitError("op '") << op->getName()
                           << "' is not supported by the ZeroBubble backends";
@@ -112,5 +111,34 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
   });
   if (walk.wasInterrupted())
     return failure();
+
+  // Each running statistic is recorded once per forward, under a name of
+  // its own.
+  llvm::StringMap<pipe::RunningStatOp> stats;
+  walk = fn.walk([&](pipe::RunningStatOp op) {
+    if (names.contains(op.getBuffer())) {
+      op.emitError("running statistic '")
+          << op.getBuffer() << "' has the name of an argument";
+      return WalkResult::interrupt();
+    }
+    auto [it, inserted] = stats.try_emplace(op.getBuffer(), op);
+    if (!inserted) {
+      InFlightDiagnostic diag = op.emitError("running statistic '")
+                                << op.getBuffer() << "' is recorded twice";
+      diag.attachNote(it->second.getLoc()) << "first recorded here";
+      return WalkResult::interrupt();
+    }
+    signature.runningStats.push_back(
+        RunningStat{op.getBuffer().str(), op.getMomentum().convertToDouble(),
+                    op.getInit().convertToDouble(),
+                    cast<RankedTensorType>(op.getValue().getType())});
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  llvm::sort(signature.runningStats,
+             [](const RunningStat &a, const RunningStat &b) {
+               return a.name < b.name;
+             });
   return signature;
 }

@@ -45,6 +45,11 @@ static std::string findToolkit(StringRef option) {
 
 void zb::buildLowerToGPUPipeline(OpPassManager &pm,
                                  const LowerToGPUOptions &options) {
+  // Refuses running statistics (the CPU lowering's runtime call reads host
+  // memory) before the shared bufferization would lower them.
+  ZBLowerRunningStatsOptions stats;
+  stats.target = "gpu";
+  pm.addPass(createZBLowerRunningStats(stats));
   buildBufferizeModelPipeline(pm);
   pm.addPass(createConvertBufferizationToMemRefPass());
 

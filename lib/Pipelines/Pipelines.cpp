@@ -33,6 +33,8 @@ void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
   // After CSE, which merges them: a fill per writer, not a copy per writer.
   pm.addPass(zb::createZBUniqueFills());
+  // Before bufferization: the record calls take tensors.
+  pm.addPass(zb::createZBLowerRunningStats());
   pm.addPass(zb::createZBPrepareEntryPoints());
 
   bufferization::OneShotBufferizePassOptions bufferize;

@@ -1912,11 +1912,13 @@ def _normalize(ctx, x, stats, params, eps, dims, hint):
 
 
 def _batch_norm_value(ctx, x, weight, bias, running_mean, running_var,
-                      training, momentum, eps, extras=True):
+                      training, momentum, eps, extras=True, record=False):
     """(out, mean, rstd, new running mean, new running var): training mode
     normalises with the batch statistics (over N and the spatial dims;
     biased variance), eval mode with the running ones. Without ``extras``
-    only ``out`` is made (the rest are None)."""
+    only ``out`` is made (the rest are None). With ``record`` (the forms
+    that update the buffers in place) training mode records the batch
+    statistics into the running ones."""
     x = ctx.tensor(x)
     _require_float(ctx, x)
     if x.rank < 2:
@@ -1925,6 +1927,9 @@ def _batch_norm_value(ctx, x, weight, bias, running_mean, running_var,
     channels = x.shape[1]
     if training or running_mean is None or running_var is None:
         mean, var, count = _channel_stats(ctx, x, "bn")
+        if record and running_mean is not None and running_var is not None:
+            _record_running_stats(ctx, mean, var, count / max(count - 1, 1),
+                                  momentum if momentum is not None else 0.1)
     else:
         mean, var = ctx.tensor(running_mean), ctx.tensor(running_var)
         count = None
@@ -1961,6 +1966,25 @@ def _batch_norm_value(ctx, x, weight, bias, running_mean, running_var,
     return (out, *extras)
 
 
+def _record_running_stats(ctx, mean, var, unbiased, momentum):
+    """Training mode: the batch's mean and unbiased variance go into the
+    running statistics of the batch norm's buffers (``pipe.running_stat``),
+    which a run folds in after each step, microbatch by microbatch, as
+    PyTorch updates them."""
+    args = ctx.node.args
+    if len(args) < 5 or not isinstance(args[3], torch.fx.Node):
+        return
+    channels = mean.shape[0]
+    t = mean.dtype
+    ctx.translator.running_stat(args[3], mean, momentum, 0.0)
+    if isinstance(args[4], torch.fx.Node) and \
+            args[4] in ctx.translator.buffer_names:
+        uvar = ctx.elementwise([var], lambda bb, xs: bb.binary(
+            "arith.mulf", _cast(bb, xs[0], t), bb.const(unbiased, t), t),
+            shape=(channels,), dtype=t, hint="bn_unbiased_var")
+        ctx.translator.running_stat(args[4], uvar, momentum, 1.0)
+
+
 def _read_later(node, arg):
     """Whether graph value ``arg`` is read by a node after ``node``."""
     if not isinstance(arg, torch.fx.Node):
@@ -1994,7 +2018,8 @@ def _batch_norm_updating(ctx, x, weight, bias, running_mean, running_var,
     result = _batch_norm_value(ctx, x, weight, bias, running_mean,
                                running_var, training, momentum, eps,
                                extras=extras or isinstance(ctx.val,
-                                                           (tuple, list)))
+                                                           (tuple, list)),
+                               record=True)
     _update_running_stats(ctx, training, result[3], result[4])
     return result
 

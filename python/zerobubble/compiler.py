@@ -60,6 +60,8 @@ def _common_args(model, workdir, *, microbatches, params, inputs, seed,
     args = [_model_path(model, workdir), "--microbatches", microbatches]
     if params is None:
         params = getattr(model, "params", None)
+        if params is not None and getattr(model, "buffers", None):
+            params = {**params, **model.buffers}
     if hasattr(inputs, "__iter__") and not isinstance(
             inputs, (dict, str, os.PathLike)):
         if not hasattr(model, "stack_inputs"):
@@ -129,7 +131,9 @@ class RunResult:
     ``microbatches_per_s`` each step's throughput, ``params`` the trained
     parameters and ``grads`` the last step's gradients (both keyed by
     parameter name), ``metrics`` the whole metrics JSON and ``output``
-    zb-run's standard output.
+    zb-run's standard output; ``buffers`` the running statistics after
+    training (a training-mode batch norm's ``running_mean`` and
+    ``running_var``), keyed by buffer name.
     """
     losses: list
     microbatches_per_s: list
@@ -137,6 +141,7 @@ class RunResult:
     grads: dict
     metrics: dict = field(repr=False)
     output: str = field(repr=False)
+    buffers: dict = field(default_factory=dict)
 
 
 def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
@@ -180,12 +185,16 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         metrics = json.loads((out / "metrics.json").read_text())
         grads = _load_npz(out / "grads.npz")
         grads.pop("loss", None)
+        # The dump holds the running statistics next to the parameters
+        # (those have gradients).
+        dumped = _load_npz(out / "params.npz")
         return RunResult(
             losses=[float(x) for x in metrics.get("loss", [])],
             microbatches_per_s=[float(x) for x in
                                 metrics.get("microbatches_per_s", [])],
-            params=_load_npz(out / "params.npz"), grads=grads,
-            metrics=metrics, output=proc.stdout)
+            params={k: v for k, v in dumped.items() if k in grads},
+            grads=grads, metrics=metrics, output=proc.stdout,
+            buffers={k: v for k, v in dumped.items() if k not in grads})
 
 
 def _pipeline_args(ranks, schedule, chunks):

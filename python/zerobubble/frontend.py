@@ -13,7 +13,9 @@ the compiler's input IR.
   shapes (a ``Linear`` weight stays ``[out, in]``); a tensor that several
   modules share (tied weights) is one parameter, under its first name;
 - buffers and other constants become dense constants; computations on
-  constants alone are folded;
+  constants alone are folded; a batch norm's running statistics in
+  training mode are also recorded (``pipe.running_stat``), so that a run
+  updates them and saves them with the parameters (``Program.buffers``);
 - ``zerobubble.pipe_cut(x)`` calls become ``pipe.cut`` stage boundaries.
 """
 
@@ -88,18 +90,22 @@ class Program:
     array, PyTorch's shape); ``data_args`` lists the data arguments;
     ``cuts`` is the number of ``pipe_cut`` markers; ``tied`` maps each
     further name of a tied (shared) parameter to the name it is kept under
-    (``{"lm_head.weight": "transformer.wte.weight"}``). A Program can be given
-    wherever :mod:`zerobubble` takes a model; its ``params`` are then the
-    default parameters.
+    (``{"lm_head.weight": "transformer.wte.weight"}``); ``buffers`` maps
+    the name of each running statistic the program updates (a training-mode
+    batch norm's ``running_mean`` and ``running_var``) to its current
+    value. A Program can be given wherever :mod:`zerobubble` takes a model;
+    its ``params`` and ``buffers`` are then the default parameters.
     """
 
-    def __init__(self, mlir, name, params, data_args, cuts, tied=None):
+    def __init__(self, mlir, name, params, data_args, cuts, tied=None,
+                 buffers=None):
         self.mlir = mlir
         self.name = name
         self.params = params
         self.data_args = data_args
         self.cuts = cuts
         self.tied = dict(tied or {})
+        self.buffers = dict(buffers or {})
 
     def save(self, path):
         """Write the IR text to ``path``."""
@@ -107,8 +113,9 @@ class Program:
             f.write(self.mlir)
 
     def save_params(self, path):
-        """Write the parameters to an ``.npz`` keyed by parameter name."""
-        np.savez(path, **self.params)
+        """Write the parameters and the running statistics to an ``.npz``
+        keyed by name."""
+        np.savez(path, **self.params, **self.buffers)
 
     def stack_inputs(self, microbatches):
         """The data of ``microbatches`` as zb-run's ``--inputs`` arrays.
@@ -208,6 +215,11 @@ class _Translator:
         self.arg_index = {}
         self.ranges = {}
         self.cuts = 0
+        # Buffer placeholders by node, their names and values; the running
+        # statistics recorded so far.
+        self.buffer_names = {}
+        self.buffer_values = {}
+        self.running_stats = {}
 
     def translate(self):
         from torch.export.graph_signature import InputKind
@@ -229,6 +241,10 @@ class _Translator:
                 params.append((node, spec.target))
             elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 self.env[node] = _aten.Const(state[spec.target].detach())
+                if spec.kind == InputKind.BUFFER:
+                    self.buffer_names[node] = spec.target
+                    self.buffer_values[spec.target] = \
+                        state[spec.target].detach().cpu().numpy()
             else:
                 raise FrontendError(
                     f"unsupported exported input '{node.name}' "
@@ -273,9 +289,11 @@ class _Translator:
 
         for arg in data_args:
             arg.range = self.ranges.get(arg.index)
+        buffers = {name: self.buffer_values[name]
+                   for name in self.running_stats}
         return Program(self._function(signature_args, loss, data_args),
                        self.name, param_values, data_args, self.cuts,
-                       tied=tied)
+                       tied=tied, buffers=buffers)
 
     # -- pieces -----------------------------------------------------
 
@@ -344,6 +362,25 @@ class _Translator:
         body = self.builder.lines
         return "\n".join([*doc, header, *body,
                           f"  return {loss.name} : {loss.type}", "}", ""])
+
+    def running_stat(self, buffer_node, value, momentum, init):
+        """Records ``value`` into the running average of buffer
+        ``buffer_node`` (a graph node) when it is a buffer of the module:
+        ``pipe.running_stat``. Returns whether it was recorded."""
+        name = self.buffer_names.get(buffer_node)
+        if name is None:
+            return False
+        if name in self.running_stats:
+            raise FrontendError(
+                f"the running statistic '{name}' is updated twice in one "
+                "forward (a batch norm module called twice in training "
+                "mode); the compiler keeps one update per forward")
+        self.running_stats[name] = (momentum, init)
+        self.builder.emit(
+            f'pipe.running_stat {value.name} {{buffer = "{name}", '
+            f"init = {float(init)!r} : f64, "
+            f"momentum = {float(momentum)!r} : f64}} : {value.type}")
+        return True
 
     def note_range(self, value, bound):
         """Record that data argument ``value`` (if it is one) indexes

@@ -4,7 +4,8 @@ with its own loss; see real_models.py), through ``from_torch`` and
 ``zb-run --np 2``.
 
 ZB-H1 on two ranks, five AdamW steps: torch's loss curve, the last step's
-gradients and the trained parameters, to 1e-4 relative of PyTorch in
+gradients, the trained parameters and ResNet-18's batch norm running
+statistics, to 1e-4 relative of PyTorch in
 float64 (or within 4x of PyTorch's own float32 error where the model
 amplifies rounding more). Then one step with ZB-V (two chunks per rank,
 four stages) on two ranks, and a four-block GPT-2 on four ranks: the loss
@@ -37,7 +38,8 @@ LR = 1e-3
 
 def trained_in_torch(model, data, lr, dtype):
     """AdamW training of a copy of ``model`` in ``dtype``: the losses per
-    step, the last step's gradients and the trained parameters."""
+    step, the last step's gradients, the trained parameters and the
+    running statistics."""
     model = copy.deepcopy(model).to(dtype)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
@@ -49,7 +51,9 @@ def trained_in_torch(model, data, lr, dtype):
         opt.step()
     params = {n: p.detach().double().numpy()
               for n, p in model.named_parameters()}
-    return losses, grads, params
+    buffers = {n: b.detach().double().numpy()
+               for n, b in model.named_buffers() if "running" in n}
+    return losses, grads, params, buffers
 
 
 def rel_err(ours, ref, floor=0.0):
@@ -63,7 +67,8 @@ def rel_err(ours, ref, floor=0.0):
 def test_zb_h1_adamw_matches_torch(name):
     """The reference is PyTorch in float64; each figure must be within
     1e-4 of it, or within 4x of PyTorch's own float32 error where that is
-    larger (ResNet-18 with batch norm over two images amplifies rounding:
+    larger (for the losses, its largest error up to that step; ResNet-18
+    with batch norm over two images amplifies rounding:
     PyTorch's float32 loss curve leaves its float64 one by ~2e-3 in five
     steps)."""
     torch.manual_seed(0)
@@ -84,9 +89,17 @@ def test_zb_h1_adamw_matches_torch(name):
         assert err <= tol, (f"{name} {what}: relative error {err:.2e} > "
                             f"{tol:.1e}")
 
+    # PyTorch's own float32 curve wanders off the float64 one and back (at
+    # some step it may pass close by chance): a step's loss is held to 4x
+    # the farthest it has been up to that step.
+    farthest = 0.0
     for step, (ours, e, f) in enumerate(zip(result.losses, exact[0],
                                             single[0])):
-        check(f"loss of step {step}", ours, e, f)
+        farthest = max(farthest, rel_err(f, e))
+        err = rel_err(ours, e)
+        assert err <= max(RTOL, 4 * farthest), (
+            f"{name} loss of step {step}: relative error {err:.2e} > "
+            f"{max(RTOL, 4 * farthest):.1e}")
     assert sorted(result.grads) == sorted(exact[1]), name
     # Gradients relative to their largest entry, but at least 1e-3 of the
     # model's largest (attention's key bias has a zero gradient in exact
@@ -104,6 +117,12 @@ def test_zb_h1_adamw_matches_torch(name):
         if live.any():
             check(f"param {param}", result.params[param][live], value[live],
                   single[2][param][live])
+    # Training-mode batch norms' running statistics (ResNet-18), updated
+    # microbatch by microbatch as in torch.
+    assert sorted(result.buffers) == sorted(program.buffers), name
+    for buffer in program.buffers:
+        check(f"buffer {buffer}", result.buffers[buffer], exact[3][buffer],
+              single[3][buffer])
     if program.tied:
         # The tied weight is one tensor in the result, as in torch.
         for alias, kept in program.tied.items():

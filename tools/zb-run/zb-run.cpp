@@ -263,8 +263,8 @@ static std::optional<Compiler> openCompiler(const char *argv0) {
 static bool writeArchive(const std::string &path, zbrt::NpzArchive archive,
                          std::optional<double> loss) {
   if (loss) {
-    archive["loss"] = zbrt::NpyArray{zbrt::DType::F64, {},
-                                     std::vector<char>(sizeof(double))};
+    archive["loss"] =
+        zbrt::NpyArray{zbrt::DType::F64, {}, std::vector<char>(sizeof(double))};
     *archive["loss"].as<double>() = *loss;
   }
   std::string error;
@@ -273,12 +273,16 @@ static bool writeArchive(const std::string &path, zbrt::NpzArchive archive,
   return true;
 }
 
-/// Rank 0 of `comm` collects every rank's `mine` and writes it to `path`.
+/// Rank 0 of `comm` collects every rank's `mine` and writes it to `path`,
+/// with the arrays of `defaults` that no rank sent.
 static bool gatherArchive(zbrt::Comm &comm, const std::string &path,
                           const zbrt::NpzArchive &mine,
-                          std::optional<double> loss) {
+                          std::optional<double> loss,
+                          const zbrt::NpzArchive &defaults = {}) {
   zbrt::NpzArchive merged;
   zb::collectArchive(comm, path, mine, merged);
+  for (const auto &[name, value] : defaults)
+    merged.try_emplace(name, value);
   bool ok = comm.rank() != 0 || writeArchive(path, merged, loss);
   comm.barrier();
   return ok;
@@ -445,10 +449,13 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   if (!opts.dumpGradsPath.empty() &&
       !writeArchive(opts.dumpGradsPath, result.lastGrads, result.losses.back()))
     return 1;
-  if (!opts.dumpParamsPath.empty() &&
-      !writeArchive(opts.dumpParamsPath, data.paramArchive(params),
-                    std::nullopt))
-    return 1;
+  if (!opts.dumpParamsPath.empty()) {
+    zbrt::NpzArchive archive = data.paramArchive(params);
+    for (const auto &[name, value] : data.runningStats())
+      archive.try_emplace(name, value);
+    if (!writeArchive(opts.dumpParamsPath, std::move(archive), std::nullopt))
+      return 1;
+  }
   if (opts.checkGrad)
     return checkGradients(data, program, params, result.lastGrads);
   return 0;
@@ -619,10 +626,17 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
       !gatherArchive(*everyone, opts.dumpGradsPath, result.lastGrads,
                      result.losses.back()))
     code = 1;
-  if (!opts.dumpParamsPath.empty() &&
-      !gatherArchive(*everyone, opts.dumpParamsPath, data.paramArchive(params),
-                     std::nullopt))
-    code = 1;
+  // The running statistics from the ranks that update them, replica 0's
+  // (each replica's follow its own data; DDP keeps rank 0's too).
+  if (!opts.dumpParamsPath.empty()) {
+    zbrt::NpzArchive mine = data.paramArchive(params);
+    if (comms->replica() == 0)
+      for (auto &[name, value] : data.updatedStats())
+        mine.try_emplace(name, std::move(value));
+    if (!gatherArchive(*everyone, opts.dumpParamsPath, mine, std::nullopt,
+                       data.runningStats()))
+      code = 1;
+  }
   everyone->barrier();
   program.reset();
   comms.reset();

@@ -93,6 +93,39 @@ def ZBDeallocateBuffers : Pass<"zb-deallocate-buffers", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::memref::MemRefDialect"];
 }
 
+def ZBLowerRunningStats : Pass<"zb-lower-running-stats", "mlir::ModuleOp"> {
+  let summary = "Running statistics to runtime calls";
+  let description = [{
+    Replaces each `pipe.running_stat %v {buffer = "name"}` by a call that
+    hands the value to the runtime, which keeps one record per microbatch
+    for the driver to fold into the buffer after the step:
+
+    ```mlir
+    %u = tensor.cast %v : tensor<16xf32> to tensor<*xf32>
+    %n = memref.get_global @__zb_running_stat : memref<4xi8>   // "name"
+    %s = memref.cast %n : memref<4xi8> to memref<*xi8>
+    func.call @zbrt_record_stat_f32(%u, %s) : (tensor<*xf32>, memref<*xi8>) -> ()
+    ```
+
+    The runtime function only reads the value (`bufferization.access =
+    "read"` on its declaration), so bufferization hands it the value's
+    buffer without a copy. The name travels as bytes, so a rank's module
+    (`--zb-keep-rank`) needs no numbering shared with the others. Runs
+    before bufferization. With
+    `target=gpu` a running statistic is an error: the GPU lowering does not
+    support them yet.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", /*default=*/"\"cpu\"",
+           "cpu, or gpu (where running statistics are refused)">
+  ];
+  let dependentDialects = ["mlir::bufferization::BufferizationDialect",
+                           "mlir::func::FuncDialect",
+                           "mlir::LLVM::LLVMDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
   let summary = "Make public functions callable from the runtime";
   let description = [{

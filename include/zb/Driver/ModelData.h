@@ -17,10 +17,12 @@
 #include "zb/Model/Model.h"
 
 #include "zbrt/Npz.h"
+#include "zbrt/RunningStats.h"
 
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,21 @@ public:
   void setParams(llvm::ArrayRef<const ModelArg *> params,
                  const zbrt::NpzArchive &values);
 
+  /// The model's running statistics (pipe.running_stat buffers), keyed by
+  /// name: from the parameters file where it has them, else every element
+  /// at the statistic's initial value.
+  const zbrt::NpzArchive &runningStats() const { return stats; }
+  /// Those this process has updated (foldStatRecords) since prepare().
+  zbrt::NpzArchive updatedStats() const;
+  /// Folds each recorded value into its buffer, in the order recorded:
+  /// buffer = (1 - momentum) * buffer + momentum * value. Returns an error
+  /// naming a statistic the model does not have or a value of the wrong
+  /// size; empty on success.
+  std::string foldStatRecords(const zbrt::StatRecords &records);
+  /// Sets the running statistics `values` has (a checkpoint's) to its
+  /// values. Returns an error naming one whose shape differs.
+  std::string setRunningStats(const zbrt::NpzArchive &values);
+
 private:
   /// The element offset of microbatch `mb` of step `step` (this replica's)
   /// in the --inputs array `all` whose microbatch holds `bytes` bytes.
@@ -102,6 +119,8 @@ private:
   std::vector<zbrt::NpyArray> args;
   /// Per data argument from --inputs: [D*M][shape] or [K][D*M][shape].
   std::vector<zbrt::NpyArray> inputs;
+  zbrt::NpzArchive stats;
+  std::set<std::string> updated;
 };
 
 /// `grads[i]`, the gradient of `params[i]`, keyed by the parameter's name.

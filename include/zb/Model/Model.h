@@ -45,8 +45,20 @@ struct ModelArg {
 
   bool isParam() const { return kind == Kind::Param; }
   std::vector<int64_t> shape() const {
-    return std::vector<int64_t>(type.getShape().begin(),
-                                type.getShape().end());
+    return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
+  }
+};
+
+/// A running average the forward keeps (`pipe.running_stat`): a buffer
+/// that is not a parameter, such as a batch norm's running mean.
+struct RunningStat {
+  std::string name;
+  double momentum = 0.0;
+  /// Every element's value before the first update.
+  double init = 0.0;
+  mlir::RankedTensorType type;
+  std::vector<int64_t> shape() const {
+    return std::vector<int64_t>(type.getShape().begin(), type.getShape().end());
   }
 };
 
@@ -54,6 +66,8 @@ struct ModelArg {
 struct ModelSignature {
   mlir::func::FuncOp func;
   std::vector<ModelArg> args;
+  /// The running statistics, sorted by name.
+  std::vector<RunningStat> runningStats;
 };
 
 /// The name of argument `i` of a model function: its `zb.param` or

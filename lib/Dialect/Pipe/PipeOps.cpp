@@ -117,3 +117,21 @@ LogicalResult StageOp::verifyRegions() {
                       bYield.getStash().getTypes(), getParams().getTypes(),
                       /*allowStash=*/false);
 }
+
+//===----------------------------------------------------------------------===//
+// RunningStatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RunningStatOp::verify() {
+  auto type = cast<RankedTensorType>(getValue().getType());
+  if (!type.hasStaticShape() ||
+      !(type.getElementType().isF32() || type.getElementType().isF64()))
+    return emitOpError("records a statically shaped f32 or f64 tensor, not ")
+           << type;
+  if (getBuffer().empty())
+    return emitOpError("needs a non-empty 'buffer' name");
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0.0 && momentum <= 1.0))
+    return emitOpError("'momentum' must lie in [0, 1], got ") << momentum;
+  return success();
+}

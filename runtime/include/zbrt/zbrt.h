@@ -102,6 +102,18 @@ void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
                                         zbrt_unranked_memref *group);
 void zbrt_wait_group_sums(void);
 
+/* What compiled code calls for
+ *   func.func private @zbrt_record_stat_f32(memref<*xf32>, memref<*xi8>)
+ *       attributes {llvm.emit_c_interface}
+ * (pipe.running_stat, and the f64 form): keeps a copy of `buf`'s elements
+ * (row-major, any strides) under the running statistic whose name the
+ * bytes of `name` spell, when the driver asks for records
+ * (zbrt/RunningStats.h); otherwise does nothing. */
+void _mlir_ciface_zbrt_record_stat_f32(zbrt_unranked_memref *buf,
+                                       zbrt_unranked_memref *name);
+void _mlir_ciface_zbrt_record_stat_f64(zbrt_unranked_memref *buf,
+                                       zbrt_unranked_memref *name);
+
 /* Waits until every send posted so far has completed (call it at the end of
  * a step, before reusing or freeing anything). Does nothing when no
  * communicator is set. */

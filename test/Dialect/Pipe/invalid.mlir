@@ -225,3 +225,36 @@ func.func @cut_type(%x: tensor<4xf32>) -> tensor<8xf32> {
   %y = "pipe.cut"(%x) : (tensor<4xf32>) -> tensor<8xf32>
   return %y : tensor<8xf32>
 }
+
+// -----
+
+// A running statistic is a float tensor of static shape.
+func.func @running_stat_integer(%x: tensor<4xi64>) {
+  // expected-error @+1 {{'pipe.running_stat' op records a statically shaped f32 or f64 tensor, not 'tensor<4xi64>'}}
+  pipe.running_stat %x {buffer = "n", momentum = 0.1 : f64} : tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @running_stat_dynamic(%x: tensor<?xf32>) {
+  // expected-error @+1 {{'pipe.running_stat' op records a statically shaped f32 or f64 tensor, not 'tensor<?xf32>'}}
+  pipe.running_stat %x {buffer = "n", momentum = 0.1 : f64} : tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @running_stat_momentum(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'pipe.running_stat' op 'momentum' must lie in [0, 1], got 1.5}}
+  pipe.running_stat %x {buffer = "n", momentum = 1.5 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @running_stat_unnamed(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'pipe.running_stat' op needs a non-empty 'buffer' name}}
+  pipe.running_stat %x {buffer = "", momentum = 0.1 : f64} : tensor<4xf32>
+  return
+}

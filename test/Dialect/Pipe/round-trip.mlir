@@ -87,3 +87,13 @@ func.func @data_only_stage(%t: tensor<4xf32>) -> tensor<f32> {
     }
   return %l : tensor<f32>
 }
+
+// A running statistic of the forward (a batch norm's running mean).
+// CHECK-LABEL: func.func @running_stat
+func.func @running_stat(%m: tensor<16xf32>, %v: tensor<2x3xf64>) {
+  // CHECK: pipe.running_stat %{{.*}} {buffer = "bn.running_mean", momentum = 1.000000e-01 : f64} : tensor<16xf32>
+  pipe.running_stat %m {buffer = "bn.running_mean", momentum = 0.1 : f64} : tensor<16xf32>
+  // CHECK: pipe.running_stat %{{.*}} {buffer = "bn.running_var", init = 1.000000e+00 : f64, momentum = 5.000000e-01 : f64} : tensor<2x3xf64>
+  pipe.running_stat %v {buffer = "bn.running_var", init = 1.0 : f64, momentum = 0.5 : f64} : tensor<2x3xf64>
+  return
+}

@@ -152,4 +152,38 @@ def Pipe_YieldOp : Pipe_Op<"yield", [Pure, Terminator, ReturnLike,
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// RunningStatOp
+//===----------------------------------------------------------------------===//
+
+def Pipe_RunningStatOp : Pipe_Op<"running_stat"> {
+  let summary = "A statistic of the forward kept as a running average";
+  let description = [{
+    Records `value`, computed by the forward of one microbatch, into the
+    running average `buffer`: a model buffer that is not a parameter
+    and takes no gradient, such as a batch norm's `running_mean` and
+    `running_var` in training mode. After each training step the buffer
+    becomes `(1 - momentum) * buffer + momentum * value` once per
+    microbatch, in microbatch order (what PyTorch does when the microbatches
+    run one after the other); it starts from `init` in every element unless
+    the parameters file gives it. zb-run saves the buffers with the
+    parameters (`--dump-params`, checkpoints).
+
+    The op reads its operand and has no results; nothing in the forward
+    reads the buffer, so the loss and the gradients do not depend on it.
+    Partitioning keeps it in the stage of its operand, autodiff ignores it,
+    and the CPU lowering turns it into a runtime call
+    (`--zb-lower-running-stats`).
+
+    ```mlir
+    pipe.running_stat %mean {buffer = "bn1.running_mean", momentum = 1.000000e-01 : f64} : tensor<16xf32>
+    pipe.running_stat %var {buffer = "bn1.running_var", init = 1.000000e+00 : f64, momentum = 1.000000e-01 : f64} : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, StrAttr:$buffer, F64Attr:$momentum,
+                   DefaultValuedAttr<F64Attr, "0.0">:$init);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
 #endif // ZB_DIALECT_PIPE_PIPEOPS_TD

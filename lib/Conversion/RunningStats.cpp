@@ -1,0 +1,108 @@
+//===- RunningStats.cpp - The --zb-lower-running-stats pass ---------------===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Conversion/Passes.h"
+
+#include "zb/Dialect/Pipe/PipeOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace zb {
+#define GEN_PASS_DEF_ZBLOWERRUNNINGSTATS
+#include "zb/Conversion/Passes.h.inc"
+} // namespace zb
+
+using namespace mlir;
+using namespace zb;
+
+/// The runtime function that records a value of element type `elt`.
+static StringRef recordFunctionName(Type elt) {
+  return elt.isF64() ? "zbrt_record_stat_f64" : "zbrt_record_stat_f32";
+}
+
+/// Declares `name(tensor<*xelt>, memref<*xi8>)` with a C interface, once.
+/// The value is a tensor that the function only reads, so bufferization
+/// passes the value's buffer as it is, without a copy.
+static void declareRecordFunction(ModuleOp module, StringRef name, Type elt) {
+  if (module.lookupSymbol(name))
+    return;
+  MLIRContext *ctx = module.getContext();
+  auto builder = OpBuilder::atBlockBegin(module.getBody());
+  auto fn = func::FuncOp::create(
+      builder, module.getLoc(), name,
+      FunctionType::get(ctx,
+                        {UnrankedTensorType::get(elt),
+                         UnrankedMemRefType::get(IntegerType::get(ctx, 8), 0)},
+                        {}));
+  fn.setPrivate();
+  fn.setArgAttr(0, bufferization::BufferizationDialect::kBufferAccessAttrName,
+                StringAttr::get(ctx, "read"));
+  fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(ctx));
+}
+
+namespace {
+struct LowerRunningStatsPass
+    : zb::impl::ZBLowerRunningStatsBase<LowerRunningStatsPass> {
+  using ZBLowerRunningStatsBase::ZBLowerRunningStatsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<pipe::RunningStatOp> stats;
+    module.walk([&](pipe::RunningStatOp op) { stats.push_back(op); });
+    if (stats.empty())
+      return;
+    if (target != "cpu") {
+      stats.front().emitError("running statistic '")
+          << stats.front().getBuffer()
+          << "' is not supported on target=" << target
+          << " (only the CPU lowering keeps running statistics)";
+      return signalPassFailure();
+    }
+
+    MLIRContext *ctx = &getContext();
+    SymbolTable symbols(module);
+    auto i8 = IntegerType::get(ctx, 8);
+    // One global per buffer name, shared by every record of it (a model
+    // and its gradient function both record).
+    llvm::StringMap<memref::GlobalOp> names;
+    for (pipe::RunningStatOp op : stats) {
+      StringRef buffer = op.getBuffer();
+      memref::GlobalOp &global = names[buffer];
+      if (!global) {
+        auto type = MemRefType::get({static_cast<int64_t>(buffer.size())}, i8);
+        auto bytes = DenseElementsAttr::get(
+            RankedTensorType::get(type.getShape(), i8),
+            ArrayRef<char>(buffer.data(), buffer.size()));
+        auto builder = OpBuilder::atBlockBegin(module.getBody());
+        global = memref::GlobalOp::create(
+            builder, op.getLoc(), "__zb_running_stat",
+            builder.getStringAttr("private"), type, bytes, /*constant=*/true,
+            /*alignment=*/nullptr);
+        symbols.insert(global);
+      }
+
+      auto type = cast<RankedTensorType>(op.getValue().getType());
+      Type elt = type.getElementType();
+      StringRef callee = recordFunctionName(elt);
+      declareRecordFunction(module, callee, elt);
+
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value value = tensor::CastOp::create(b, loc, UnrankedTensorType::get(elt),
+                                           op.getValue());
+      Value nameBuf = memref::GetGlobalOp::create(b, loc, global.getType(),
+                                                  global.getSymName());
+      Value name = memref::CastOp::create(
+          b, loc, UnrankedMemRefType::get(i8, 0), nameBuf);
+      func::CallOp::create(b, loc, callee, TypeRange(),
+                           ValueRange{value, name});
+      op.erase();
+    }
+  }
+};
+} // namespace
