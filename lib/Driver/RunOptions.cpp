@@ -43,6 +43,12 @@ std::string RunOptions::check() const {
   if (replicas > 1 && gpu())
     return message("--dp with --backend nccl is not supported yet: the "
                    "replicas' gradient means run on the MPI backend only");
+  if (balance && ranks < 2)
+    return message("--balance cuts the stages of a pipeline: it needs --np 2 "
+                   "or more");
+  if (balance && gpu())
+    return message("--balance measures stage times on the CPU; it is not "
+                   "supported with --backend nccl yet");
   if (ranks > 1 && checkGrad)
     return message("--check-grad runs on one process (finite differences of "
                    "the unpartitioned model); compare --grads --np P with "
@@ -157,13 +163,14 @@ zb::schedule::Problem RunOptions::scheduleLayout() const {
   return layout;
 }
 
-std::string RunOptions::rankProgramKey(llvm::StringRef modelText,
-                                       int rank) const {
+std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
+                                       llvm::StringRef balanceProfile) const {
   return (modelText + ";pipeline;np=" + llvm::Twine(ranks) + ";schedule=" +
           schedule + ";chunks=" + llvm::Twine(chunksForSchedule()) +
           ";m=" + llvm::Twine(microbatches) + ";dp=" + llvm::Twine(replicas) +
           (gpu() ? ";gpu" : "") + (eval ? ";eval" : "") +
-          ";rank=" + llvm::Twine(rank))
+          ";rank=" + llvm::Twine(rank) +
+          (balanceProfile.empty() ? "" : ";balance=" + balanceProfile))
       .str();
 }
 

@@ -118,6 +118,7 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   // The pipeline serves any P: markers written for another P give way to
   // the cost model (with a warning).
   partition.ignoreMismatchedCuts = true;
+  partition.profile = options.partitionProfile;
   pm.addPass(createZBPartitionStages(partition));
   pm.addPass(createZBAutodiff());
   pm.addPass(createCanonicalizerPass());
@@ -159,8 +160,8 @@ void zb::registerZBPipelines() {
       "zb-pipeline",
       "From a model to per-rank step functions: partition, autodiff, B/W "
       "split, schedule, send/recv, lowering (options: stages, microbatches, "
-      "schedule, chunks, mem-limit, costs, target, dtype, lower-to-cpu, "
-      "unroll)",
+      "schedule, chunks, mem-limit, costs, partition-profile, target, dtype, "
+      "lower-to-cpu, unroll)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         ZBPipelineOptions options;

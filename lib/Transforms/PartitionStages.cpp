@@ -4,12 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Transforms/Partition.h"
 #include "zb/Transforms/Passes.h"
 
 #include "RegionStash.h"
 
 #include "zb/Analysis/CostModel.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
+#include "zb/Dialect/Sched/Profile.h"
 #include "zb/Model/Model.h"
 #include "zb/Schedule/Problem.h"
 
@@ -78,9 +80,8 @@ struct OpGraph {
 /// Stages from the cut markers: an op's stage is the number of markers it
 /// depends on; ops that read only arguments and constants sink to their
 /// first user's stage.
-static FailureOr<SmallVector<int64_t>> stagesFromCuts(const OpGraph &graph,
-                                                      func::FuncOp fn,
-                                                      int64_t numStages) {
+static FailureOr<SmallVector<int64_t>>
+stagesFromCuts(const OpGraph &graph, func::FuncOp fn, int64_t numStages) {
   unsigned n = graph.ops.size();
   SmallVector<int64_t> stage(n, 0);
   SmallVector<bool> floating(n, true);
@@ -117,8 +118,8 @@ static FailureOr<SmallVector<int64_t>> stagesFromCuts(const OpGraph &graph,
   }
   int64_t reached = 0;
   for (unsigned i = 0; i < n; ++i)
-    reached = std::max(reached, stage[i] +
-                                    (isa<pipe::CutOp>(graph.ops[i]) ? 1 : 0));
+    reached =
+        std::max(reached, stage[i] + (isa<pipe::CutOp>(graph.ops[i]) ? 1 : 0));
   if (reached != numStages - 1)
     return fn.emitError("the ")
            << numCuts << " pipe.cut markers do not form a chain of "
@@ -126,39 +127,36 @@ static FailureOr<SmallVector<int64_t>> stagesFromCuts(const OpGraph &graph,
   return stage;
 }
 
-/// Stages from the cost model: a dynamic program over the valid cut points
-/// minimising the most expensive stage, then the bytes transferred and the
-/// bytes of parameters the cuts make shared.
-static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
-                                                       func::FuncOp fn,
-                                                       int64_t numStages) {
+/// Where the cost model may cut: after op b when 1 to kMaxLive values are
+/// live across (the activation and, inside a residual block, the residual
+/// stream, not a fan of intermediates), with the bytes crossing each
+/// boundary and the bytes of parameters a cut there makes shared.
+struct CutPoints {
+  static constexpr int64_t kMaxLive = 2;
+  SmallVector<unsigned> cuts;
+  SmallVector<int64_t> liveBytes, splitBytes;
+};
+
+static CutPoints findCutPoints(const OpGraph &graph, func::FuncOp fn) {
   unsigned n = graph.ops.size();
-  if (n < static_cast<unsigned>(numStages))
-    return fn.emitError("cannot cut ")
-           << n << " ops into " << numStages << " stages";
-  SmallVector<double> prefix(n + 1, 0);
-  for (unsigned i = 0; i < n; ++i)
-    prefix[i + 1] = prefix[i] + estimateFlops(graph.ops[i]);
+  CutPoints points;
   // Values live across the boundary after op b: defined at j <= b, last
   // used after b.
-  SmallVector<int64_t> liveCount(n, 0), liveBytes(n, 0);
+  SmallVector<int64_t> liveCount(n, 0);
+  points.liveBytes.assign(n, 0);
   for (unsigned j = 0; j < n; ++j) {
     int64_t bytes = 0;
     for (Value r : graph.ops[j]->getResults())
       bytes += estimateBytes(r.getType());
     for (unsigned b = j; b < std::min<unsigned>(graph.lastUse[j], n); ++b) {
       liveCount[b] += graph.ops[j]->getNumResults();
-      liveBytes[b] += bytes;
+      points.liveBytes[b] += bytes;
     }
   }
-  // A valid cut point has at most kMaxLive values crossing it: the
-  // activation (and, inside a residual block, the residual stream), not a
-  // fan of intermediates.
-  constexpr int64_t kMaxLive = 2;
   // A cut between a parameter's first and last user makes it shared (each
   // side holds a copy and the step sums their gradients): allowed, as a
   // tied embedding must be, but its bytes count like transferred ones.
-  SmallVector<int64_t> splitBytes(n, 0);
+  points.splitBytes.assign(n, 0);
   for (BlockArgument arg : fn.getArguments()) {
     if (!fn.getArgAttr(arg.getArgNumber(), kParamAttr))
       continue;
@@ -170,18 +168,47 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
         last = i;
       }
     for (int64_t b = first; b >= 0 && b < last; ++b)
-      splitBytes[b] += estimateBytes(arg.getType());
+      points.splitBytes[b] += estimateBytes(arg.getType());
   }
-  SmallVector<unsigned> cuts;
   for (unsigned b = 0; b + 1 < n; ++b)
-    if (liveCount[b] >= 1 && liveCount[b] <= kMaxLive)
-      cuts.push_back(b);
+    if (liveCount[b] >= 1 && liveCount[b] <= CutPoints::kMaxLive)
+      points.cuts.push_back(b);
+  return points;
+}
+
+/// The cost model's cost of each op: its FLOPs.
+static SmallVector<double> flopsOf(const OpGraph &graph) {
+  SmallVector<double> flops;
+  for (Operation *op : graph.ops)
+    flops.push_back(estimateFlops(op));
+  return flops;
+}
+
+/// Stages from op costs (the cost model's FLOPs, or measured times): a
+/// dynamic program over the valid cut points minimising the most expensive
+/// stage, then the bytes transferred and the bytes of parameters the cuts
+/// make shared.
+static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
+                                                       func::FuncOp fn,
+                                                       int64_t numStages,
+                                                       ArrayRef<double> cost) {
+  unsigned n = graph.ops.size();
+  if (n < static_cast<unsigned>(numStages))
+    return fn.emitError("cannot cut ")
+           << n << " ops into " << numStages << " stages";
+  SmallVector<double> prefix(n + 1, 0);
+  for (unsigned i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + cost[i];
+  CutPoints points = findCutPoints(graph, fn);
+  ArrayRef<unsigned> cuts = points.cuts;
+  ArrayRef<int64_t> liveBytes = points.liveBytes;
+  ArrayRef<int64_t> splitBytes = points.splitBytes;
   if (cuts.size() < static_cast<size_t>(numStages - 1))
     return fn.emitError("only ")
            << cuts.size() << " points in '" << fn.getSymName()
-           << "' have at most " << kMaxLive << " values live across them; "
-           << numStages << " stages need " << numStages - 1
-           << " (place pipe.cut markers to choose the cuts)";
+           << "' have at most " << CutPoints::kMaxLive
+           << " values live across them; " << numStages << " stages need "
+           << numStages - 1 << " (place pipe.cut markers to choose the cuts)";
 
   // best[s][c]: stages 0..s with stage s ending at cut c (or at the end).
   using Score = std::pair<double, int64_t>;
@@ -198,8 +225,8 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
       for (unsigned p = 0; p < c && p < cuts.size(); ++p) {
         if (best[s - 1][p].first == inf.first)
           continue;
-        double cost = prefix[endOf(c) + 1] - prefix[cuts[p] + 1];
-        Score score = {std::max(best[s - 1][p].first, cost),
+        double stageCost = prefix[endOf(c) + 1] - prefix[cuts[p] + 1];
+        Score score = {std::max(best[s - 1][p].first, stageCost),
                        best[s - 1][p].second + liveBytes[cuts[p]] +
                            splitBytes[cuts[p]]};
         if (score < best[s][c]) {
@@ -270,16 +297,17 @@ static LogicalResult materialise(func::FuncOp fn, const ModelSignature &sig,
     SmallVector<Value> data, params;
     for (Value v : argsOfStage[s])
       (sig.args[cast<BlockArgument>(v).getArgNumber()].isParam() ? params
-                                                                  : data)
+                                                                 : data)
           .push_back(v);
-    SmallVector<Value> outputs =
-        s + 1 < numStages ? crossing[s] : SmallVector<Value>(ret->getOperands());
+    SmallVector<Value> outputs = s + 1 < numStages
+                                     ? crossing[s]
+                                     : SmallVector<Value>(ret->getOperands());
     SmallVector<Value> inputOperands;
     for (Value v : inputs)
       inputOperands.push_back(current.lookup(v));
-    auto stage = pipe::StageOp::create(
-        b, fn.getLoc(), ValueRange(outputs).getTypes(), inputOperands, data,
-        params, s, rankOf[s]);
+    auto stage =
+        pipe::StageOp::create(b, fn.getLoc(), ValueRange(outputs).getTypes(),
+                              inputOperands, data, params, s, rankOf[s]);
     Block *block = new Block();
     stage.getForward().push_back(block);
     IRMapping mapping;
@@ -315,6 +343,93 @@ static LogicalResult materialise(func::FuncOp fn, const ModelSignature &sig,
   for (Operation *op : unused)
     op->erase();
   return success();
+}
+
+/// Replaces each marker by its operand.
+static void dropCuts(SmallVectorImpl<pipe::CutOp> &cuts) {
+  for (pipe::CutOp cut : cuts) {
+    cut.getResult().replaceAllUsesWith(cut.getInput());
+    cut.erase();
+  }
+  cuts.clear();
+}
+
+/// The partition of `fn` into `total` stages from the measured times in the
+/// profile at `path` of its partition into N stages (see the pass's
+/// description); records each stage's share of the times on it.
+static LogicalResult partitionByProfile(func::FuncOp fn,
+                                        const ModelSignature &sig,
+                                        SmallVectorImpl<pipe::CutOp> &cuts,
+                                        StringRef path, int64_t total,
+                                        ArrayRef<int64_t> rankOf) {
+  sched::StageProfile measured;
+  if (std::optional<std::string> error =
+          sched::readProfile(path, /*numStages=*/-1, measured))
+    return fn.emitError("profile '") << path << "': " << *error;
+  auto profiled = static_cast<int64_t>(measured.f.size());
+  if (profiled < 1)
+    return fn.emitError("profile '") << path << "' lists no stage";
+  // The partition that was profiled: markers if they made its stages, else
+  // the cost model (the rule of a run with that many stages).
+  if (!cuts.empty() && static_cast<int64_t>(cuts.size()) + 1 != profiled)
+    dropCuts(cuts);
+  OpGraph graph(fn.front());
+  SmallVector<double> flops = flopsOf(graph);
+  FailureOr<SmallVector<int64_t>> fine =
+      cuts.empty() ? stagesFromCosts(graph, fn, profiled, flops)
+                   : stagesFromCuts(graph, fn, profiled);
+  if (failed(fine))
+    return fn.emitError("cannot redo the ")
+           << profiled << "-stage partition that profile '" << path
+           << "' measured";
+  // Each op's share of its profiled stage: by FLOPs, or evenly in a stage
+  // without any.
+  unsigned n = graph.ops.size();
+  SmallVector<double> stageFlops(profiled, 0.0), stageOps(profiled, 0.0);
+  for (unsigned i = 0; i < n; ++i) {
+    stageFlops[(*fine)[i]] += flops[i];
+    stageOps[(*fine)[i]] += 1;
+  }
+  SmallVector<double> share(n), cost(n);
+  for (unsigned i = 0; i < n; ++i) {
+    int64_t s = (*fine)[i];
+    share[i] = stageFlops[s] > 0 ? flops[i] / stageFlops[s] : 1.0 / stageOps[s];
+    cost[i] = share[i] * (measured.f[s] + measured.b[s] + measured.w[s]);
+  }
+  FailureOr<SmallVector<int64_t>> stageOf =
+      stagesFromCosts(graph, fn, total, cost);
+  if (failed(stageOf) ||
+      failed(materialise(fn, sig, graph, *stageOf, total, rankOf)))
+    return failure();
+  SmallVector<double> timeF(total, 0.0), timeB(total, 0.0), timeW(total, 0.0);
+  for (unsigned i = 0; i < n; ++i) {
+    int64_t s = (*fine)[i], t = (*stageOf)[i];
+    timeF[t] += share[i] * measured.f[s];
+    timeB[t] += share[i] * measured.b[s];
+    timeW[t] += share[i] * measured.w[s];
+  }
+  Builder b(fn.getContext());
+  for (pipe::StageOp stage : fn.getOps<pipe::StageOp>()) {
+    int64_t t = stage.getStage();
+    stage.setTimeFAttr(b.getF64FloatAttr(timeF[t]));
+    stage.setTimeBAttr(b.getF64FloatAttr(timeB[t]));
+    stage.setTimeWAttr(b.getF64FloatAttr(timeW[t]));
+  }
+  return success();
+}
+
+int64_t zb::maxCostModelStages(func::FuncOp fn) {
+  func::FuncOp copy = fn.clone();
+  SmallVector<pipe::CutOp> cuts(copy.getOps<pipe::CutOp>());
+  dropCuts(cuts);
+  int64_t stages = 1;
+  {
+    OpGraph graph(copy.front());
+    stages = std::min<int64_t>(findCutPoints(graph, copy).cuts.size() + 1,
+                               graph.ops.size());
+  }
+  copy.erase();
+  return stages;
 }
 
 namespace {
@@ -353,23 +468,24 @@ struct PartitionStagesPass
       rankOf.push_back(schedule::rankOfStage(s, numStages, place));
 
     SmallVector<pipe::CutOp> cuts(fn.getOps<pipe::CutOp>());
+    if (!profile.empty()) {
+      if (failed(partitionByProfile(fn, *sig, cuts, profile, total, rankOf)))
+        return signalPassFailure();
+      return;
+    }
     if (ignoreMismatchedCuts && !cuts.empty() &&
         static_cast<int64_t>(cuts.size()) + 1 != total) {
       // One stage takes no cut: nothing to warn about.
       if (total > 1)
         fn.emitWarning() << cuts.size() << " pipe.cut markers do not make "
                          << total << " stages; partitioning by the cost model";
-      for (pipe::CutOp cut : cuts) {
-        cut.getResult().replaceAllUsesWith(cut.getInput());
-        cut.erase();
-      }
-      cuts.clear();
+      dropCuts(cuts);
     }
     OpGraph graph(fn.front());
     bool hasCuts = !cuts.empty();
     FailureOr<SmallVector<int64_t>> stageOf =
         hasCuts ? stagesFromCuts(graph, fn, total)
-                : stagesFromCosts(graph, fn, total);
+                : stagesFromCosts(graph, fn, total, flopsOf(graph));
     if (failed(stageOf) ||
         failed(materialise(fn, *sig, graph, *stageOf, total, rankOf)))
       return signalPassFailure();

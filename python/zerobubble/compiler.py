@@ -146,7 +146,8 @@ class RunResult:
 
 def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         steps=1, optimizer="sgd", lr=0.01, chunks=None, params=None,
-        inputs=None, seed=None, threads=None, cache_dir=None, timeout=None):
+        inputs=None, seed=None, threads=None, cache_dir=None, timeout=None,
+        balance=False):
     """Train ``model`` with ``zb-run`` and return a :class:`RunResult`.
 
     ``ranks`` is the number of pipeline processes P (``--np``; P > 1 runs
@@ -164,12 +165,16 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
     ``[steps][M][shape]`` keyed ``arg<i>`` (or ``zb.data`` names), a
     ``.npz`` path, or, for a Program, a list of microbatches, each a tuple
     of the model's data arguments (default: synthetic data from ``seed``).
-    ``threads`` sets the BLAS threads of every rank.
+    ``threads`` sets the BLAS threads of every rank. ``balance`` (P > 1)
+    cuts the stages at times measured before training instead of the
+    cost model's FLOPs (``zb-run --balance``).
     """
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
                             params=params, inputs=inputs, seed=seed,
                             cache_dir=cache_dir)
+        if balance:
+            args.append("--balance")
         out = Path(workdir)
         args += ["--steps", steps, "--optimizer", optimizer, "--lr", lr,
                  "--np", ranks, "--dp", replicas,

@@ -223,3 +223,34 @@ def test_dualpipev_equals_one_process(zb_run, examples_dir, tmp_path, model,
     assert proc.returncode != 0
     assert f"needs at least 2p = {2 * ranks} microbatches" in proc.stderr, \
         proc.stderr
+
+
+@pytest.mark.parametrize("schedule,ranks", [("zb-h1", 2), ("zb-v", 2),
+                                            ("1f1b", 4)])
+def test_balanced_pipeline_equals_one_process(zb_run, examples_dir,
+                                              references, tmp_path, schedule,
+                                              ranks):
+    """--balance cuts the stages at measured times (a profile of a finer
+    partition run round the ranks first) and schedules with them: the
+    training is still the one-process training."""
+    ref_losses, ref_params, _ = references["gpt"]
+    losses, params, _ = train(zb_run, examples_dir / "gpt.mlir", tmp_path,
+                              f"balance-{schedule}", "--np", ranks,
+                              "--schedule", schedule, "--balance")
+    np.testing.assert_allclose(losses, ref_losses, rtol=RTOL)
+    for name in ref_params.files:
+        assert_close(f"param {name}", params[name], ref_params[name])
+
+
+def test_balance_reports_the_profile(zb_run, examples_dir, tmp_path):
+    """The finer partition's stage times are printed (M=3 is no multiple of
+    P=2: rank 0 runs them alone), and --balance needs a pipeline."""
+    proc = zb_run(examples_dir / "mlp.mlir", "--np", 2, "--balance",
+                  "--steps", 1, "--microbatches", 3)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "zb-run: --balance: " in proc.stdout
+    assert "finer stages measured, F+B+W ms:" in proc.stdout
+    proc = zb_run(examples_dir / "mlp.mlir", "--np", 1, "--balance")
+    assert proc.returncode != 0
+    assert "--balance cuts the stages of a pipeline: it needs --np 2" in \
+        proc.stderr

@@ -8,7 +8,8 @@
 // zb-run MODEL.mlir [--np P] [--dp D] [--schedule NAME] [--chunks V]
 //        [--steps K] [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz]
 //        [--backend mpi|nccl] [--trace T.json] [--profile P.json]
-//        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR] ...
+//        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR]
+//        [--balance] ...
 //
 // Compiles the model for the CPU, or the GPU with --backend nccl (caching
 // the shared object by content hash), initialises parameters from the seed or
@@ -29,6 +30,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Dialect/Sched/Profile.h"
+#include "zb/Driver/Balance.h"
 #include "zb/Driver/Compile.h"
 #include "zb/Driver/GradCheck.h"
 #include "zb/Driver/Measure.h"
@@ -52,7 +55,9 @@
 #include "zbrt/zbrt.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
@@ -163,6 +168,13 @@ static cl::opt<std::string, true>
 static cl::opt<int, true>
     numChunks("chunks", cl::desc("Stages per rank V (default: the schedule's)"),
               cl::location(opts.chunks), cl::cat(category));
+static cl::opt<bool, true> balance(
+    "balance",
+    cl::desc("Cut the pipeline's stages at measured times: before training, "
+             "run a few steps of the model cut into up to 4 stages per "
+             "pipeline stage on one process, then cut and schedule with "
+             "those stage times instead of the cost model's FLOPs"),
+    cl::location(opts.balance), cl::cat(category));
 static cl::opt<int, true> numSteps("steps",
                                    cl::desc("Training steps (default 1)"),
                                    cl::location(opts.steps), cl::cat(category));
@@ -524,6 +536,43 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
     });
   zb::ZBPipelineOptions pipelineOptions;
   opts.setPipelineOptions(pipelineOptions);
+  std::optional<Compiler> compiler = openCompiler(argv0);
+  // --balance: the stage times of a finer partition, measured on rank 0;
+  // the partition cuts at them.
+  std::string balanceProfile;
+  llvm::SmallString<128> balancePath;
+  auto removeBalanceProfile = llvm::make_scope_exit([&] {
+    if (!balancePath.empty())
+      llvm::sys::fs::remove(balancePath);
+  });
+  if (opts.balance && !opts.compileOnly) {
+    if (!compiler)
+      everyone->abortAll("--balance: the compile cache cannot be opened");
+    if (!zb::measureFineProfile(model.module(), modelText, opts,
+                                compiler->settings, compiler->cache, *comm,
+                                *everyone, comms->replica(), balanceProfile,
+                                error))
+      everyone->abortAll(error);
+    int fd = -1;
+    if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+            "zb-balance", "json", fd, balancePath))
+      comm->abort("--balance: cannot write the profile: " + ec.message());
+    {
+      llvm::raw_fd_ostream out(fd, /*shouldClose=*/true);
+      out << balanceProfile;
+    }
+    pipelineOptions.partitionProfile = balancePath.str().str();
+    zb::sched::StageProfile fine;
+    if (worldRank == 0 &&
+        !zb::sched::parseProfile(balanceProfile, /*numStages=*/-1, fine)) {
+      llvm::outs() << "zb-run: --balance: " << fine.f.size()
+                   << " finer stages measured, F+B+W ms:";
+      for (size_t s = 0; s < fine.f.size(); ++s)
+        llvm::outs() << " "
+                     << llvm::format("%.3f", fine.f[s] + fine.b[s] + fine.w[s]);
+      llvm::outs() << "; the pipeline's stages are cut at these times\n";
+    }
+  }
   std::unique_ptr<zb::LoweredPipeline> lowered =
       zb::LoweredPipeline::lower(model.module(), pipelineOptions, error);
   if (!lowered)
@@ -536,16 +585,15 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
 
   // Each rank compiles only its own step function and stage functions, all
   // ranks at once; --compile-only compiles every rank's in turn.
-  std::optional<Compiler> compiler = openCompiler(argv0);
   auto compileRank = [&](int r) -> std::unique_ptr<zb::CacheEntry> {
     OwningOpRef<ModuleOp> rankModule = lowered->keepRank(r, error);
     if (!rankModule)
       return fail(error), nullptr;
     if (!compiler)
       return nullptr;
-    llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry =
-        zb::compileCached(*rankModule, opts.rankProgramKey(modelText, r),
-                          compiler->settings, compiler->cache, warn);
+    llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry = zb::compileCached(
+        *rankModule, opts.rankProgramKey(modelText, r, balanceProfile),
+        compiler->settings, compiler->cache, warn);
     if (!entry)
       return fail("compiling '" + opts.modelPath +
                   "': " + llvm::toString(entry.takeError())),

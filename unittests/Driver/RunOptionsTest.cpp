@@ -59,6 +59,16 @@ TEST(RunOptions, NamesTheFlagThatIsWrong) {
               o.checkpointDir = "ckpt";
             }).find("--checkpoint and --resume are for training"),
             std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.balance = true;
+            }).find("--balance cuts the stages of a pipeline: it needs --np 2"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.balance = true;
+              o.ranks = 2;
+              o.backend = "nccl";
+            }).find("not supported with --backend nccl"),
+            std::string::npos);
   // An unknown schedule matters only to a pipelined run.
   EXPECT_EQ(problem([](RunOptions &o) { o.schedule = "nope"; }), "");
 }
@@ -83,6 +93,10 @@ TEST(RunOptions, RankProgramKeysDifferInEveryChoice) {
   std::string key = base.rankProgramKey("model", 0);
   EXPECT_NE(key, base.rankProgramKey("model", 1));
   EXPECT_NE(key, base.rankProgramKey("model2", 0));
+  // Stages cut at measured times: another program per profile.
+  EXPECT_NE(key, base.rankProgramKey("model", 0, "{\"stages\": []}"));
+  EXPECT_NE(base.rankProgramKey("model", 0, "a"),
+            base.rankProgramKey("model", 0, "b"));
   auto differs = [&](auto change) {
     RunOptions options = base;
     change(options);

@@ -55,6 +55,8 @@ struct RunOptions {
       profilePath;
   std::string checkpointDir, resumeDir;
   int checkpointEvery = 0;
+  /// Cut the stages at times measured before training (Balance.h).
+  bool balance = false;
 
   bool training() const { return !eval && !grads; }
   /// More than one process: the pipelined programs.
@@ -88,8 +90,10 @@ struct RunOptions {
   /// The ranks, chunks, placement and microbatches of the schedule that
   /// runs (for the simulator beside a measured run).
   zb::schedule::Problem scheduleLayout() const;
-  /// The cache key of rank `rank`'s program of `modelText`.
-  std::string rankProgramKey(llvm::StringRef modelText, int rank) const;
+  /// The cache key of rank `rank`'s program of `modelText`, partitioned
+  /// at the times of `balanceProfile` (--balance) when given.
+  std::string rankProgramKey(llvm::StringRef modelText, int rank,
+                             llvm::StringRef balanceProfile = "") const;
   /// The compiler's settings (the CPU from $ZB_TARGET_CPU unless given);
   /// `identity` is the running compiler's.
   CompileSettings compileSettings(std::string identity) const;

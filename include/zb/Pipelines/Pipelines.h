@@ -114,6 +114,12 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
       llvm::cl::desc("Profile JSON with measured per-stage F/B/W times "
                      "(zb-run --profile) for the schedule; default: the "
                      "cost model's FLOPs")};
+  Option<std::string> partitionProfile{
+      *this, "partition-profile",
+      llvm::cl::desc("Profile JSON of a finer partition of the model "
+                     "(zb-run --balance): cut at the measured times "
+                     "(--zb-partition-stages profile=), which the schedule "
+                     "then plans with")};
   Option<bool> lowerToCPU{
       *this, "lower-to-cpu",
       llvm::cl::desc("Finish with the target's lowering (default true; "

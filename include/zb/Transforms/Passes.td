@@ -150,6 +150,16 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
     schedule sums its gradient over the ranks holding it, see
     `sched.allreduce`); data arguments are `data` of every stage that
     reads them; constants and `tensor.empty` are recreated where used.
+    - With `profile`, the measured F/B/W milliseconds of each stage of
+      another partition of the same model into N stages (what `zb-run
+      --profile` writes; `zb-run --balance` measures one with N = 4·P·V on
+      one process): the pass redoes that partition (the rule above for N
+      stages), gives each op its stage's measured time in proportion to
+      the op's FLOPs, and cuts by the same dynamic program on those times
+      instead of the FLOPs, ignoring markers. Each stage records its
+      measured share as `time_f`/`time_b`/`time_w`, which `--zb-schedule`
+      plans with.
+
     Placement `loop` puts stage s on rank s mod P; `v` (two chunks) puts
     stages r and 2P−1−r on rank r.
   }];
@@ -162,7 +172,10 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
            "Stage placement: loop (interleaved) or v">,
     Option<"ignoreMismatchedCuts", "ignore-mismatched-cuts", "bool", "false",
            "Markers that do not make stages × chunks stages: warn and cut "
-           "by the cost model (default: an error)">
+           "by the cost model (default: an error)">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "Cut by the measured stage times of this profile of an N-stage "
+           "partition of the model (JSON, zb-run --profile)">
   ];
   let dependentDialects = ["zb::pipe::PipeDialect"];
 }

@@ -42,6 +42,10 @@ zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
   if (!entries)
     return std::string("expected an object with a \"stages\" array");
 
+  // Any number of stages: as many as the entries.
+  bool anyCount = numStages < 0;
+  if (anyCount)
+    numStages = static_cast<int>(entries->size());
   costs.f.assign(numStages, -1.0);
   costs.b.assign(numStages, -1.0);
   costs.w.assign(numStages, 0.0);
@@ -55,7 +59,10 @@ zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
       return where + " has no integer \"stage\"";
     if (*stage < 0 || *stage >= numStages)
       return where + " names stage " + std::to_string(*stage) +
-             ", but the model has " + std::to_string(numStages) + " stages";
+             (anyCount
+                  ? ", but there are " + std::to_string(numStages) + " entries"
+                  : ", but the model has " + std::to_string(numStages) +
+                        " stages");
     if (costs.f[*stage] >= 0)
       return "stage " + std::to_string(*stage) + " appears twice";
     std::optional<double> f = object->getNumber("f");

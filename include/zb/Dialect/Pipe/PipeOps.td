@@ -67,7 +67,10 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
     `cost_f`, `cost_b`, `cost_w` are the FLOPs of the forward, of B (of the
     whole backward before the split) and of W; `mem_b` is the bytes of the
     forward stash (held from F until B) and `mem_w` the bytes of the B→W
-    stash (held from B until W). The regions are isolated from above: everything they use is a
+    stash (held from B until W). `time_f`, `time_b` and `time_w` are
+    measured milliseconds per microbatch, set when the partition was made
+    from a profile (`--zb-partition-stages profile=...`); the schedule plans
+    with them in preference to the FLOPs. The regions are isolated from above: everything they use is a
     block argument or defined inside.
 
     Example:
@@ -90,7 +93,10 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
                    OptionalAttr<F64Attr>:$cost_b,
                    OptionalAttr<F64Attr>:$cost_w,
                    OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$mem_b,
-                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$mem_w);
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntNonNegative]>>:$mem_w,
+                   OptionalAttr<F64Attr>:$time_f,
+                   OptionalAttr<F64Attr>:$time_b,
+                   OptionalAttr<F64Attr>:$time_w);
   let results = (outs Variadic<AnyType>:$results);
   let regions = (region SizedRegion<1>:$forward, AnyRegion:$backward,
                  AnyRegion:$backward_input, AnyRegion:$backward_weight);
@@ -113,7 +119,8 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
             $_builder.getI64IntegerAttr(stage),
             $_builder.getI64IntegerAttr(rank), /*cost_f=*/nullptr,
             /*cost_b=*/nullptr, /*cost_w=*/nullptr, /*mem_b=*/nullptr,
-            /*mem_w=*/nullptr);
+            /*mem_w=*/nullptr, /*time_f=*/nullptr, /*time_b=*/nullptr,
+            /*time_w=*/nullptr);
     }]>
   ];
   let hasRegionVerifier = 1;

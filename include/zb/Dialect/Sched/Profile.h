@@ -32,8 +32,9 @@ struct StageProfile {
 /// The profile as JSON text.
 std::string writeProfile(const StageProfile &profile);
 
-/// Parses a profile of a model with `numStages` stages; on failure returns
-/// a message (without a file name) naming the entry and what is wrong.
+/// Parses a profile of a model with `numStages` stages (-1: as many as it
+/// lists, numbered from 0); on failure returns a message (without a file
+/// name) naming the entry and what is wrong.
 std::optional<std::string> parseProfile(llvm::StringRef text, int numStages,
                                         StageProfile &profile);
 

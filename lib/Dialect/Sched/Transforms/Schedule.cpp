@@ -77,6 +77,19 @@ LogicalResult SchedulePass::readCosts(Operation *func,
     return success();
   }
 
+  // Measured times, where the partition was made from a profile.
+  if (llvm::all_of(stages, [](zb::pipe::StageOp stage) {
+        return stage.getTimeFAttr() && stage.getTimeBAttr() &&
+               stage.getTimeWAttr();
+      })) {
+    for (zb::pipe::StageOp stage : stages) {
+      problem.stageCostF.push_back(stage.getTimeFAttr().getValueAsDouble());
+      problem.stageCostB.push_back(stage.getTimeBAttr().getValueAsDouble());
+      problem.stageCostW.push_back(stage.getTimeWAttr().getValueAsDouble());
+    }
+    return success();
+  }
+
   // An unsplit stage's cost_b is its whole backward (its W is 0); a split
   // stage needs cost_w as well.
   for (zb::pipe::StageOp stage : stages) {
