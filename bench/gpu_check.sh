@@ -159,6 +159,8 @@ train gpt gpt "$MICROBATCHES"
 GPUS=$(nvidia-smi -L | grep -c '^GPU' || true)
 if [[ "$GPUS" -ge 2 ]]; then
   train gpt-p2 gpt "$MICROBATCHES" --np 2 --schedule zb-h1
+  # A V placement: NCCL links received in send order.
+  train gpt-zbv gpt "$MICROBATCHES" --np 2 --schedule zb-v
 fi
 
 step "lit: test/GPU"

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/Debug.h"
 
 #include <numeric>
@@ -45,6 +46,72 @@ static SmallVector<OpTy> collectHostOps(func::FuncOp fn) {
       ops.push_back(op);
   });
   return ops;
+}
+
+/// Whether `op` can run inside a kernel as it is: scalar arithmetic, math,
+/// structured control flow and loads and stores of buffers.
+static bool isKernelSafe(Operation *op) {
+  if (isa<memref::LoadOp, memref::StoreOp>(op))
+    return true;
+  StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
+  return dialect == "arith" || dialect == "math" || dialect == "scf" ||
+         dialect == "index";
+}
+
+/// Whether the outermost host-level scf.for `loop` becomes a one-thread
+/// kernel (wrapSequentialBufferLoops): it reads or writes buffers, carries
+/// no values and holds nothing a kernel cannot run.
+static bool becomesKernel(scf::ForOp loop) {
+  if (loop.getNumResults() != 0)
+    return false;
+  bool touches = false, safe = true;
+  loop.getBody()->walk([&](Operation *op) {
+    touches |= isa<memref::LoadOp, memref::StoreOp>(op);
+    safe &= isKernelSafe(op);
+  });
+  return touches && safe;
+}
+
+/// The memref `value` views (through casts, views and reshapes).
+static Value viewedBuffer(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (auto view = dyn_cast<ViewLikeOpInterface>(def)) {
+      value = view.getViewSource();
+      continue;
+    }
+    if (auto cast = dyn_cast<memref::CastOp>(def)) {
+      value = cast.getSource();
+      continue;
+    }
+    break;
+  }
+  return value;
+}
+
+/// Whether `global`'s uses are all loads that stay host code: the loop of
+/// a step function reading its action table, not a kernel's input. Such a
+/// global stays in host memory.
+static bool readOnHost(memref::GetGlobalOp global) {
+  SmallVector<Value> values{global.getResult()};
+  while (!values.empty()) {
+    Value value = values.pop_back_val();
+    for (Operation *user : value.getUsers()) {
+      if (isa<ViewLikeOpInterface, memref::CastOp>(user)) {
+        values.append(user->result_begin(), user->result_end());
+        continue;
+      }
+      if (!isa<memref::LoadOp>(user) ||
+          user->getParentOfType<scf::ParallelOp>())
+        return false;
+      scf::ForOp outermost;
+      for (auto loop = user->getParentOfType<scf::ForOp>(); loop;
+           loop = loop->getParentOfType<scf::ForOp>())
+        outermost = loop;
+      if (outermost && becomesKernel(outermost))
+        return false;
+    }
+  }
+  return true;
 }
 
 /// Frees `buffer` on the device right before the terminator of the block
@@ -80,8 +147,11 @@ static void moveBuffersToDevice(RewriterBase &rewriter, func::FuncOp fn) {
                            ValueRange(), dealloc.getMemref());
     rewriter.eraseOp(dealloc);
   }
-  // Constants stay host globals; each use reads a device copy.
+  // Constants stay host globals; each use reads a device copy, unless only
+  // host code reads them (a step function's action table).
   for (auto global : collectHostOps<memref::GetGlobalOp>(fn)) {
+    if (readOnHost(global))
+      continue;
     rewriter.setInsertionPointAfter(global);
     auto device = gpu::AllocOp::create(
         rewriter, global.getLoc(), global.getType(), /*asyncToken=*/Type(),
@@ -124,34 +194,16 @@ static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
   return success();
 }
 
-/// Whether `op` can run inside a kernel as it is: scalar arithmetic, math,
-/// structured control flow and loads and stores of buffers.
-static bool isKernelSafe(Operation *op) {
-  if (isa<memref::LoadOp, memref::StoreOp>(op))
-    return true;
-  StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
-  return dialect == "arith" || dialect == "math" || dialect == "scf" ||
-         dialect == "index";
-}
-
 /// Runs each outermost host-level scf.for that reads or writes buffers (the
 /// scatter-add of a gather's gradient, say: sequential, since indices may
 /// repeat) in one GPU thread: wraps it in a one-iteration scf.parallel.
 /// Loops that carry values or hold anything a kernel cannot run stay, and
 /// checkNoHostAccess names them.
-static void wrapSequentialBufferLoops(RewriterBase &rewriter,
-                                      func::FuncOp fn) {
+static void wrapSequentialBufferLoops(RewriterBase &rewriter, func::FuncOp fn) {
   SmallVector<scf::ForOp> roots;
   for (auto loop : collectHostOps<scf::ForOp>(fn)) {
-    if (loop->getParentOfType<scf::ParallelOp>() ||
-        loop->getParentOfType<scf::ForOp>() || loop.getNumResults() != 0)
-      continue;
-    bool touches = false, safe = true;
-    loop.getBody()->walk([&](Operation *op) {
-      touches |= isa<memref::LoadOp, memref::StoreOp>(op);
-      safe &= isKernelSafe(op);
-    });
-    if (touches && safe)
+    if (!loop->getParentOfType<scf::ParallelOp>() &&
+        !loop->getParentOfType<scf::ForOp>() && becomesKernel(loop))
       roots.push_back(loop);
   }
   for (scf::ForOp loop : roots) {
@@ -205,12 +257,16 @@ static void tileAndMapParallelLoops(RewriterBase &rewriter, func::FuncOp fn,
   }
 }
 
-/// Fails on a host-level load or store: device memory the host cannot read.
+/// Fails on a host-level load or store of device memory, which the host
+/// cannot read (host globals kept by readOnHost are host memory).
 static LogicalResult checkNoHostAccess(func::FuncOp fn) {
   WalkResult result = fn.walk([&](Operation *op) {
     if (!isa<memref::LoadOp, memref::StoreOp>(op) || isDeviceCode(op) ||
         op->getParentOfType<scf::ParallelOp>())
       return WalkResult::advance();
+    if (auto load = dyn_cast<memref::LoadOp>(op))
+      if (viewedBuffer(load.getMemRef()).getDefiningOp<memref::GetGlobalOp>())
+        return WalkResult::advance();
     op->emitOpError("zb-map-to-gpu: host code accesses a device buffer "
                     "outside a kernel");
     return WalkResult::interrupt();

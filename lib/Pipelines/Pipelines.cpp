@@ -136,9 +136,10 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   sched::ZBInsertCommOptions comm;
   comm.inOrderLinks = options.target == "gpu";
   pm.addPass(sched::createZBInsertComm(comm));
-  // The GPU's device code cannot read the host's action table.
+  // Loop-form step functions for either target: on the GPU the action table
+  // stays in host memory (zb-map-to-gpu), read by the host's loop.
   ZBLowerToRuntimeOptions runtime;
-  runtime.unroll = options.unroll || options.target == "gpu";
+  runtime.unroll = options.unroll;
   pm.addPass(createZBLowerToRuntime(runtime));
   if (!options.lowerToCPU)
     return success();

@@ -236,9 +236,8 @@ static bool withinMemory(const Problem &problem, const Schedule &schedule,
                          double limit) {
   if (limit <= 0)
     return true;
-  double tolerance = 1e-9 * std::max(1.0, limit);
   for (double peak : peakMemoryPerRank(problem, schedule))
-    if (peak > limit + tolerance)
+    if (exceedsMemoryLimit(peak, limit))
       return false;
   return true;
 }

@@ -26,6 +26,8 @@
 
 #include "InOrder.h"
 
+#include "zb/Schedule/Validator.h"
+
 #include <algorithm>
 #include <array>
 #include <deque>
@@ -89,7 +91,7 @@ private:
     return cat == 0 ? b : cat == 1 ? w - b : -w;
   }
   bool overLimit(double value) const {
-    return value > limit + 1e-9 * std::max(1.0, limit);
+    return exceedsMemoryLimit(value, limit);
   }
   /// End time of node `node`; -1 (none) stands for "no input", which then
   /// reads the last node's end, as the reference construction does.

@@ -172,13 +172,12 @@ std::vector<Diagnostic> validate(const Problem &problem,
 
   // 4. Memory limit.
   if (problem.memLimit > 0) {
-    double tolerance = 1e-9 * std::max(1.0, problem.memLimit);
     for (int rank = 0; rank < problem.numRanks; ++rank) {
       const std::vector<Action> &actions = schedule.ranks[rank];
       double memory = 0.0;
       for (int i = 0; i < static_cast<int>(actions.size()); ++i) {
         memory += actionMemoryDelta(problem, actions[i]);
-        if (memory <= problem.memLimit + tolerance)
+        if (!exceedsMemoryLimit(memory, problem.memLimit))
           continue;
         std::ostringstream message;
         message << describe(actions[i]) << " at position " << i << " on rank "

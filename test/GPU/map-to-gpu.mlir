@@ -115,3 +115,34 @@ func.func @scatter_add(%idx: memref<8xi64>, %grad: memref<8xf32>,
   }
   return
 }
+
+// -----
+
+// A step function's loop over its action table (calls: it stays host code)
+// reads the table in host memory: that global is not copied to the device,
+// while a global a kernel reads (a copy here) is.
+memref.global "private" constant @actions : memref<2x2xi64> = dense<[[0, 1], [1, 0]]>
+memref.global "private" constant @bias : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+func.func private @stage(i64)
+// CHECK-LABEL: func.func @action_loop(
+// CHECK: %[[T:.*]] = memref.get_global @actions : memref<2x2xi64>
+// CHECK-NOT: gpu.memcpy %{{.*}}, %[[T]]
+// CHECK: scf.for
+// CHECK: %[[A:.*]] = memref.load %[[T]]
+// CHECK: call @stage(%[[A]])
+// CHECK: %[[B:.*]] = memref.get_global @bias : memref<4xf32>
+// CHECK: %[[D:.*]] = gpu.alloc () : memref<4xf32>
+// CHECK: gpu.memcpy %[[D]], %[[B]]
+func.func @action_loop(%out: memref<4xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %t = memref.get_global @actions : memref<2x2xi64>
+  scf.for %i = %c0 to %c2 step %c1 {
+    %a = memref.load %t[%i, %c0] : memref<2x2xi64>
+    func.call @stage(%a) : (i64) -> ()
+  }
+  %b = memref.get_global @bias : memref<4xf32>
+  memref.copy %b, %out : memref<4xf32> to memref<4xf32>
+  return
+}

@@ -12,22 +12,33 @@
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-strip-cuts --zb-pipeline="stages=2 microbatches=4 schedule=zb-v target=gpu" | FileCheck %s --check-prefix=VGPU
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-strip-cuts --zb-pipeline="stages=2 microbatches=4 schedule=zb-v" -o /dev/null
 // RUN: rm -rf %t.cache && zb-run %zb_src_root/examples/mlp.mlir --np 2 --schedule zb-v --microbatches 4 --backend nccl --compile-only --cache-dir %t.cache | FileCheck %s --check-prefix=VNCCL
+// The step function loops over its action table on the host; unroll=true
+// keeps every action inline instead, with no table.
+// RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu unroll=true" | FileCheck %s --check-prefix=UNROLL
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=gpu dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
 
 // CHECK-DAG: llvm.func @zbrt_gpu_sgemm_batched(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
 // CHECK-DAG: llvm.func @_mlir_ciface_zbrt_send_f32(!llvm.ptr, i64, i64)
 // CHECK-DAG: llvm.func @_mlir_ciface_zbrt_recv_f32(!llvm.ptr, i64, i64)
+// UNROLL-NOT: @zb_rank0_actions
+// UNROLL-LABEL: llvm.func @zb_rank0_step(
+// UNROLL-NOT: @zb_rank0_actions
 // CHECK-LABEL: llvm.func internal @zb_stage0_forward(
 // CHECK: gpu.launch_func
 // CHECK: llvm.call @zbrt_gpu_sgemm_batched(
 // Each kernel is embedded as a cubin for sm_90.
 // CHECK: gpu.binary @zb_stage0_forward_kernel [#gpu.object<#nvvm.target<chip = "sm_90">
 // CHECK-SAME: bin = "\7FELF
+// The action table is a host global, which the step function's loop reads
+// on the host (its compile time does not grow with P·M).
+// CHECK: llvm.mlir.global private constant @zb_rank0_actions(dense<{{.*}}> : tensor<8x6xi64>)
 // The step function allocates activations and stash on the device and sends
 // device buffers.
 // CHECK-LABEL: llvm.func @zb_rank0_step(
 // CHECK: llvm.call @mgpuMemAlloc(
+// CHECK: llvm.getelementptr %{{.*}}[0, 0, 0] : (!llvm.ptr) -> !llvm.ptr, !llvm.array<8 x array<6 x i64>>
+// CHECK: llvm.cond_br
 // CHECK: llvm.call @zb_stage0_forward(
 // CHECK: llvm.call @zbrt_send_f32(
 // CHECK: llvm.call @mgpuMemFree(

@@ -43,7 +43,9 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
     - `memref.alloc`/`memref.alloca` become `gpu.alloc` (an alloca is freed
       at the end of its block), `memref.dealloc` becomes `gpu.dealloc`, and
       a `memref.get_global` becomes a device buffer filled from the global
-      by `gpu.memcpy` (freed at the end of its block);
+      by `gpu.memcpy` (freed at the end of its block), except one that only
+      host code loads from (a step function's action table, read by its
+      loop of calls): that stays in host memory;
     - `memref.copy` becomes `linalg.copy`, so that it runs as a kernel;
     - every linalg op becomes loops: its parallel dimensions one
       `scf.parallel`, its reductions sequential `scf.for` loops inside (an
@@ -60,8 +62,8 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
     Run after bufferization, `--zb-deallocate-buffers` and
     `--zb-lower-gemm-to-cublas`. Elementwise chains are fused on tensors
     before (`--zb-fuse-elementwise`), so one fused `linalg.generic` is one
-    kernel. A host-level `memref.load` or `memref.store` (device memory the
-    host cannot read) is an error that names the op.
+    kernel. A host-level `memref.load` or `memref.store` of device memory
+    (which the host cannot read) is an error that names the op.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",

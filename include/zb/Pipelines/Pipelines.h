@@ -137,8 +137,8 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
   Option<bool> unroll{
       *this, "unroll",
       llvm::cl::desc("Step functions with every action inline "
-                     "(--zb-lower-to-runtime=unroll=true; always for "
-                     "target=gpu) instead of a loop over an action table"),
+                     "(--zb-lower-to-runtime=unroll=true) instead of a loop "
+                     "over an action table (on the host for target=gpu)"),
       llvm::cl::init(false)};
 };
 

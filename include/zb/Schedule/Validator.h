@@ -22,6 +22,7 @@
 #include "zb/Schedule/Problem.h"
 #include "zb/Schedule/Schedule.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,13 @@ struct Diagnostic {
   Action action;
   std::string message;
 };
+
+/// Whether activation memory `memory` breaks the limit `limit` (none when
+/// `limit` <= 0), with the rounding tolerance of summed stage sizes: the
+/// validator's memory rule, which generators that check the limit share.
+inline bool exceedsMemoryLimit(double memory, double limit) {
+  return limit > 0 && memory > limit + 1e-9 * std::max(1.0, limit);
+}
 
 /// Returns all violations; empty means the schedule is valid.
 std::vector<Diagnostic> validate(const Problem &problem,
