@@ -170,13 +170,195 @@ static void moveBuffersToDevice(RewriterBase &rewriter, func::FuncOp fn) {
   }
 }
 
+/// The identity of the combiner `op` (addf, mulf, max, min), or null.
+static TypedAttr combinerIdentity(Operation *op, Type type) {
+  auto floatType = dyn_cast<FloatType>(type);
+  if (!floatType)
+    return {};
+  const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
+  if (isa<arith::AddFOp>(op))
+    return FloatAttr::get(type, 0.0);
+  if (isa<arith::MulFOp>(op))
+    return FloatAttr::get(type, 1.0);
+  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(op))
+    return FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true));
+  if (isa<arith::MinimumFOp, arith::MinNumFOp>(op))
+    return FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/false));
+  return {};
+}
+
+/// A linalg op that reduces its innermost loop into its one output as
+/// `out = combine(out, element(inputs))`, with a combiner that can run as a
+/// tree: what lowerRowReduction needs to know.
+struct RowReduction {
+  Operation *combiner = nullptr;
+  /// The output's block argument, and the other operand of `combiner`.
+  Value accumulator, element;
+  TypedAttr identity;
+  SmallVector<int64_t> ranges;
+};
+
+static std::optional<RowReduction> matchRowReduction(linalg::LinalgOp op,
+                                                     int64_t minLength) {
+  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 1 ||
+      op->getNumRegions() != 1 || op.hasIndexSemantics())
+    return std::nullopt;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (iterators.back() != utils::IteratorType::reduction)
+    return std::nullopt;
+  RowReduction match;
+  match.ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(match.ranges, ShapedType::isDynamic) ||
+      match.ranges.back() < minLength)
+    return std::nullopt;
+  for (AffineMap map : op.getIndexingMapsArray())
+    if (!map.isProjectedPermutation())
+      return std::nullopt;
+  Block *body = op.getBlock();
+  BlockArgument acc = body->getArguments().back();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  Operation *combiner = yield.getValues()[0].getDefiningOp();
+  if (!combiner || combiner->getBlock() != body ||
+      combiner->getNumOperands() != 2 || !acc.hasOneUse() ||
+      acc.getUses().begin()->getOwner() != combiner)
+    return std::nullopt;
+  match.combiner = combiner;
+  match.accumulator = acc;
+  match.element = combiner->getOperand(0) == acc ? combiner->getOperand(1)
+                                                 : combiner->getOperand(0);
+  match.identity = combinerIdentity(combiner, acc.getType());
+  if (!match.identity || match.element == acc)
+    return std::nullopt;
+  return match;
+}
+
+/// The values of `map`'s results (a projected permutation) for loop
+/// indices `ivs`.
+static SmallVector<Value> indicesOf(AffineMap map, ArrayRef<Value> ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr expr : map.getResults())
+    indices.push_back(ivs[cast<AffineDimExpr>(expr).getPosition()]);
+  return indices;
+}
+
+/// A row reduction as one block per row: the rows (its parallel loops,
+/// collapsed) over blocks, the row's elements over `threads` threads, each
+/// summing a strided share, then a tree over the block (an scf.reduce in a
+/// loop mapped to threads: gpu.all_reduce), combined with the output's
+/// initial value.
+static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
+                              const RowReduction &match, int64_t threads) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  ArrayRef<int64_t> ranges = match.ranges;
+  int64_t length = ranges.back();
+  int64_t rows = 1;
+  for (int64_t r : ranges.drop_back())
+    rows *= r;
+  threads = std::min(threads, length);
+  auto constant = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
+  };
+  auto mapping = [&](gpu::Processor processor) {
+    AffineMap identity = AffineMap::getMultiDimIdentityMap(1, ctx);
+    return ArrayAttr::get(ctx, {gpu::ParallelLoopDimMappingAttr::get(
+                                   ctx, processor, identity, identity)});
+  };
+  // The combiner on (accumulator, element), in its operands' order.
+  auto combine = [&](OpBuilder &b, Value acc, Value element) {
+    IRMapping pair;
+    pair.map(match.accumulator, acc);
+    pair.map(match.element, element);
+    return b.clone(*match.combiner, pair)->getResult(0);
+  };
+  Value zero = constant(0), one = constant(1);
+  Value lengthValue = constant(length), threadsValue = constant(threads);
+  auto rowLoop =
+      scf::ParallelOp::create(rewriter, loc, ValueRange{zero},
+                              ValueRange{constant(rows)}, ValueRange{one});
+  rowLoop->setAttr(gpu::getMappingAttrName(), mapping(gpu::Processor::BlockX));
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(rowLoop.getBody()->getTerminator());
+  // The row's indices, delinearised (row-major over the parallel loops).
+  SmallVector<Value> ivs(ranges.size());
+  Value rest = rowLoop.getInductionVars()[0];
+  for (int64_t d = static_cast<int64_t>(ranges.size()) - 2; d > 0; --d) {
+    Value extent = constant(ranges[d]);
+    ivs[d] = arith::RemUIOp::create(rewriter, loc, rest, extent);
+    rest = arith::DivUIOp::create(rewriter, loc, rest, extent);
+  }
+  if (ranges.size() > 1)
+    ivs[0] = rest;
+  Value identity = arith::ConstantOp::create(rewriter, loc, match.identity);
+  Block *body = op.getBlock();
+  auto threadLoop = scf::ParallelOp::create(
+      rewriter, loc, ValueRange{zero}, ValueRange{threadsValue},
+      ValueRange{one}, ValueRange{identity},
+      [&](OpBuilder &b, Location nested, ValueRange thread, ValueRange) {
+        // The thread's share: elements thread, thread + threads, ...
+        auto share = scf::ForOp::create(
+            b, nested, thread[0], lengthValue, threadsValue,
+            ValueRange{identity},
+            [&](OpBuilder &fb, Location floc, Value j, ValueRange args) {
+              SmallVector<Value> all(ivs);
+              all.back() = j;
+              IRMapping values;
+              for (OpOperand *input : op.getDpsInputOperands()) {
+                Value element = input->get();
+                if (isa<MemRefType>(element.getType()))
+                  element = memref::LoadOp::create(
+                      fb, floc, element,
+                      indicesOf(op.getMatchingIndexingMap(input), all));
+                values.map(body->getArgument(input->getOperandNumber()),
+                           element);
+              }
+              for (Operation &inner : body->without_terminator())
+                if (&inner != match.combiner)
+                  fb.clone(inner, values);
+              Value next =
+                  combine(fb, args[0], values.lookupOrDefault(match.element));
+              scf::YieldOp::create(fb, floc, next);
+            });
+        // The block's tree over the threads' shares.
+        auto reduce = scf::ReduceOp::create(b, nested, share.getResult(0));
+        Block &tree = reduce.getReductions()[0].front();
+        OpBuilder tb = OpBuilder::atBlockEnd(&tree);
+        scf::ReduceReturnOp::create(
+            tb, nested, combine(tb, tree.getArgument(0), tree.getArgument(1)));
+      });
+  threadLoop->setAttr(gpu::getMappingAttrName(),
+                      mapping(gpu::Processor::ThreadX));
+
+  // out[row] = combine(out[row], the block's result).
+  rewriter.setInsertionPoint(rowLoop.getBody()->getTerminator());
+  OpOperand *output = op.getDpsInitOperand(0);
+  SmallVector<Value> outIndices =
+      indicesOf(op.getMatchingIndexingMap(output), ivs);
+  Value init = memref::LoadOp::create(rewriter, loc, output->get(), outIndices);
+  Value result = combine(rewriter, init, threadLoop.getResult(0));
+  memref::StoreOp::create(rewriter, loc, result, output->get(), outIndices);
+}
+
+/// Rows shorter than this keep one thread per row.
+constexpr int64_t kMinBlockRowLength = 32;
+
 /// Lowers each linalg op to one scf.parallel over its parallel dimensions
-/// (a one-iteration loop when it has none) with its reductions inside.
+/// (a one-iteration loop when it has none) with its reductions inside; a
+/// reduction of long rows with a tree-shaped combiner to a block per row
+/// (lowerRowReduction).
 static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
-                                                func::FuncOp fn) {
+                                                func::FuncOp fn,
+                                                int64_t blockSize) {
   for (auto op : collectHostOps<linalg::LinalgOp>(fn)) {
     if (!op.hasPureBufferSemantics())
       return op->emitOpError("zb-map-to-gpu: expected an op on buffers");
+    if (std::optional<RowReduction> match =
+            matchRowReduction(op, kMinBlockRowLength)) {
+      lowerRowReduction(rewriter, op, *match, blockSize);
+      rewriter.eraseOp(op);
+      continue;
+    }
     Location loc = op.getLoc();
     if (op.getNumParallelLoops() == 0) {
       rewriter.setInsertionPoint(op);
@@ -222,8 +404,10 @@ static void wrapSequentialBufferLoops(RewriterBase &rewriter, func::FuncOp fn) {
 static void tileAndMapParallelLoops(RewriterBase &rewriter, func::FuncOp fn,
                                     int64_t blockSize) {
   SmallVector<scf::ParallelOp> roots;
+  // Loops mapped already (a block per row) stay as they are.
   for (auto loop : collectHostOps<scf::ParallelOp>(fn))
-    if (!loop->getParentOfType<scf::ParallelOp>())
+    if (!loop->getParentOfType<scf::ParallelOp>() &&
+        !loop->hasAttr(gpu::getMappingAttrName()))
       roots.push_back(loop);
   MLIRContext *ctx = fn.getContext();
   auto mapping = [&](gpu::Processor processor) {
@@ -289,7 +473,7 @@ struct MapToGPUPass : zb::impl::ZBMapToGPUBase<MapToGPUPass> {
       if (fn.isExternal())
         continue;
       moveBuffersToDevice(rewriter, fn);
-      if (failed(lowerLinalgToParallelLoops(rewriter, fn)))
+      if (failed(lowerLinalgToParallelLoops(rewriter, fn, blockSize)))
         return signalPassFailure();
       wrapSequentialBufferLoops(rewriter, fn);
       if (failed(checkNoHostAccess(fn)))

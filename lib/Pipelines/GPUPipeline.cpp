@@ -69,6 +69,8 @@ void zb::buildLowerToGPUPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
+  // Block trees (a block per row) become shuffles in the kernels.
+  pm.addNestedPass<gpu::GPUModuleOp>(createZBLowerAllReduce());
   // Launches, allocations and copies become asynchronous on the function's
   // stream (the runtime's compute stream), with one wait at its end.
   pm.addNestedPass<func::FuncOp>(createGpuAsyncRegionPass());

@@ -47,7 +47,16 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
       host code loads from (a step function's action table, read by its
       loop of calls): that stays in host memory;
     - `memref.copy` becomes `linalg.copy`, so that it runs as a kernel;
-    - every linalg op becomes loops: its parallel dimensions one
+    - a linalg op that reduces its innermost loop, of 32 elements or more,
+      into one output as `out = combine(out, element)` with `addf`, `mulf`,
+      or a float max or min (a softmax's row maximum and sum, a norm's
+      statistics, a loss's log-sum-exp) runs a block per row: the rows
+      (its parallel loops, collapsed) over blocks, the row over up to
+      `block-size` threads that each combine a strided share, then a tree
+      over the block (an `scf.reduce` in the loop mapped to threads, which
+      becomes `gpu.all_reduce`, see `--zb-lower-all-reduce`), combined with
+      the output's initial value;
+    - every other linalg op becomes loops: its parallel dimensions one
       `scf.parallel`, its reductions sequential `scf.for` loops inside (an
       op without parallel dimensions gets a one-iteration `scf.parallel`);
     - an outermost host-level `scf.for` that loads or stores buffers and
@@ -74,6 +83,21 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
                            "mlir::scf::SCFDialect",
                            "mlir::affine::AffineDialect",
                            "mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect"];
+}
+
+def ZBLowerAllReduce : Pass<"zb-lower-all-reduce", "mlir::gpu::GPUModuleOp"> {
+  let summary = "Lower gpu.all_reduce in outlined kernels to warp shuffles";
+  let description = [{
+    Rewrites each `gpu.all_reduce` of a kernel (a block's tree reduction,
+    from a row reduction `--zb-map-to-gpu` gave a block per row) into
+    warp shuffles and a shared-memory exchange between warps (upstream's
+    all-reduce patterns), ready for `--convert-gpu-to-nvvm`. Runs on the
+    outlined `gpu.module`s.
+  }];
+  let dependentDialects = ["mlir::gpu::GPUDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::cf::ControlFlowDialect",
                            "mlir::memref::MemRefDialect"];
 }
 
