@@ -25,9 +25,7 @@ static StringRef recordFunctionName(Type elt) {
   return elt.isF64() ? "zbrt_record_stat_f64" : "zbrt_record_stat_f32";
 }
 
-/// Declares `name(tensor<*xelt>, memref<*xi8>)` with a C interface, once.
-/// The value is a tensor that the function only reads, so bufferization
-/// passes the value's buffer as it is, without a copy.
+/// Declares `name(memref<*xelt>, memref<*xi8>)` with a C interface, once.
 static void declareRecordFunction(ModuleOp module, StringRef name, Type elt) {
   if (module.lookupSymbol(name))
     return;
@@ -36,12 +34,10 @@ static void declareRecordFunction(ModuleOp module, StringRef name, Type elt) {
   auto fn = func::FuncOp::create(
       builder, module.getLoc(), name,
       FunctionType::get(ctx,
-                        {UnrankedTensorType::get(elt),
+                        {UnrankedMemRefType::get(elt, 0),
                          UnrankedMemRefType::get(IntegerType::get(ctx, 8), 0)},
                         {}));
   fn.setPrivate();
-  fn.setArgAttr(0, bufferization::BufferizationDialect::kBufferAccessAttrName,
-                StringAttr::get(ctx, "read"));
   fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(ctx));
 }
 
@@ -93,8 +89,13 @@ struct LowerRunningStatsPass
 
       OpBuilder b(op);
       Location loc = op.getLoc();
-      Value value = tensor::CastOp::create(b, loc, UnrankedTensorType::get(elt),
-                                           op.getValue());
+      // The value's buffer as it is (read only: no copy), whatever its
+      // layout.
+      Value valueBuffer = bufferization::ToBufferOp::create(
+          b, loc, bufferization::getMemRefTypeWithFullyDynamicLayout(type),
+          op.getValue(), /*read_only=*/true);
+      Value value = memref::CastOp::create(
+          b, loc, UnrankedMemRefType::get(elt, 0), valueBuffer);
       Value nameBuf = memref::GetGlobalOp::create(b, loc, global.getType(),
                                                   global.getSymName());
       Value name = memref::CastOp::create(

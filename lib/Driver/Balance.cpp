@@ -55,7 +55,7 @@ static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
   ZBPipelineOptions pipeline;
   pipeline.stages = ranks;
   pipeline.chunks = fine / ranks;
-  pipeline.schedule = "interleaved-1f1b";
+  pipeline.schedule = pipeline.chunks >= 2 ? "interleaved-1f1b" : "1f1b";
   pipeline.microbatches = options.microbatches;
   pipeline.lowerToCPU = false;
   std::unique_ptr<LoweredPipeline> lowered =

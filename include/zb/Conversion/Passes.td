@@ -101,15 +101,15 @@ def ZBLowerRunningStats : Pass<"zb-lower-running-stats", "mlir::ModuleOp"> {
     for the driver to fold into the buffer after the step:
 
     ```mlir
-    %u = tensor.cast %v : tensor<16xf32> to tensor<*xf32>
+    %b = bufferization.to_buffer %v read_only : tensor<16xf32> to memref<16xf32, strided<[?], offset: ?>>
+    %u = memref.cast %b : memref<16xf32, strided<[?], offset: ?>> to memref<*xf32>
     %n = memref.get_global @__zb_running_stat : memref<4xi8>   // "name"
     %s = memref.cast %n : memref<4xi8> to memref<*xi8>
-    func.call @zbrt_record_stat_f32(%u, %s) : (tensor<*xf32>, memref<*xi8>) -> ()
+    func.call @zbrt_record_stat_f32(%u, %s) : (memref<*xf32>, memref<*xi8>) -> ()
     ```
 
-    The runtime function only reads the value (`bufferization.access =
-    "read"` on its declaration), so bufferization hands it the value's
-    buffer without a copy. The name travels as bytes, so a rank's module
+    The value's buffer goes to the runtime as it is (read only, so
+    bufferization makes no copy). The name travels as bytes, so a rank's module
     (`--zb-keep-rank`) needs no numbering shared with the others. Runs
     before bufferization. With
     `target=gpu` a running statistic is an error: the GPU lowering does not
