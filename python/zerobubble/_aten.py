@@ -118,6 +118,7 @@ def translate(translator, node):
         result = _translate(translator, node, functional)
         if node.args and isinstance(node.args[0], torch.fx.Node):
             translator.env[node.args[0]] = result
+            translator.count_forwards(node.args[0])
         return result
     return _translate(translator, node, name)
 

@@ -133,7 +133,8 @@ class RunResult:
     parameter name), ``metrics`` the whole metrics JSON and ``output``
     zb-run's standard output; ``buffers`` the running statistics after
     training (a training-mode batch norm's ``running_mean`` and
-    ``running_var``), keyed by buffer name.
+    ``running_var``, and ``num_batches_tracked``), keyed by buffer
+    name.
     """
     losses: list
     microbatches_per_s: list
@@ -193,13 +194,18 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         # The dump holds the running statistics next to the parameters
         # (those have gradients).
         dumped = _load_npz(out / "params.npz")
+        buffers = {k: v for k, v in dumped.items() if k not in grads}
+        # A batch norm's num_batches_tracked: one more per training forward
+        # (replica 0's, as the running statistics).
+        for name, value in getattr(model, "counters", {}).items():
+            buffers[name] = np.asarray(value) + steps * microbatches
         return RunResult(
             losses=[float(x) for x in metrics.get("loss", [])],
             microbatches_per_s=[float(x) for x in
                                 metrics.get("microbatches_per_s", [])],
             params={k: v for k, v in dumped.items() if k in grads},
             grads=grads, metrics=metrics, output=proc.stdout,
-            buffers={k: v for k, v in dumped.items() if k not in grads})
+            buffers=buffers)
 
 
 def _pipeline_args(ranks, schedule, chunks):

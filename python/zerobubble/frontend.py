@@ -93,12 +93,14 @@ class Program:
     (``{"lm_head.weight": "transformer.wte.weight"}``); ``buffers`` maps
     the name of each running statistic the program updates (a training-mode
     batch norm's ``running_mean`` and ``running_var``) to its current
-    value. A Program can be given wherever :mod:`zerobubble` takes a model;
-    its ``params`` and ``buffers`` are then the default parameters.
+    value; ``counters`` each such batch norm's ``num_batches_tracked``
+    with its current value (one more per training forward). A Program can
+    be given wherever :mod:`zerobubble` takes a model; its ``params`` and
+    ``buffers`` are then the default parameters.
     """
 
     def __init__(self, mlir, name, params, data_args, cuts, tied=None,
-                 buffers=None):
+                 buffers=None, counters=None):
         self.mlir = mlir
         self.name = name
         self.params = params
@@ -106,6 +108,7 @@ class Program:
         self.cuts = cuts
         self.tied = dict(tied or {})
         self.buffers = dict(buffers or {})
+        self.counters = dict(counters or {})
 
     def save(self, path):
         """Write the IR text to ``path``."""
@@ -220,6 +223,7 @@ class _Translator:
         self.buffer_names = {}
         self.buffer_values = {}
         self.running_stats = {}
+        self.counters = {}
 
     def translate(self):
         from torch.export.graph_signature import InputKind
@@ -291,9 +295,10 @@ class _Translator:
             arg.range = self.ranges.get(arg.index)
         buffers = {name: self.buffer_values[name]
                    for name in self.running_stats}
+        counters = {name: self.buffer_values[name] for name in self.counters}
         return Program(self._function(signature_args, loss, data_args),
                        self.name, param_values, data_args, self.cuts,
-                       tied=tied, buffers=buffers)
+                       tied=tied, buffers=buffers, counters=counters)
 
     # -- pieces -----------------------------------------------------
 
@@ -381,6 +386,13 @@ class _Translator:
             f"init = {float(init)!r} : f64, "
             f"momentum = {float(momentum)!r} : f64}} : {value.type}")
         return True
+
+    def count_forwards(self, buffer_node):
+        """A batch norm's ``num_batches_tracked`` updated in place in
+        training mode: one more per forward, which a run counts."""
+        name = self.buffer_names.get(buffer_node)
+        if name is not None and name.endswith("num_batches_tracked"):
+            self.counters[name] = True
 
     def note_range(self, value, bound):
         """Record that data argument ``value`` (if it is one) indexes

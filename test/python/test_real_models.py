@@ -119,7 +119,10 @@ def test_zb_h1_adamw_matches_torch(name):
                   single[2][param][live])
     # Training-mode batch norms' running statistics (ResNet-18), updated
     # microbatch by microbatch as in torch.
-    assert sorted(result.buffers) == sorted(program.buffers), name
+    assert sorted(result.buffers) == sorted([*program.buffers,
+                                             *program.counters]), name
+    for counter in program.counters:
+        assert int(result.buffers[counter]) == STEPS * 2, counter
     for buffer in program.buffers:
         check(f"buffer {buffer}", result.buffers[buffer], exact[3][buffer],
               single[3][buffer])

@@ -8,7 +8,8 @@ The reference is PyTorch training the same model on the same microbatches
 one after the other (what its pipelining does) with the same optimizer, in
 float64: its buffers after three SGD steps, on one process, on two ranks
 with ZB-H1 and with ZB-V (two chunks per rank), and with two replicas,
-where the buffers are replica 0's (DDP keeps rank 0's).
+where the buffers are replica 0's (DDP keeps rank 0's). Each batch norm's
+``num_batches_tracked`` counts the training forwards, as in PyTorch.
 """
 
 import copy
@@ -74,8 +75,7 @@ def torch_buffers(model, steps_data, microbatches):
                 for name, value in model.named_buffers():
                     value.copy_(saved[name])
         opt.step()
-    return ({n: b.detach().numpy() for n, b in model.named_buffers()
-             if "running" in n},
+    return ({n: b.detach().numpy() for n, b in model.named_buffers()},
             {n: p.detach().numpy() for n, p in model.named_parameters()})
 
 
@@ -88,10 +88,13 @@ def test_program_records_running_stats():
     assert program.mlir.count("pipe.running_stat") == 4
     assert 'buffer = "bn2.running_var", init = 1.0 : f64, momentum = 0.3' \
         in program.mlir
+    assert sorted(program.counters) == ["bn1.num_batches_tracked",
+                                        "bn2.num_batches_tracked"]
     # In eval mode the running statistics are constants: nothing to keep.
     evaluated = zb.from_torch(copy.deepcopy(model).eval(),
                               data(1, 1)[0][0])
     assert evaluated.buffers == {} and "running_stat" not in evaluated.mlir
+    assert evaluated.counters == {}
 
 
 def test_module_called_twice_is_refused():
@@ -123,9 +126,13 @@ def test_buffers_match_torch(ranks, replicas, schedule, chunks, cuts):
                     steps=STEPS, optimizer="sgd", lr=LR, inputs=steps_data)
     assert sorted(result.buffers) == sorted(ref_buffers)
     for name, value in ref_buffers.items():
-        assert_close(name, result.buffers[name], value, RTOL)
+        if name.endswith("num_batches_tracked"):
+            # One per forward of replica 0: steps x microbatches.
+            assert int(result.buffers[name]) == int(value) == STEPS * 2, name
+        else:
+            assert_close(name, result.buffers[name], value, RTOL)
     for name, value in ref_params.items():
         assert_close(name, result.params[name], value, RTOL)
-    # Not the initial values: every buffer moved.
+    # Not the initial values: every running statistic moved.
     for name, value in program.buffers.items():
         assert not np.allclose(result.buffers[name], value), name
