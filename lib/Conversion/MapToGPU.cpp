@@ -218,9 +218,12 @@ static std::optional<RowReduction> matchRowReduction(linalg::LinalgOp op,
   BlockArgument acc = body->getArguments().back();
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   Operation *combiner = yield.getValues()[0].getDefiningOp();
+  // The accumulator feeds the combiner alone, and the combiner's result
+  // only the yield: the rest of the body computes the element.
   if (!combiner || combiner->getBlock() != body ||
       combiner->getNumOperands() != 2 || !acc.hasOneUse() ||
-      acc.getUses().begin()->getOwner() != combiner)
+      acc.getUses().begin()->getOwner() != combiner ||
+      !combiner->getResult(0).hasOneUse())
     return std::nullopt;
   match.combiner = combiner;
   match.accumulator = acc;
