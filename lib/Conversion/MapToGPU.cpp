@@ -88,9 +88,10 @@ static Value viewedBuffer(Value value) {
   return value;
 }
 
-/// Whether `global`'s uses are all loads that stay host code: the loop of
-/// a step function reading its action table, not a kernel's input. Such a
-/// global stays in host memory.
+/// Whether `global`'s uses are all loads that stay host code (outside every
+/// loop a kernel will run, once the ops are loops): the loop of a step
+/// function reading its action table, not a kernel's input. Such a global
+/// stays in host memory.
 static bool readOnHost(memref::GetGlobalOp global) {
   SmallVector<Value> values{global.getResult()};
   while (!values.empty()) {
@@ -102,12 +103,6 @@ static bool readOnHost(memref::GetGlobalOp global) {
       }
       if (!isa<memref::LoadOp>(user) ||
           user->getParentOfType<scf::ParallelOp>())
-        return false;
-      scf::ForOp outermost;
-      for (auto loop = user->getParentOfType<scf::ForOp>(); loop;
-           loop = loop->getParentOfType<scf::ForOp>())
-        outermost = loop;
-      if (outermost && becomesKernel(outermost))
         return false;
     }
   }
@@ -124,7 +119,7 @@ static void deallocAtBlockEnd(RewriterBase &rewriter, Operation *op,
                          ValueRange(), buffer);
 }
 
-/// Allocations, frees, globals and copies on the device.
+/// Allocations, frees and copies on the device.
 static void moveBuffersToDevice(RewriterBase &rewriter, func::FuncOp fn) {
   for (auto alloc : collectHostOps<memref::AllocOp>(fn)) {
     rewriter.setInsertionPoint(alloc);
@@ -147,8 +142,19 @@ static void moveBuffersToDevice(RewriterBase &rewriter, func::FuncOp fn) {
                            ValueRange(), dealloc.getMemref());
     rewriter.eraseOp(dealloc);
   }
-  // Constants stay host globals; each use reads a device copy, unless only
-  // host code reads them (a step function's action table).
+  // A copy is a kernel, whatever the strides.
+  for (auto copy : collectHostOps<memref::CopyOp>(fn)) {
+    rewriter.setInsertionPoint(copy);
+    linalg::makeMemRefCopyOp(rewriter, copy.getLoc(), copy.getSource(),
+                             copy.getTarget());
+    rewriter.eraseOp(copy);
+  }
+}
+
+/// Constants stay host globals; each use reads a device copy, unless only
+/// host code reads them (a step function's action table). Runs once every
+/// op that becomes a kernel is a loop, so that those uses are known.
+static void moveGlobalsToDevice(RewriterBase &rewriter, func::FuncOp fn) {
   for (auto global : collectHostOps<memref::GetGlobalOp>(fn)) {
     if (readOnHost(global))
       continue;
@@ -160,13 +166,6 @@ static void moveBuffersToDevice(RewriterBase &rewriter, func::FuncOp fn) {
     gpu::MemcpyOp::create(rewriter, global.getLoc(), /*asyncToken=*/Type(),
                           ValueRange(), device.getMemref(), global.getResult());
     deallocAtBlockEnd(rewriter, global, device.getMemref());
-  }
-  // A copy is a kernel, whatever the strides.
-  for (auto copy : collectHostOps<memref::CopyOp>(fn)) {
-    rewriter.setInsertionPoint(copy);
-    linalg::makeMemRefCopyOp(rewriter, copy.getLoc(), copy.getSource(),
-                             copy.getTarget());
-    rewriter.eraseOp(copy);
   }
 }
 
@@ -214,6 +213,9 @@ static std::optional<RowReduction> matchRowReduction(linalg::LinalgOp op,
   for (AffineMap map : op.getIndexingMapsArray())
     if (!map.isProjectedPermutation())
       return std::nullopt;
+  if (op.getMatchingIndexingMap(op.getDpsInitOperand(0))
+          .isFunctionOfDim(match.ranges.size() - 1))
+    return std::nullopt;
   Block *body = op.getBlock();
   BlockArgument acc = body->getArguments().back();
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
@@ -295,14 +297,23 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
     ivs[0] = rest;
   Value identity = arith::ConstantOp::create(rewriter, loc, match.identity);
   Block *body = op.getBlock();
+  // The output's initial value enters through thread 0's share, read before
+  // the block's tree (whose barriers come before any store).
+  OpOperand *output = op.getDpsInitOperand(0);
+  SmallVector<Value> outIndices =
+      indicesOf(op.getMatchingIndexingMap(output), ivs);
   auto threadLoop = scf::ParallelOp::create(
       rewriter, loc, ValueRange{zero}, ValueRange{threadsValue},
       ValueRange{one}, ValueRange{identity},
       [&](OpBuilder &b, Location nested, ValueRange thread, ValueRange) {
+        Value first = arith::CmpIOp::create(b, nested, arith::CmpIPredicate::eq,
+                                            thread[0], zero);
+        Value init =
+            memref::LoadOp::create(b, nested, output->get(), outIndices);
+        Value start = arith::SelectOp::create(b, nested, first, init, identity);
         // The thread's share: elements thread, thread + threads, ...
         auto share = scf::ForOp::create(
-            b, nested, thread[0], lengthValue, threadsValue,
-            ValueRange{identity},
+            b, nested, thread[0], lengthValue, threadsValue, ValueRange{start},
             [&](OpBuilder &fb, Location floc, Value j, ValueRange args) {
               SmallVector<Value> all(ivs);
               all.back() = j;
@@ -333,14 +344,10 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
   threadLoop->setAttr(gpu::getMappingAttrName(),
                       mapping(gpu::Processor::ThreadX));
 
-  // out[row] = combine(out[row], the block's result).
+  // Every thread stores the block's result, the same value.
   rewriter.setInsertionPoint(rowLoop.getBody()->getTerminator());
-  OpOperand *output = op.getDpsInitOperand(0);
-  SmallVector<Value> outIndices =
-      indicesOf(op.getMatchingIndexingMap(output), ivs);
-  Value init = memref::LoadOp::create(rewriter, loc, output->get(), outIndices);
-  Value result = combine(rewriter, init, threadLoop.getResult(0));
-  memref::StoreOp::create(rewriter, loc, result, output->get(), outIndices);
+  memref::StoreOp::create(rewriter, loc, threadLoop.getResult(0), output->get(),
+                          outIndices);
 }
 
 /// Rows shorter than this keep one thread per row.
@@ -479,6 +486,7 @@ struct MapToGPUPass : zb::impl::ZBMapToGPUBase<MapToGPUPass> {
       if (failed(lowerLinalgToParallelLoops(rewriter, fn, blockSize)))
         return signalPassFailure();
       wrapSequentialBufferLoops(rewriter, fn);
+      moveGlobalsToDevice(rewriter, fn);
       if (failed(checkNoHostAccess(fn)))
         return signalPassFailure();
       tileAndMapParallelLoops(rewriter, fn, blockSize);

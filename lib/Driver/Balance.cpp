@@ -152,8 +152,11 @@ bool zb::measureFineProfile(mlir::ModuleOp model, llvm::StringRef modelText,
                      error);
   }
   // [0]: whether world rank 0 succeeded, [1]: the length of its profile or
-  // error.
+  // error. The others wait here while the fine program compiles and runs,
+  // which may take longer than a transfer's timeout.
   int64_t header[2] = {0, 0};
+  double timeout = world.timeoutSeconds();
+  world.setTimeoutSeconds(0);
   if (world.rank() == 0) {
     if (!ok)
       text = error;
@@ -161,6 +164,7 @@ bool zb::measureFineProfile(mlir::ModuleOp model, llvm::StringRef modelText,
     header[1] = static_cast<int64_t>(text.size());
   }
   world.broadcast(header, sizeof(header), 0);
+  world.setTimeoutSeconds(timeout);
   text.resize(header[1]);
   world.broadcast(text.data(), text.size(), 0);
   if (!header[0]) {

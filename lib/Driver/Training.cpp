@@ -6,6 +6,7 @@
 
 #include "zb/Driver/Training.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SHA256.h"
@@ -257,17 +258,20 @@ bool zb::train(StepProgram &program, TrainingContext &context,
   // Training forwards update the running statistics (as PyTorch's do in
   // training mode, whatever the optimizer then does with the step).
   zbrt::setRecordingStats(options.update);
+  llvm::scope_exit stopRecording([] { zbrt::setRecordingStats(false); });
   for (int64_t s = options.firstStep; s < options.steps; ++s) {
     // Every process starts the step together.
     world.barrier();
     auto start = std::chrono::steady_clock::now();
     std::vector<zbrt::NpyArray> grads;
     double loss = program.run(s, grads);
-    if (options.update) {
-      error = context.data.foldStatRecords(zbrt::takeStatRecords());
-      if (!error.empty())
-        return false;
-    }
+    // Records the model does not have are a compiler error, on this
+    // rank alone: end the job here.
+    if (options.update)
+      if (std::string bad =
+              context.data.foldStatRecords(zbrt::takeStatRecords());
+          !bad.empty())
+        world.abort(bad);
     // The mean of the replicas' losses (each the mean of its
     // microbatches'), from the processes' shares.
     world.allreduceSum(&loss, 1);
@@ -300,6 +304,5 @@ bool zb::train(StepProgram &program, TrainingContext &context,
         !writeRunCheckpoint(context, options, s, error))
       return false;
   }
-  zbrt::setRecordingStats(false);
   return true;
 }

@@ -194,7 +194,11 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         # The dump holds the running statistics next to the parameters
         # (those have gradients).
         dumped = _load_npz(out / "params.npz")
-        buffers = {k: v for k, v in dumped.items() if k not in grads}
+        # A Program names its running statistics; for IR, they are the
+        # arrays without a gradient.
+        stats = getattr(model, "buffers", None)
+        buffers = {k: v for k, v in dumped.items()
+                   if (k in stats if stats is not None else k not in grads)}
         # A batch norm's num_batches_tracked: one more per training forward
         # (replica 0's, as the running statistics).
         for name, value in getattr(model, "counters", {}).items():
@@ -203,7 +207,7 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
             losses=[float(x) for x in metrics.get("loss", [])],
             microbatches_per_s=[float(x) for x in
                                 metrics.get("microbatches_per_s", [])],
-            params={k: v for k, v in dumped.items() if k in grads},
+            params={k: v for k, v in dumped.items() if k not in buffers},
             grads=grads, metrics=metrics, output=proc.stdout,
             buffers=buffers)
 

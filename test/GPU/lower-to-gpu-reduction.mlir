@@ -57,17 +57,20 @@ func.func @short_rows(%x: tensor<64x16xf32>) -> tensor<64xf32> {
 
 // The structure zb-map-to-gpu gives the long rows: rows over blocks,
 // threads over the row with an scf.reduce (gpu.all_reduce once launched).
+// Thread 0's share starts from the output's initial value, read before the
+// tree; after it every thread stores the same result.
 // MAP-LABEL: func.func @rowsum(
 // MAP: scf.parallel (%[[ROW:.*]]) = (%{{.*}}) to (%c64{{.*}}) step
-// MAP: scf.parallel (%[[T:.*]]) = (%{{.*}}) to (%c256{{.*}}) step (%{{.*}}) init (%{{.*}}) -> f32
-// MAP: scf.for %{{.*}} = %[[T]] to %c300{{.*}} step %c256{{.*}} iter_args
+// MAP: scf.parallel (%[[T:.*]]) = (%{{.*}}) to (%c256{{.*}}) step (%{{.*}}) init (%[[ID:.*]]) -> f32
+// MAP: %[[FIRST:.*]] = arith.cmpi eq, %[[T]], %{{.*}} : index
+// MAP: %[[INIT:.*]] = memref.load %[[OUT:.*]][%[[ROW]]] : memref<64xf32>
+// MAP: %[[START:.*]] = arith.select %[[FIRST]], %[[INIT]], %[[ID]] : f32
+// MAP: scf.for %{{.*}} = %[[T]] to %c300{{.*}} step %c256{{.*}} iter_args(%{{.*}} = %[[START]])
 // MAP: memref.load %{{.*}}[%[[ROW]], %{{.*}}]
 // MAP: arith.addf
 // MAP: scf.reduce(%{{.*}} : f32)
 // MAP: arith.addf
 // MAP: scf.reduce.return
 // MAP: processor = thread_x
-// MAP: memref.load
-// MAP: arith.addf
-// MAP: memref.store
+// MAP-NEXT: memref.store %{{.*}}, %[[OUT]][%[[ROW]]] : memref<64xf32>
 // MAP: processor = block_x

@@ -172,8 +172,9 @@ static cl::opt<bool, true> balance(
     "balance",
     cl::desc("Cut the pipeline's stages at measured times: before training, "
              "run a few steps of the model cut into up to 4 stages per "
-             "pipeline stage on one process, then cut and schedule with "
-             "those stage times instead of the cost model's FLOPs"),
+             "pipeline stage, round the first replica's ranks, then cut and "
+             "schedule with those stage times instead of the cost model's "
+             "FLOPs"),
     cl::location(opts.balance), cl::cat(category));
 static cl::opt<int, true> numSteps("steps",
                                    cl::desc("Training steps (default 1)"),
@@ -541,7 +542,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   // the partition cuts at them.
   std::string balanceProfile;
   llvm::SmallString<128> balancePath;
-  auto removeBalanceProfile = llvm::make_scope_exit([&] {
+  llvm::scope_exit removeBalanceProfile([&] {
     if (!balancePath.empty())
       llvm::sys::fs::remove(balancePath);
   });

@@ -152,8 +152,8 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
     reads them; constants and `tensor.empty` are recreated where used.
     - With `profile`, the measured F/B/W milliseconds of each stage of
       another partition of the same model into N stages (what `zb-run
-      --profile` writes; `zb-run --balance` measures one with N = 4·P·V on
-      one process): the pass redoes that partition (the rule above for N
+      --profile` writes; `zb-run --balance` measures one with up to N =
+      4·P·V stages round the ranks): the pass redoes that partition (the rule above for N
       stages), gives each op its stage's measured time in proportion to
       the op's FLOPs, and cuts by the same dynamic program on those times
       instead of the FLOPs, ignoring markers. Each stage records its
