@@ -48,30 +48,6 @@ static SmallVector<OpTy> collectHostOps(func::FuncOp fn) {
   return ops;
 }
 
-/// Whether `op` can run inside a kernel as it is: scalar arithmetic, math,
-/// structured control flow and loads and stores of buffers.
-static bool isKernelSafe(Operation *op) {
-  if (isa<memref::LoadOp, memref::StoreOp>(op))
-    return true;
-  StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
-  return dialect == "arith" || dialect == "math" || dialect == "scf" ||
-         dialect == "index";
-}
-
-/// Whether the outermost host-level scf.for `loop` becomes a one-thread
-/// kernel (wrapSequentialBufferLoops): it reads or writes buffers, carries
-/// no values and holds nothing a kernel cannot run.
-static bool becomesKernel(scf::ForOp loop) {
-  if (loop.getNumResults() != 0)
-    return false;
-  bool touches = false, safe = true;
-  loop.getBody()->walk([&](Operation *op) {
-    touches |= isa<memref::LoadOp, memref::StoreOp>(op);
-    safe &= isKernelSafe(op);
-  });
-  return touches && safe;
-}
-
 /// The memref `value` views (through casts, views and reshapes).
 static Value viewedBuffer(Value value) {
   while (Operation *def = value.getDefiningOp()) {
@@ -167,6 +143,14 @@ static void moveGlobalsToDevice(RewriterBase &rewriter, func::FuncOp fn) {
                           ValueRange(), device.getMemref(), global.getResult());
     deallocAtBlockEnd(rewriter, global, device.getMemref());
   }
+}
+
+/// The mapping of a one-dimensional scf.parallel to `processor`.
+static gpu::ParallelLoopDimMappingAttr loopMapping(MLIRContext *ctx,
+                                                   gpu::Processor processor) {
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(1, ctx);
+  return gpu::ParallelLoopDimMappingAttr::get(ctx, processor, identity,
+                                              identity);
 }
 
 /// The identity of the combiner `op` (addf, mulf, max, min), or null.
@@ -266,9 +250,7 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
     return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
   };
   auto mapping = [&](gpu::Processor processor) {
-    AffineMap identity = AffineMap::getMultiDimIdentityMap(1, ctx);
-    return ArrayAttr::get(ctx, {gpu::ParallelLoopDimMappingAttr::get(
-                                   ctx, processor, identity, identity)});
+    return ArrayAttr::get(ctx, {loopMapping(ctx, processor)});
   };
   // The combiner on (accumulator, element), in its operands' order.
   auto combine = [&](OpBuilder &b, Value acc, Value element) {
@@ -386,6 +368,16 @@ static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
   return success();
 }
 
+/// Whether `op` can run inside a kernel as it is: scalar arithmetic, math,
+/// structured control flow and loads and stores of buffers.
+static bool isKernelSafe(Operation *op) {
+  if (isa<memref::LoadOp, memref::StoreOp>(op))
+    return true;
+  StringRef dialect = op->getDialect() ? op->getDialect()->getNamespace() : "";
+  return dialect == "arith" || dialect == "math" || dialect == "scf" ||
+         dialect == "index";
+}
+
 /// Runs each outermost host-level scf.for that reads or writes buffers (the
 /// scatter-add of a gather's gradient, say: sequential, since indices may
 /// repeat) in one GPU thread: wraps it in a one-iteration scf.parallel.
@@ -394,8 +386,15 @@ static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
 static void wrapSequentialBufferLoops(RewriterBase &rewriter, func::FuncOp fn) {
   SmallVector<scf::ForOp> roots;
   for (auto loop : collectHostOps<scf::ForOp>(fn)) {
-    if (!loop->getParentOfType<scf::ParallelOp>() &&
-        !loop->getParentOfType<scf::ForOp>() && becomesKernel(loop))
+    if (loop->getParentOfType<scf::ParallelOp>() ||
+        loop->getParentOfType<scf::ForOp>() || loop.getNumResults() != 0)
+      continue;
+    bool touches = false, safe = true;
+    loop.getBody()->walk([&](Operation *op) {
+      touches |= isa<memref::LoadOp, memref::StoreOp>(op);
+      safe &= isKernelSafe(op);
+    });
+    if (touches && safe)
       roots.push_back(loop);
   }
   for (scf::ForOp loop : roots) {
@@ -421,9 +420,7 @@ static void tileAndMapParallelLoops(RewriterBase &rewriter, func::FuncOp fn,
       roots.push_back(loop);
   MLIRContext *ctx = fn.getContext();
   auto mapping = [&](gpu::Processor processor) {
-    AffineMap identity = AffineMap::getMultiDimIdentityMap(1, ctx);
-    return gpu::ParallelLoopDimMappingAttr::get(ctx, processor, identity,
-                                                identity);
+    return loopMapping(ctx, processor);
   };
   for (scf::ParallelOp loop : roots) {
     if (loop.getNumLoops() > 1) {
