@@ -82,6 +82,21 @@ zbrt::NpzArchive zb::namedArrays(llvm::ArrayRef<const ModelArg *> params,
   return archive;
 }
 
+/// Checks that `value`, read from a file, has the model's `shape` and
+/// converts it to `dtype`; returns what is wrong ("has shape ...") or empty.
+static std::string checkStored(zbrt::NpyArray &value,
+                               const std::vector<int64_t> &shape,
+                               zbrt::DType dtype) {
+  if (value.shape != shape)
+    return "has shape " + value.shapeString() + ", but the model expects " +
+           shapeString(shape);
+  if (!convertArray(value, dtype))
+    return std::string("has dtype ") + zbrt::dtypeDescr(value.dtype) +
+           ", which cannot be converted to the model's " +
+           zbrt::dtypeDescr(dtype);
+  return "";
+}
+
 ModelData::ModelData(const ModelSignature &signature, DataOptions options)
     : sig(signature), opts(std::move(options)), args(signature.args.size()),
       inputs(signature.args.size()) {}
@@ -113,15 +128,10 @@ std::string ModelData::prepare() {
         return "parameter '" + arg.name + "' is missing from '" + paramsPath +
                "'";
       value = it->second;
-      if (value.shape != shape)
-        return "parameter '" + arg.name + "' in '" + paramsPath +
-               "' has shape " + value.shapeString() +
-               ", but the model expects " + shapeString(shape);
-      if (!convertArray(value, dtype))
-        return "parameter '" + arg.name + "' in '" + paramsPath +
-               "' has dtype " + zbrt::dtypeDescr(value.dtype) +
-               ", which cannot be converted to the model's " +
-               zbrt::dtypeDescr(dtype);
+      std::string problem = checkStored(value, shape, dtype);
+      if (!problem.empty())
+        return "parameter '" + arg.name + "' in '" + paramsPath + "' " +
+               problem;
       continue;
     }
     if (inputsPath.empty())
@@ -162,15 +172,10 @@ std::string ModelData::prepare() {
       continue;
     }
     value = it->second;
-    if (value.shape != shape)
-      return "running statistic '" + stat.name + "' in '" + paramsPath +
-             "' has shape " + value.shapeString() + ", but the model expects " +
-             shapeString(shape);
-    if (!convertArray(value, dtype))
-      return "running statistic '" + stat.name + "' in '" + paramsPath +
-             "' has dtype " + zbrt::dtypeDescr(value.dtype) +
-             ", which cannot be converted to the model's " +
-             zbrt::dtypeDescr(dtype);
+    std::string problem = checkStored(value, shape, dtype);
+    if (!problem.empty())
+      return "running statistic '" + stat.name + "' in '" + paramsPath + "' " +
+             problem;
   }
   return "";
 }
