@@ -14,7 +14,6 @@
 #include "zb/Transforms/Partition.h"
 
 #include "mlir/IR/Diagnostics.h"
-#include "llvm/Support/raw_ostream.h"
 
 using namespace zb;
 
@@ -24,8 +23,8 @@ using namespace zb;
 static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
                         const RunOptions &options,
                         const CompileSettings &settings, CompileCache &cache,
-                        zbrt::Comm &comm, std::string &profile,
-                        std::string &error) {
+                        CompileCache::Warn warn, zbrt::Comm &comm,
+                        std::string &profile, std::string &error) {
   int ranks = comm.size(), rank = comm.rank();
   // The finer partition's remarks and warnings (markers it does not use)
   // are not the run's.
@@ -76,10 +75,8 @@ static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
        ";np=" + llvm::Twine(ranks) + ";m=" + llvm::Twine(options.microbatches) +
        ";rank=" + llvm::Twine(rank))
           .str();
-  llvm::Expected<std::unique_ptr<CacheEntry>> entry = compileCached(
-      *rankModule, key, settings, cache, [](const llvm::Twine &message) {
-        llvm::errs() << "zb-run: warning: " << message << "\n";
-      });
+  llvm::Expected<std::unique_ptr<CacheEntry>> entry =
+      compileCached(*rankModule, key, settings, cache, warn);
   if (!entry) {
     error = "--balance: " + llvm::toString(entry.takeError());
     return false;
@@ -99,11 +96,7 @@ static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
   error = data.prepare();
   if (!error.empty())
     return false;
-  std::vector<const ModelArg *> params;
-  for (const std::string &name : info.params)
-    for (const ModelArg &arg : signature->args)
-      if (arg.isParam() && arg.name == name)
-        params.push_back(&arg);
+  std::vector<const ModelArg *> params = info.paramArgs(*signature);
   PipelineRankProgram program(data, params, *step, comm);
   zbrt::Optimizer optimizer = options.makeOptimizer();
   llvm::SmallVector<bool> counted(params.size(), true);
@@ -131,9 +124,10 @@ static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
 bool zb::measureFineProfile(mlir::ModuleOp model, llvm::StringRef modelText,
                             const RunOptions &options,
                             const CompileSettings &settings,
-                            CompileCache &cache, zbrt::Comm &pipeline,
-                            zbrt::Comm &world, int64_t replica,
-                            std::string &profile, std::string &error) {
+                            CompileCache &cache, CompileCache::Warn warn,
+                            zbrt::Comm &pipeline, zbrt::Comm &world,
+                            int64_t replica, std::string &profile,
+                            std::string &error) {
   // Replica 0's ranks run the fine stages round the pipeline, as the real
   // run shares the machine, when the schedule can (M a multiple of P); else
   // world rank 0 runs them alone. The others wait for the profile.
@@ -141,15 +135,15 @@ bool zb::measureFineProfile(mlir::ModuleOp model, llvm::StringRef modelText,
   std::string text;
   bool ok = true;
   if (allRanks && replica == 0) {
-    ok = measureHere(model, modelText, options, settings, cache, pipeline, text,
-                     error);
+    ok = measureHere(model, modelText, options, settings, cache, warn, pipeline,
+                     text, error);
     // A rank that failed leaves the others waiting in the fine program.
     if (!ok)
       pipeline.abort(error);
   } else if (!allRanks && world.rank() == 0) {
     std::unique_ptr<zbrt::Comm> local = zbrt::createLocalComm();
-    ok = measureHere(model, modelText, options, settings, cache, *local, text,
-                     error);
+    ok = measureHere(model, modelText, options, settings, cache, warn, *local,
+                     text, error);
   }
   // [0]: whether world rank 0 succeeded, [1]: the length of its profile or
   // error. The others wait here while the fine program compiles and runs,

@@ -34,6 +34,16 @@ LoweredPipeline::lower(ModuleOp model, const ZBPipelineOptions &options,
   return result;
 }
 
+std::vector<const ModelArg *>
+RankProgramInfo::paramArgs(const ModelSignature &signature) const {
+  std::vector<const ModelArg *> args;
+  for (const std::string &name : params)
+    for (const ModelArg &arg : signature.args)
+      if (arg.isParam() && arg.name == name)
+        args.push_back(&arg);
+  return args;
+}
+
 bool LoweredPipeline::rankProgram(int rank, RankProgramInfo &info,
                                   std::string &error) const {
   info = RankProgramInfo();

@@ -550,9 +550,9 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
     if (!compiler)
       everyone->abortAll("--balance: the compile cache cannot be opened");
     if (!zb::measureFineProfile(model.module(), modelText, opts,
-                                compiler->settings, compiler->cache, *comm,
-                                *everyone, comms->replica(), balanceProfile,
-                                error))
+                                compiler->settings, compiler->cache, warn,
+                                *comm, *everyone, comms->replica(),
+                                balanceProfile, error))
       everyone->abortAll(error);
     int fd = -1;
     if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
@@ -626,11 +626,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   if (!error.empty())
     everyone->abortAll(error);
   // This rank's parameters, in the step function's order.
-  std::vector<const zb::ModelArg *> params;
-  for (const std::string &name : mine.params)
-    for (const zb::ModelArg &arg : signature.args)
-      if (arg.isParam() && arg.name == name)
-        params.push_back(&arg);
+  std::vector<const zb::ModelArg *> params = mine.paramArgs(signature);
 
   zbrt::Optimizer optimizer = opts.makeOptimizer();
   int64_t firstStep = resumeIfAsked(modelText, data, params, optimizer, error);

@@ -35,14 +35,14 @@ inline constexpr int64_t kBalanceSteps = 3;
 /// The ranks of replica 0's `pipeline` run the fine stages round the
 /// pipeline (interleaved 1F1B), like the real run sharing the machine; when
 /// M is not a multiple of P, world rank 0 runs all of them alone. The fine
-/// programs compile through `cache`. Returns false with `error` set (alike
-/// on every process) on failure.
+/// programs compile through `cache`, which reports bad entries to `warn`.
+/// Returns false with `error` set (alike on every process) on failure.
 bool measureFineProfile(mlir::ModuleOp model, llvm::StringRef modelText,
                         const RunOptions &options,
                         const CompileSettings &settings, CompileCache &cache,
-                        zbrt::Comm &pipeline, zbrt::Comm &world,
-                        int64_t replica, std::string &profile,
-                        std::string &error);
+                        CompileCache::Warn warn, zbrt::Comm &pipeline,
+                        zbrt::Comm &world, int64_t replica,
+                        std::string &profile, std::string &error);
 
 } // namespace zb
 

@@ -13,6 +13,7 @@
 #define ZB_DRIVER_PIPELINE_H
 
 #include "zb/Dialect/ZB/StageTable.h"
+#include "zb/Model/Model.h"
 #include "zb/Pipelines/Pipelines.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -35,6 +36,10 @@ struct RankProgramInfo {
   /// rank (a shared parameter counts on its first holder only, the lowest
   /// rank whose step function lists it).
   std::vector<bool> countsInNorm;
+
+  /// The arguments of `signature` that are `params`, in that order.
+  std::vector<const ModelArg *>
+  paramArgs(const ModelSignature &signature) const;
 };
 
 class LoweredPipeline {
