@@ -191,11 +191,10 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         metrics = json.loads((out / "metrics.json").read_text())
         grads = _load_npz(out / "grads.npz")
         grads.pop("loss", None)
-        # The dump holds the running statistics next to the parameters
-        # (those have gradients).
+        # The dump holds the running statistics next to the parameters. A
+        # Program names them; for IR, they are the arrays without a
+        # gradient.
         dumped = _load_npz(out / "params.npz")
-        # A Program names its running statistics; for IR, they are the
-        # arrays without a gradient.
         stats = getattr(model, "buffers", None)
         buffers = {k: v for k, v in dumped.items()
                    if (k in stats if stats is not None else k not in grads)}

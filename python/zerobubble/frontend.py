@@ -218,12 +218,12 @@ class _Translator:
         self.arg_index = {}
         self.ranges = {}
         self.cuts = 0
-        # Buffer placeholders by node, their names and values; the running
-        # statistics recorded so far.
+        # Buffer placeholders by node, their names and values; the names of
+        # the running statistics and counters met so far.
         self.buffer_names = {}
         self.buffer_values = {}
-        self.running_stats = {}
-        self.counters = {}
+        self.running_stats = []
+        self.counters = []
 
     def translate(self):
         from torch.export.graph_signature import InputKind
@@ -371,28 +371,28 @@ class _Translator:
     def running_stat(self, buffer_node, value, momentum, init):
         """Records ``value`` into the running average of buffer
         ``buffer_node`` (a graph node) when it is a buffer of the module:
-        ``pipe.running_stat``. Returns whether it was recorded."""
+        ``pipe.running_stat``."""
         name = self.buffer_names.get(buffer_node)
         if name is None:
-            return False
+            return
         if name in self.running_stats:
             raise FrontendError(
                 f"the running statistic '{name}' is updated twice in one "
                 "forward (a batch norm module called twice in training "
                 "mode); the compiler keeps one update per forward")
-        self.running_stats[name] = (momentum, init)
+        self.running_stats.append(name)
         self.builder.emit(
             f'pipe.running_stat {value.name} {{buffer = "{name}", '
             f"init = {float(init)!r} : f64, "
             f"momentum = {float(momentum)!r} : f64}} : {value.type}")
-        return True
 
     def count_forwards(self, buffer_node):
         """A batch norm's ``num_batches_tracked`` updated in place in
         training mode: one more per forward, which a run counts."""
         name = self.buffer_names.get(buffer_node)
-        if name is not None and name.endswith("num_batches_tracked"):
-            self.counters[name] = True
+        if name is not None and name.endswith("num_batches_tracked") and \
+                name not in self.counters:
+            self.counters.append(name)
 
     def note_range(self, value, bound):
         """Record that data argument ``value`` (if it is one) indexes

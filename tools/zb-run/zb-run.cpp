@@ -538,7 +538,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   zb::ZBPipelineOptions pipelineOptions;
   opts.setPipelineOptions(pipelineOptions);
   std::optional<Compiler> compiler = openCompiler(argv0);
-  // --balance: the stage times of a finer partition, measured on rank 0;
+  // --balance: the stage times of a finer partition, measured first;
   // the partition cuts at them.
   std::string balanceProfile;
   llvm::SmallString<128> balancePath;
