@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Conversion/Passes.h"
+#include "zb/Conversion/Transforms.h"
 
 #include "StepFunctions.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
@@ -81,6 +82,18 @@ static void recordStageTable(ModuleOp module, ArrayRef<pipe::StageOp> ops) {
   writeStageTable(module, table);
 }
 
+void zb::declareRuntimeFunction(OpBuilder &builder, ModuleOp module,
+                                StringRef name, FunctionType type,
+                                bool cInterface) {
+  if (module.lookupSymbol(name))
+    return;
+  auto fn = func::FuncOp::create(builder, module.getLoc(), name, type);
+  fn.setPrivate();
+  if (cInterface)
+    fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                builder.getUnitAttr());
+}
+
 namespace {
 struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
   using Base::Base;
@@ -113,16 +126,10 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
     MLIRContext *ctx = &getContext();
     auto unranked = UnrankedMemRefType::get(Float32Type::get(ctx), 0);
     auto i64 = IntegerType::get(ctx, 64);
-    for (StringRef name : {"zbrt_send_f32", "zbrt_recv_f32"}) {
-      if (module.lookupSymbol(name))
-        continue;
-      auto fn = func::FuncOp::create(
-          b, model.getLoc(), name,
-          FunctionType::get(ctx, {unranked, i64, i64}, {}));
-      fn.setPrivate();
-      fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
-                  UnitAttr::get(ctx));
-    }
+    for (StringRef name : {"zbrt_send_f32", "zbrt_recv_f32"})
+      declareRuntimeFunction(b, module, name,
+                             FunctionType::get(ctx, {unranked, i64, i64}, {}),
+                             /*cInterface=*/true);
 
     // The runtime's group sums (replica means in a program with replicas),
     // for programs with sched.allreduce.
@@ -130,28 +137,21 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
     program.walk([&](sched::AllReduceOp) { hasReductions = true; });
     StringRef sumName = program.getNumReplicas() > 1 ? "zbrt_replica_mean_f32"
                                                      : "zbrt_group_sum_f32";
-    if (hasReductions && !module.lookupSymbol(sumName)) {
+    if (hasReductions) {
       auto groupType = UnrankedMemRefType::get(i64, 0);
-      auto sum = func::FuncOp::create(
-          b, model.getLoc(), sumName,
-          FunctionType::get(ctx, {unranked, groupType}, {}));
-      sum.setPrivate();
-      sum->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
-                   UnitAttr::get(ctx));
+      declareRuntimeFunction(b, module, sumName,
+                             FunctionType::get(ctx, {unranked, groupType}, {}),
+                             /*cInterface=*/true);
+      declareRuntimeFunction(b, module, "zbrt_wait_group_sums",
+                             FunctionType::get(ctx, {}, {}),
+                             /*cInterface=*/false);
     }
-    if (hasReductions && !module.lookupSymbol("zbrt_wait_group_sums"))
-      func::FuncOp::create(b, model.getLoc(), "zbrt_wait_group_sums",
-                           FunctionType::get(ctx, {}, {}))
-          .setPrivate();
 
     auto i32 = IntegerType::get(ctx, 32);
-    for (StringRef name : {"zbrt_action_begin", "zbrt_action_end"}) {
-      if (module.lookupSymbol(name))
-        continue;
-      func::FuncOp::create(b, model.getLoc(), name,
-                           FunctionType::get(ctx, {i32, i64, i64}, {}))
-          .setPrivate();
-    }
+    for (StringRef name : {"zbrt_action_begin", "zbrt_action_end"})
+      declareRuntimeFunction(b, module, name,
+                             FunctionType::get(ctx, {i32, i64, i64}, {}),
+                             /*cInterface=*/false);
     recordStageTable(module, stageOps);
 
     std::vector<StageFunctions> stages(stageOps.size());

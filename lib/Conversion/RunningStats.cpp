@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Conversion/Passes.h"
+#include "zb/Conversion/Transforms.h"
 
 #include "zb/Dialect/Pipe/PipeOps.h"
 
@@ -23,22 +24,6 @@ using namespace zb;
 /// The runtime function that records a value of element type `elt`.
 static StringRef recordFunctionName(Type elt) {
   return elt.isF64() ? "zbrt_record_stat_f64" : "zbrt_record_stat_f32";
-}
-
-/// Declares `name(memref<*xelt>, memref<*xi8>)` with a C interface, once.
-static void declareRecordFunction(ModuleOp module, StringRef name, Type elt) {
-  if (module.lookupSymbol(name))
-    return;
-  MLIRContext *ctx = module.getContext();
-  auto builder = OpBuilder::atBlockBegin(module.getBody());
-  auto fn = func::FuncOp::create(
-      builder, module.getLoc(), name,
-      FunctionType::get(ctx,
-                        {UnrankedMemRefType::get(elt, 0),
-                         UnrankedMemRefType::get(IntegerType::get(ctx, 8), 0)},
-                        {}));
-  fn.setPrivate();
-  fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), UnitAttr::get(ctx));
 }
 
 namespace {
@@ -85,7 +70,13 @@ struct LowerRunningStatsPass
       auto type = cast<RankedTensorType>(op.getValue().getType());
       Type elt = type.getElementType();
       StringRef callee = recordFunctionName(elt);
-      declareRecordFunction(module, callee, elt);
+      auto moduleStart = OpBuilder::atBlockBegin(module.getBody());
+      declareRuntimeFunction(moduleStart, module, callee,
+                             FunctionType::get(ctx,
+                                               {UnrankedMemRefType::get(elt, 0),
+                                                UnrankedMemRefType::get(i8, 0)},
+                                               {}),
+                             /*cInterface=*/true);
 
       OpBuilder b(op);
       Location loc = op.getLoc();

@@ -10,6 +10,7 @@
 #ifndef ZB_CONVERSION_TRANSFORMS_H
 #define ZB_CONVERSION_TRANSFORMS_H
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -29,6 +30,14 @@ inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
 /// needed. Other linalg ops are left alone. Returns the number of ops
 /// rewritten.
 unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee);
+
+/// Declares the runtime function `name` of `type` privately in `module` at
+/// `builder`'s insertion point, unless `module` has it already; with
+/// `cInterface`, compiled code calls it through `_mlir_ciface_<name>`
+/// (memref arguments by descriptor pointer).
+void declareRuntimeFunction(mlir::OpBuilder &builder, mlir::ModuleOp module,
+                            llvm::StringRef name, mlir::FunctionType type,
+                            bool cInterface);
 
 } // namespace zb
 
