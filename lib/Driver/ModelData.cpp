@@ -75,10 +75,11 @@ std::string zb::shapeString(llvm::ArrayRef<int64_t> shape) {
 }
 
 zbrt::NpzArchive zb::namedArrays(llvm::ArrayRef<const ModelArg *> params,
-                                 llvm::ArrayRef<zbrt::NpyArray> grads) {
+                                 std::vector<zbrt::NpyArray> &&grads) {
   zbrt::NpzArchive archive;
   for (size_t i = 0; i < params.size(); ++i)
-    archive[params[i]->name] = grads[i];
+    archive[params[i]->name] = std::move(grads[i]);
+  grads.clear();
   return archive;
 }
 
@@ -292,4 +293,18 @@ void ModelData::setParams(llvm::ArrayRef<const ModelArg *> params,
                           const zbrt::NpzArchive &values) {
   for (const ModelArg *arg : params)
     args[arg->position] = values.at(arg->name);
+}
+
+zbrt::NpzArchive
+ModelData::takeParams(llvm::ArrayRef<const ModelArg *> params) {
+  zbrt::NpzArchive archive;
+  for (const ModelArg *arg : params)
+    archive[arg->name] = std::move(args[arg->position]);
+  return archive;
+}
+
+void ModelData::setParams(llvm::ArrayRef<const ModelArg *> params,
+                          zbrt::NpzArchive &&values) {
+  for (const ModelArg *arg : params)
+    args[arg->position] = std::move(values.at(arg->name));
 }

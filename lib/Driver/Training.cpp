@@ -21,36 +21,71 @@ using namespace zb;
 
 StepProgram::~StepProgram() = default;
 
-/// One optimizer update of `params` with `grads`.
+/// One optimizer update of `params` with `grads`, in place.
 static bool updateParams(ModelData &data,
                          llvm::ArrayRef<const ModelArg *> params,
                          const zbrt::NpzArchive &grads,
                          zbrt::Optimizer &optimizer, std::string &error) {
-  zbrt::NpzArchive values = data.paramArchive(params);
-  if (!optimizer.apply(values, grads, error))
-    return false;
-  data.setParams(params, values);
-  return true;
+  zbrt::NpzArchive values = data.takeParams(params);
+  bool applied = optimizer.apply(values, grads, error);
+  data.setParams(params, std::move(values));
+  return applied;
+}
+
+/// Adds the squares of `g`'s finite elements to `squares` and counts the
+/// others in `nonFinite`. Four partial sums, so that the loop vectorises;
+/// a non-finite element makes the sum non-finite, and only then are they
+/// counted one by one.
+template <typename T>
+static void addSquares(const T *g, int64_t n, double &squares,
+                       double &nonFinite) {
+  double partial[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int k = 0; k < 4; ++k)
+      partial[k] += static_cast<double>(g[j + k]) * g[j + k];
+  for (; j < n; ++j)
+    partial[0] += static_cast<double>(g[j]) * g[j];
+  double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
+  if (std::isfinite(sum)) {
+    squares += sum;
+    return;
+  }
+  for (j = 0; j < n; ++j) {
+    double v = g[j];
+    if (std::isfinite(v))
+      squares += v * v;
+    else
+      nonFinite += 1;
+  }
+}
+
+static void addSquares(const zbrt::NpyArray &g, double &squares,
+                       double &nonFinite) {
+  if (g.dtype == zbrt::DType::F32)
+    return addSquares(g.as<float>(), g.numElements(), squares, nonFinite);
+  if (g.dtype == zbrt::DType::F64)
+    return addSquares(g.as<double>(), g.numElements(), squares, nonFinite);
+  for (int64_t j = 0, e = g.numElements(); j < e; ++j) {
+    double v = loadScalar(g, j);
+    if (std::isfinite(v))
+      squares += v * v;
+    else
+      nonFinite += 1;
+  }
 }
 
 bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
                        llvm::ArrayRef<const ModelArg *> params,
-                       llvm::ArrayRef<bool> counted, zbrt::NpzArchive &grads,
+                       llvm::ArrayRef<bool> counted,
+                       const zbrt::NpzArchive &grads,
                        zbrt::Optimizer &optimizer, const UpdateOptions &options,
-                       StepCheck &check, std::string &error) {
+                       Rollback &rollback, StepCheck &check,
+                       std::string &error) {
   double mine[2] = {0.0, 0.0};
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!counted[i])
-      continue;
-    const zbrt::NpyArray &g = grads[params[i]->name];
-    for (int64_t j = 0, e = g.numElements(); j < e; ++j) {
-      double v = loadScalar(g, j);
-      if (std::isfinite(v))
-        mine[0] += v * v;
-      else
-        mine[1] += 1;
-    }
-  }
+  for (size_t i = 0; i < params.size(); ++i)
+    if (counted[i])
+      addSquares(grads.at(params[i]->name), mine[0], mine[1]);
   int ranks = comm.size();
   std::vector<double> all(2 * ranks);
   // With one rank the check is known at once: nothing to overlap.
@@ -60,12 +95,13 @@ bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
     comm.waitAllgather();
 
   // The optimistic update, unless this rank already knows it is void.
-  std::optional<zbrt::NpzArchive> before;
-  std::optional<zbrt::Optimizer> saved;
   bool updated = false;
   if (optimistic && mine[1] == 0) {
-    before = data.paramArchive(params);
-    saved = optimizer;
+    // Copy assignments reuse the buffers the last step's rollback held.
+    rollback.params.resize(params.size());
+    for (size_t i = 0; i < params.size(); ++i)
+      rollback.params[i] = data.values()[params[i]->position];
+    rollback.optimizer = optimizer;
     if (!updateParams(data, params, grads, optimizer, error))
       return false;
     updated = true;
@@ -86,26 +122,29 @@ bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
   check.clipped = coef < 1.0;
   if (!check.skipped && !check.clipped && updated)
     return true;
-  // Roll back what the optimistic update did.
+  // Roll back what the optimistic update did (what it wrote goes to the
+  // rollback's buffers, which the next step overwrites).
   if (updated) {
-    data.setParams(params, *before);
-    optimizer = *saved;
+    for (size_t i = 0; i < params.size(); ++i)
+      std::swap(data.values()[params[i]->position], rollback.params[i]);
+    std::swap(optimizer, *rollback.optimizer);
   }
   if (check.skipped)
     return true;
-  if (check.clipped) {
-    auto scale = static_cast<float>(coef);
-    for (auto &entry : grads) {
-      zbrt::NpyArray &g = entry.second;
-      for (int64_t j = 0, e = g.numElements(); j < e; ++j)
-        storeScalar(g, j,
-                    g.dtype == zbrt::DType::F32
-                        ? static_cast<double>(
-                              static_cast<float>(loadScalar(g, j)) * scale)
-                        : loadScalar(g, j) * coef);
-    }
+  if (!check.clipped)
+    return updateParams(data, params, grads, optimizer, error);
+  zbrt::NpzArchive scaled = grads;
+  auto scale = static_cast<float>(coef);
+  for (auto &entry : scaled) {
+    zbrt::NpyArray &g = entry.second;
+    for (int64_t j = 0, e = g.numElements(); j < e; ++j)
+      storeScalar(g, j,
+                  g.dtype == zbrt::DType::F32
+                      ? static_cast<double>(
+                            static_cast<float>(loadScalar(g, j)) * scale)
+                      : loadScalar(g, j) * coef);
   }
-  return updateParams(data, params, grads, optimizer, error);
+  return updateParams(data, params, scaled, optimizer, error);
 }
 
 std::string zb::checkpointConfig(llvm::StringRef modelText,
@@ -259,6 +298,7 @@ bool zb::train(StepProgram &program, TrainingContext &context,
   // training mode, whatever the optimizer then does with the step).
   zbrt::setRecordingStats(options.update);
   llvm::scope_exit stopRecording([] { zbrt::setRecordingStats(false); });
+  Rollback rollback;
   for (int64_t s = options.firstStep; s < options.steps; ++s) {
     // Every process starts the step together.
     world.barrier();
@@ -279,15 +319,12 @@ bool zb::train(StepProgram &program, TrainingContext &context,
     // A forward-only program (--eval) has no gradients.
     zbrt::NpzArchive named;
     if (!grads.empty())
-      named = namedArrays(context.params, grads);
+      named = namedArrays(context.params, std::move(grads));
     StepCheck check;
     if (options.update) {
-      // The update works on a copy: the result keeps the gradients as the
-      // step computed them.
-      zbrt::NpzArchive stepGrads = named;
       if (!checkedUpdate(context.pipeline, context.data, context.params,
-                         context.counted, stepGrads, context.optimizer,
-                         options.check, check, error))
+                         context.counted, named, context.optimizer,
+                         options.check, rollback, check, error))
         return false;
       result.checks.push_back(check);
     }

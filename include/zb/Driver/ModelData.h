@@ -92,6 +92,12 @@ public:
   /// Sets each of `params` to its value in `values`.
   void setParams(llvm::ArrayRef<const ModelArg *> params,
                  const zbrt::NpzArchive &values);
+  /// The parameters `params`, keyed by name, moved out (no copy): until
+  /// they are given back with setParams, values() holds them empty.
+  zbrt::NpzArchive takeParams(llvm::ArrayRef<const ModelArg *> params);
+  /// Gives each of `params` its value in `values`, moved in.
+  void setParams(llvm::ArrayRef<const ModelArg *> params,
+                 zbrt::NpzArchive &&values);
 
   /// The model's running statistics (pipe.running_stat buffers), keyed by
   /// name: from the parameters file where it has them, else every element
@@ -123,9 +129,10 @@ private:
   std::set<std::string> updated;
 };
 
-/// `grads[i]`, the gradient of `params[i]`, keyed by the parameter's name.
+/// `grads[i]`, the gradient of `params[i]`, keyed by the parameter's name
+/// (moved there).
 zbrt::NpzArchive namedArrays(llvm::ArrayRef<const ModelArg *> params,
-                             llvm::ArrayRef<zbrt::NpyArray> grads);
+                             std::vector<zbrt::NpyArray> &&grads);
 
 } // namespace zb
 
