@@ -9,6 +9,8 @@
 
 #include "zb/Conversion/GPUPasses.h"
 
+#include "RowReduction.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/ParallelLoopMapper.h"
@@ -30,6 +32,7 @@ namespace zb {
 } // namespace zb
 
 using namespace mlir;
+using namespace zb::detail;
 
 /// Whether `op` is device code already (inside a launch or a GPU module).
 static bool isDeviceCode(Operation *op) {
@@ -153,83 +156,6 @@ static gpu::ParallelLoopDimMappingAttr loopMapping(MLIRContext *ctx,
                                               identity);
 }
 
-/// The identity of the combiner `op` (addf, mulf, max, min), or null.
-static TypedAttr combinerIdentity(Operation *op, Type type) {
-  auto floatType = dyn_cast<FloatType>(type);
-  if (!floatType)
-    return {};
-  const llvm::fltSemantics &semantics = floatType.getFloatSemantics();
-  if (isa<arith::AddFOp>(op))
-    return FloatAttr::get(type, 0.0);
-  if (isa<arith::MulFOp>(op))
-    return FloatAttr::get(type, 1.0);
-  if (isa<arith::MaximumFOp, arith::MaxNumFOp>(op))
-    return FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/true));
-  if (isa<arith::MinimumFOp, arith::MinNumFOp>(op))
-    return FloatAttr::get(type, APFloat::getInf(semantics, /*Negative=*/false));
-  return {};
-}
-
-/// A linalg op that reduces its innermost loop into its one output as
-/// `out = combine(out, element(inputs))`, with a combiner that can run as a
-/// tree: what lowerRowReduction needs to know.
-struct RowReduction {
-  Operation *combiner = nullptr;
-  /// The output's block argument, and the other operand of `combiner`.
-  Value accumulator, element;
-  TypedAttr identity;
-  SmallVector<int64_t> ranges;
-};
-
-static std::optional<RowReduction> matchRowReduction(linalg::LinalgOp op,
-                                                     int64_t minLength) {
-  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 1 ||
-      op->getNumRegions() != 1 || op.hasIndexSemantics())
-    return std::nullopt;
-  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  if (iterators.back() != utils::IteratorType::reduction)
-    return std::nullopt;
-  RowReduction match;
-  match.ranges = op.getStaticLoopRanges();
-  if (llvm::any_of(match.ranges, ShapedType::isDynamic) ||
-      match.ranges.back() < minLength)
-    return std::nullopt;
-  for (AffineMap map : op.getIndexingMapsArray())
-    if (!map.isProjectedPermutation())
-      return std::nullopt;
-  if (op.getMatchingIndexingMap(op.getDpsInitOperand(0))
-          .isFunctionOfDim(match.ranges.size() - 1))
-    return std::nullopt;
-  Block *body = op.getBlock();
-  BlockArgument acc = body->getArguments().back();
-  auto yield = cast<linalg::YieldOp>(body->getTerminator());
-  Operation *combiner = yield.getValues()[0].getDefiningOp();
-  // The accumulator feeds the combiner alone, and the combiner's result
-  // only the yield: the rest of the body computes the element.
-  if (!combiner || combiner->getBlock() != body ||
-      combiner->getNumOperands() != 2 || !acc.hasOneUse() ||
-      acc.getUses().begin()->getOwner() != combiner ||
-      !combiner->getResult(0).hasOneUse())
-    return std::nullopt;
-  match.combiner = combiner;
-  match.accumulator = acc;
-  match.element = combiner->getOperand(0) == acc ? combiner->getOperand(1)
-                                                 : combiner->getOperand(0);
-  match.identity = combinerIdentity(combiner, acc.getType());
-  if (!match.identity || match.element == acc)
-    return std::nullopt;
-  return match;
-}
-
-/// The values of `map`'s results (a projected permutation) for loop
-/// indices `ivs`.
-static SmallVector<Value> indicesOf(AffineMap map, ArrayRef<Value> ivs) {
-  SmallVector<Value> indices;
-  for (AffineExpr expr : map.getResults())
-    indices.push_back(ivs[cast<AffineDimExpr>(expr).getPosition()]);
-  return indices;
-}
-
 /// A row reduction as one block per row: the rows (its parallel loops,
 /// collapsed) over blocks, the row's elements over `threads` threads, each
 /// summing a strided share, then a tree over the block (an scf.reduce in a
@@ -251,13 +177,6 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
   };
   auto mapping = [&](gpu::Processor processor) {
     return ArrayAttr::get(ctx, {loopMapping(ctx, processor)});
-  };
-  // The combiner on (accumulator, element), in its operands' order.
-  auto combine = [&](OpBuilder &b, Value acc, Value element) {
-    IRMapping pair;
-    pair.map(match.accumulator, acc);
-    pair.map(match.element, element);
-    return b.clone(*match.combiner, pair)->getResult(0);
   };
   Value zero = constant(0), one = constant(1);
   Value lengthValue = constant(length), threadsValue = constant(threads);
@@ -312,8 +231,8 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
               for (Operation &inner : body->without_terminator())
                 if (&inner != match.combiner)
                   fb.clone(inner, values);
-              Value next =
-                  combine(fb, args[0], values.lookupOrDefault(match.element));
+              Value next = combine(fb, match, args[0],
+                                   values.lookupOrDefault(match.element));
               scf::YieldOp::create(fb, floc, next);
             });
         // The block's tree over the threads' shares.
@@ -321,7 +240,8 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
         Block &tree = reduce.getReductions()[0].front();
         OpBuilder tb = OpBuilder::atBlockEnd(&tree);
         scf::ReduceReturnOp::create(
-            tb, nested, combine(tb, tree.getArgument(0), tree.getArgument(1)));
+            tb, nested,
+            combine(tb, match, tree.getArgument(0), tree.getArgument(1)));
       });
   threadLoop->setAttr(gpu::getMappingAttrName(),
                       mapping(gpu::Processor::ThreadX));

@@ -59,6 +59,9 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   buildBufferizeModelPipeline(pm);
   if (options.useRuntimeGemm)
     pm.addPass(zb::createZBLowerGemmToRuntime());
+  // Row reductions as vector code in a fixed order; the rest as loops that
+  // LLVM vectorises where no order changes.
+  pm.addPass(zb::createZBVectorizeRowReductions());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
 
   pm.addPass(memref::createExpandStridedMetadataPass());

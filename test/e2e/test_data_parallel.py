@@ -29,10 +29,16 @@ RTOL = 1e-5
 # that cancels to ~eps: in the GPT example, one bias entry's first gradient
 # is 3.0195e-8 on one process and 3.0152e-8 as the mean of four replicas'
 # (an absolute difference of 4e-11, the rounding of a different summation
-# order), which moves that entry's update by 1e-3 of the learning rate. So
-# AdamW's parameters are compared to 2e-4 of their scale; their gradients,
-# and everything where the order is the same, as tightly as SGD's.
-ADAMW_PARAM_RTOL = 2e-4
+# order), which moves that entry's update by 1e-3 of the learning rate.
+# After three steps such entries are up to a few 1e-4 of the parameters'
+# scale apart (the largest seen: 4.4e-4, h1.mlp.fc.weight), and the last
+# step's gradients, taken at those parameters, up to a few 1e-5 of theirs
+# (4.5e-5). Which entries sit at that edge, and so these figures, change
+# with any change in rounding. AdamW's parameters are compared to 1e-3 of
+# their scale and its last gradients to 1e-4; SGD's, and everything where
+# the order is the same, to 1e-5 or bitwise (test_same_order_same_bits).
+ADAMW_PARAM_RTOL = 1e-3
+ADAMW_GRAD_RTOL = 1e-4
 
 # (P, D, schedule, chunks)
 LAYOUTS = [(2, 2, "zb-h1", None), (1, 2, "1f1b", None), (1, 4, "zb-h1", None),
@@ -59,7 +65,7 @@ def assert_close(name, ours, ref, rtol=RTOL):
     assert err <= rtol, f"{name}: relative error {err:.2e}"
 
 
-def assert_same_run(ours, ref, param_rtol=RTOL):
+def assert_same_run(ours, ref, param_rtol=RTOL, grad_rtol=RTOL):
     metrics, params, grads, _ = ours
     ref_metrics, ref_params, ref_grads, _ = ref
     np.testing.assert_allclose(metrics["loss"], ref_metrics["loss"],
@@ -70,7 +76,7 @@ def assert_same_run(ours, ref, param_rtol=RTOL):
                      param_rtol)
     assert sorted(grads) == sorted(ref_grads)
     for name in ref_grads:
-        assert_close(f"grad {name}", grads[name], ref_grads[name])
+        assert_close(f"grad {name}", grads[name], ref_grads[name], grad_rtol)
 
 
 @pytest.fixture(scope="module")
@@ -103,8 +109,10 @@ def test_replicas_equal_one_process(zb_run, examples_dir, references,
         extra += ["--chunks", chunks]
     ours = train(zb_run, examples_dir / f"{model}.mlir", tmp_path,
                  f"{model}-{ranks}x{replicas}", MICROBATCHES, *extra)
+    adamw = optimizer == "adamw"
     assert_same_run(ours, references(model, replicas, optimizer),
-                    ADAMW_PARAM_RTOL if optimizer == "adamw" else RTOL)
+                    ADAMW_PARAM_RTOL if adamw else RTOL,
+                    ADAMW_GRAD_RTOL if adamw else RTOL)
     metrics = ours[0]
     assert metrics["ranks"] == ranks and metrics["replicas"] == replicas
     # The step's samples are every replica's: microbatches (counted over

@@ -54,6 +54,59 @@ def ZBApproximateMath : Pass<"zb-approximate-math"> {
                            "mlir::vector::VectorDialect"];
 }
 
+def ZBVectorizeRowReductions : Pass<"zb-vectorize-row-reductions"> {
+  let summary = "Vector code in a fixed order for row reductions on buffers";
+  let description = [{
+    A reduction along the rows' innermost dimension (LayerNorm's mean and
+    variance, softmax's max and sum, cross-entropy's log-sum-exp, their
+    gradients' sums) becomes a loop that adds every element into one
+    accumulator. LLVM vectorises such a loop only if allowed to reorder the
+    sum, and then the order follows its choices for each function: a
+    pipeline stage and the whole model would round differently. This pass
+    writes the vector code itself, in an order of its own.
+
+    A `linalg.generic` on memrefs is rewritten when its only reduction
+    dimension is its innermost loop, with a static size N that is a
+    multiple of `width`; every operand is f32, and every input either reads
+    the rows contiguously (the reduction dimension is its innermost index,
+    and the buffer's innermost stride is 1) or not at all (a broadcast);
+    its indexing maps are projected permutations; the body is elementwise
+    `arith` and `math` ops ending in one combiner (`addf`, `mulf`,
+    `maximumf`, `minimumf`, `maxnumf`, `minnumf`) of the output's block
+    argument, which nothing else reads. Per output element:
+
+    - lane l of a `vector<width x f32>` accumulator, starting at the
+      combiner's neutral element, folds in the body's values at l,
+      l + width, l + 2 width, ..., in that order;
+    - the lanes are folded as a tree: the lower half with the upper half,
+      down to one lane;
+    - the output's value (the reduction's init) is folded with that last.
+
+    Other linalg ops are left to `--convert-linalg-to-loops`. The order
+    depends only on N and `width`, so every rank and the unpartitioned
+    model compute a reduction of a given shape to the same bits.
+
+    ```mlir
+    linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>,
+                                     affine_map<(i, j) -> (i)>],
+                    iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<4x64xf32>) outs(%sum : memref<4xf32>) {...}
+    // becomes: scf.for %i { scf.for %j step 16 iter_args(vector<16xf32>)
+    // { vector.load %x[%i, %j] ... arith.addf ... }; four halvings by
+    // vector.extract_strided_slice; memref.store to %sum[%i] }
+    ```
+  }];
+  let options = [
+    Option<"width", "width", "int64_t", "16",
+           "The accumulator's lanes, a power of two (16: a 512-bit vector "
+           "of f32)">
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::vector::VectorDialect"];
+}
+
 def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
   let summary = "Return each value of a function once";
   let description = [{

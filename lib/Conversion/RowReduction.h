@@ -1,0 +1,61 @@
+//===- RowReduction.h - Reductions along the rows' innermost loop -*- C++
+//-*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+//
+// Private to lib/Conversion: what the GPU lowering (one thread block per row,
+// MapToGPU.cpp) and the CPU's vector code (VectorizeRowReductions.cpp) both
+// recognise and rebuild: a linalg op that folds its innermost loop into its
+// one output with a combiner that can run as a tree.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZB_LIB_CONVERSION_ROWREDUCTION_H
+#define ZB_LIB_CONVERSION_ROWREDUCTION_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+#include <optional>
+
+namespace zb::detail {
+
+/// A linalg op that reduces its innermost loop into its one output as
+/// `out = combine(out, element(inputs))`, where the combiner is an addf,
+/// mulf or a float max or min.
+struct RowReduction {
+  mlir::Operation *combiner = nullptr;
+  /// The output's block argument, and the other operand of `combiner`.
+  mlir::Value accumulator, element;
+  /// The combiner's identity, of the output's element type.
+  mlir::TypedAttr identity;
+  /// The op's static loop ranges; the last is the row's length.
+  llvm::SmallVector<int64_t> ranges;
+};
+
+/// `op` as a row reduction: one output, which does not read the row; one
+/// reduction loop, the innermost; static ranges, a row at least `minLength`
+/// long; projected-permutation indexing maps; no linalg.index; the output's
+/// block argument read by the combiner alone, whose result only the yield
+/// reads.
+std::optional<RowReduction> matchRowReduction(mlir::linalg::LinalgOp op,
+                                              int64_t minLength);
+
+/// The identity of the combiner `op` (addf, mulf, max, min) for `type`, or
+/// null.
+mlir::TypedAttr combinerIdentity(mlir::Operation *op, mlir::Type type);
+
+/// A clone of `match`'s combiner folding `element` into `accumulator`, in
+/// its operands' order, with its result of `accumulator`'s type.
+mlir::Value combine(mlir::OpBuilder &b, const RowReduction &match,
+                    mlir::Value accumulator, mlir::Value element);
+
+/// The values of `map`'s results (a projected permutation) for loop
+/// indices `ivs`.
+llvm::SmallVector<mlir::Value> indicesOf(mlir::AffineMap map,
+                                         llvm::ArrayRef<mlir::Value> ivs);
+
+} // namespace zb::detail
+
+#endif // ZB_LIB_CONVERSION_ROWREDUCTION_H
