@@ -26,7 +26,10 @@ width 256, 8 blocks, context 64, vocabulary 512, batch 4; ``large`` width
 of the roofline: the step's FLOPs (counted from the model by
 ``torch.utils.flop_counter`` on one microbatch's forward and backward,
 times M) / (P x threads x the single-thread sgemm rate measured at the start
-of the same run) / the step time.
+of the same run) / the step time: the rate of PyTorch's torch.mm ("roof"
+columns) and, for ours, the faster of that and the OpenBLAS zb-run calls
+(zb-forward-bench's cblas_sgemm row; "ours/faster"), the machine's limit
+where the two libraries differ.
 
     python3 bench/peer_torch.py [--size small|medium|large]
         [--models mlp,gpt] [--ranks 2] [--microbatches 8] [--steps N]
@@ -116,6 +119,23 @@ def sgemm_rate(threads=1, n=512, seconds=1.0):
     elapsed = time.perf_counter() - start
     torch.set_num_threads(saved)
     return 2.0 * n ** 3 * count / elapsed
+
+
+def blas_sgemm_rate(threads=1, n=512):
+    """FLOP/s of an n x n x n float32 product in the BLAS zb-run calls
+    (zb-forward-bench's cblas_sgemm row), or None without the binary."""
+    import subprocess
+    binary = Path(os.environ["ZB_BIN_DIR"]) / "zb-forward-bench"
+    if not binary.exists():
+        return None
+    out = subprocess.run([str(binary), "--only", "gemm", "--tsv",
+                          "--threads", str(threads)], check=True,
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        fields = line.split("\t")
+        if fields[0] == "gemm" and fields[1] == f"{n}x{n}x{n}":
+            return 2.0 * n ** 3 / (float(fields[4]) * 1e-6)
+    return None
 
 
 def make_data(model, steps, microbatches, seed):
@@ -269,17 +289,25 @@ def main():
           f"{args.steps - args.warmup}), {args.threads} thread(s)/rank, "
           f"SGD lr {args.lr}, size {args.size}")
     rate = sgemm_rate()
+    blas = blas_sgemm_rate()
     peak = args.ranks * args.threads * rate
-    print(f"single-thread sgemm: {rate / 1e9:.1f} GFLOP/s; roofline "
-          f"P x threads x that = {peak / 1e9:.1f} GFLOP/s")
+    # The machine's limit: the faster of the two libraries' sgemm.
+    limit = args.ranks * args.threads * max(rate, blas or 0.0)
+    print(f"single-thread sgemm: {rate / 1e9:.1f} GFLOP/s (torch.mm), "
+          + (f"{blas / 1e9:.1f} GFLOP/s (the OpenBLAS zb-run calls)"
+             if blas else "OpenBLAS not measured (no zb-forward-bench)")
+          + f"; roofline P x threads x torch's = {peak / 1e9:.1f} GFLOP/s, "
+          f"x the faster = {limit / 1e9:.1f} GFLOP/s")
     flops = {kind: step_flops(args, kind)
              for kind in args.models.split(",")}
     for kind, f in flops.items():
         print(f"{kind}: {f / 1e9:.3f} GFLOP per step "
-              f"(>= {1e3 * f / peak:.1f} ms at the roofline)")
+              f"(>= {1e3 * f / peak:.1f} ms at torch's roofline, "
+              f"{1e3 * f / limit:.1f} ms at the faster)")
     header = (f"{'model':<5} {'ours':<7} {'theirs':<40} {'ours ms':>9} "
               f"{'theirs ms':>10} {'ours/theirs':>12} {'roof ours':>10} "
-              f"{'roof theirs':>12}  loss first -> last   curves")
+              f"{'roof theirs':>12} {'ours/faster':>12}  "
+              "loss first -> last   curves")
     print(header)
     print("-" * len(header))
     failures = 0
@@ -305,10 +333,11 @@ def main():
             failures += not agree
             roof_ours = flops[kind] / peak / (ours_ms / 1e3)
             roof_theirs = flops[kind] / peak / (theirs_ms / 1e3)
+            roof_limit = flops[kind] / limit / (ours_ms / 1e3)
             print(f"{kind:<5} {schedule:<7} {theirs:<40} "
                   f"{ours_ms:>9.3f} {theirs_ms:>10.3f} "
                   f"{ours_ms / theirs_ms:>12.3f} {roof_ours:>10.1%} "
-                  f"{roof_theirs:>12.1%}  "
+                  f"{roof_theirs:>12.1%} {roof_limit:>12.1%}  "
                   f"{theirs_l[0]:.4f} -> {theirs_l[-1]:.4f}   "
                   f"{'agree' if agree else 'DIFFER'} "
                   f"(max rel diff {diff:.1e})", flush=True)
