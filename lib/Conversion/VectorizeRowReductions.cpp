@@ -37,19 +37,17 @@ static std::optional<RowReduction> matchVectorizable(linalg::GenericOp op,
   if (!match || match->ranges.back() % width != 0)
     return std::nullopt;
   unsigned inner = match->ranges.size() - 1;
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    auto type = cast<MemRefType>(input->get().getType());
-    AffineMap map = op.getMatchingIndexingMap(input);
+  // Every operand f32; an operand that reads the row (an input: the output
+  // does not, matchRowReduction says) reads it contiguously.
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = cast<MemRefType>(operand.get().getType());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
     if (!type.getElementType().isF32() ||
         (map.isFunctionOfDim(inner) &&
          (map.getResults().back() != getAffineDimExpr(inner, op.getContext()) ||
           !type.isLastDimUnitStride())))
       return std::nullopt;
   }
-  if (!cast<MemRefType>(op.getDpsInitOperand(0)->get().getType())
-           .getElementType()
-           .isF32())
-    return std::nullopt;
   for (Operation &bodyOp : op.getBlock()->without_terminator())
     if (!isa<arith::ArithDialect, math::MathDialect>(bodyOp.getDialect()) ||
         isa<arith::ConstantOp>(bodyOp) || bodyOp.getNumRegions() != 0 ||

@@ -32,10 +32,23 @@ static bool updateParams(ModelData &data,
   return applied;
 }
 
-/// Adds the squares of `g`'s finite elements to `squares` and counts the
-/// others in `nonFinite`. Four partial sums, so that the loop vectorises;
-/// a non-finite element makes the sum non-finite, and only then are they
-/// counted one by one.
+/// Adds the square of each finite element `at(j)`, j < n, to `squares`
+/// and counts the others in `nonFinite`.
+template <typename At>
+static void addSquaresOneByOne(int64_t n, At at, double &squares,
+                               double &nonFinite) {
+  for (int64_t j = 0; j < n; ++j) {
+    double v = at(j);
+    if (std::isfinite(v))
+      squares += v * v;
+    else
+      nonFinite += 1;
+  }
+}
+
+/// The same for the n elements of `g`, in four partial sums, so that the
+/// loop vectorises; a non-finite element makes the sum non-finite, and
+/// only then are they counted one by one.
 template <typename T>
 static void addSquares(const T *g, int64_t n, double &squares,
                        double &nonFinite) {
@@ -47,17 +60,12 @@ static void addSquares(const T *g, int64_t n, double &squares,
   for (; j < n; ++j)
     partial[0] += static_cast<double>(g[j]) * g[j];
   double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  if (std::isfinite(sum)) {
+  if (std::isfinite(sum))
     squares += sum;
-    return;
-  }
-  for (j = 0; j < n; ++j) {
-    double v = g[j];
-    if (std::isfinite(v))
-      squares += v * v;
-    else
-      nonFinite += 1;
-  }
+  else
+    addSquaresOneByOne(
+        n, [&](int64_t i) { return static_cast<double>(g[i]); }, squares,
+        nonFinite);
 }
 
 static void addSquares(const zbrt::NpyArray &g, double &squares,
@@ -66,13 +74,9 @@ static void addSquares(const zbrt::NpyArray &g, double &squares,
     return addSquares(g.as<float>(), g.numElements(), squares, nonFinite);
   if (g.dtype == zbrt::DType::F64)
     return addSquares(g.as<double>(), g.numElements(), squares, nonFinite);
-  for (int64_t j = 0, e = g.numElements(); j < e; ++j) {
-    double v = loadScalar(g, j);
-    if (std::isfinite(v))
-      squares += v * v;
-    else
-      nonFinite += 1;
-  }
+  addSquaresOneByOne(
+      g.numElements(), [&](int64_t i) { return loadScalar(g, i); }, squares,
+      nonFinite);
 }
 
 bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
