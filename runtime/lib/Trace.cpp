@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <mutex>
@@ -44,16 +43,17 @@ void *track(char *block, uint64_t offset, uint64_t size) {
 }
 
 #if defined(__GLIBC__)
-/// Compiled code allocates and frees the same buffers every microbatch.
-/// glibc would give the large ones back to the kernel (each its own mmap,
-/// and the heap's top trimmed on free) and take a page fault per page to
-/// get them again, a tenth of a step's time at GPT sizes; it keeps them
-/// instead: blocks up to its largest heap block (32 MiB) come from the
-/// heap, and the heap is not trimmed below 2 GiB.
+/// Compiled code allocates and frees the same buffers every step: the
+/// rank's arena (one block, tens to hundreds of MiB) and the buffers of
+/// each action. glibc would give the large ones back to the kernel (each
+/// its own mmap, and the heap's top trimmed on free) and take a page fault
+/// per page to get them again, a tenth of a step's time at GPT sizes; it
+/// keeps them instead: every block comes from the heap (glibc still maps
+/// one on its own if the heap cannot grow), and the heap is never trimmed.
 struct KeepFreedBuffers {
   KeepFreedBuffers() {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    mallopt(M_MMAP_MAX, 0);
+    mallopt(M_TRIM_THRESHOLD, -1);
   }
 } keepFreedBuffers;
 #endif
