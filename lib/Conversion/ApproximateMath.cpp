@@ -6,11 +6,12 @@
 
 #include "zb/Conversion/Passes.h"
 
+#include "RewriteOnly.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/STLExtras.h"
 
 namespace zb {
@@ -33,9 +34,6 @@ struct ApproximateMathPass
       name.consume_front("math.");
       return llvm::is_contained(names, name);
     };
-    // Rewrite only the selected ops and what their rewrites create: a
-    // greedy driver over the whole module would also fold and simplify
-    // every step function, work that grows with the schedule.
     SmallVector<Operation *> targets;
     getOperation()->walk([&](Operation *op) {
       if (isa<math::MathDialect>(op->getDialect()) &&
@@ -46,10 +44,7 @@ struct ApproximateMathPass
       return;
     RewritePatternSet patterns(&getContext());
     populateMathPolynomialApproximationPatterns(patterns, selected);
-    GreedyRewriteConfig config;
-    config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
-    config.enableFolding(false);
-    if (failed(applyOpPatternsGreedily(targets, std::move(patterns), config)))
+    if (failed(zb::detail::rewriteOnly(targets, std::move(patterns))))
       signalPassFailure();
   }
 };

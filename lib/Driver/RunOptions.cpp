@@ -76,6 +76,12 @@ std::string RunOptions::check() const {
   if (backend != "mpi" && backend != "nccl")
     return message("unknown --backend '" + backend +
                    "' (expected mpi or nccl)");
+  if (dtype != "f32" && dtype != "bf16")
+    return message("unknown --dtype '" + dtype + "' (expected f32 or bf16)");
+  if (dtype == "bf16" && !pipelined() && !gpu())
+    return message("--dtype bf16 keeps a pipeline's stashes in bf16: it "
+                   "needs --np 2 or more, --dp 2 or more, or --backend nccl "
+                   "(one CPU process runs the unpartitioned model in f32)");
   if (gpu() && !training())
     return message("--backend nccl trains; --eval and --grads run on the CPU");
   if (pipelined() && !zb::schedule::lookupSchedule(schedule))
@@ -144,6 +150,7 @@ void RunOptions::setPipelineOptions(ZBPipelineOptions &options) const {
   options.forwardOnly = eval;
   options.lowerToCPU = false;
   options.target = gpu() ? "gpu" : "cpu";
+  options.dtype = dtype;
 }
 
 int64_t RunOptions::chunksForSchedule() const {
@@ -169,6 +176,7 @@ std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
           schedule + ";chunks=" + llvm::Twine(chunksForSchedule()) +
           ";m=" + llvm::Twine(microbatches) + ";dp=" + llvm::Twine(replicas) +
           (gpu() ? ";gpu" : "") + (eval ? ";eval" : "") +
+          (dtype == "f32" ? "" : ";dtype=" + dtype) +
           ";rank=" + llvm::Twine(rank) +
           (balanceProfile.empty() ? "" : ";balance=" + balanceProfile))
       .str();
@@ -177,8 +185,10 @@ std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
 CompileSettings RunOptions::compileSettings(std::string identity) const {
   CompileSettings settings;
   settings.cacheDir = cacheDir;
-  if (gpu())
+  if (gpu()) {
     settings.target.target = "gpu";
+    settings.target.gpuDtype = dtype;
+  }
   settings.target.cpu = targetCPU;
   if (settings.target.cpu.empty())
     if (std::optional<std::string> cpu =

@@ -72,6 +72,7 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   expand.opMnemonics = {"rsqrt"};
   pm.addPass(math::createMathExpandOpsPass(expand));
   pm.addPass(zb::createZBApproximateMath());
+  pm.addPass(zb::createZBExpandBF16());
   // LLVM intrinsics first (the approximations' fma among them), libm calls
   // for what has none (f64 erf).
   pm.addPass(createConvertMathToLLVMPass());
@@ -127,6 +128,12 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createZBSplitBackward());
+  // Mixed precision: bf16 stashes, before the schedule plans their bytes.
+  if (options.dtype == "bf16") {
+    ZBNarrowStashOptions narrow;
+    narrow.dtype = "bf16";
+    pm.addPass(createZBNarrowStash(narrow));
+  }
   sched::ZBScheduleOptions scheduleOptions;
   scheduleOptions.scheduleName = options.schedule;
   scheduleOptions.numMicrobatches = options.microbatches;

@@ -102,3 +102,22 @@ int64_t zb::forwardStashBytes(pipe::StageOp stage) {
       bytes += estimateBytes(v.getType());
   return bytes;
 }
+
+int64_t zb::backwardWeightStashBytes(pipe::StageOp stage) {
+  Block &forward = stage.getForward().front();
+  auto params = forward.getArguments().drop_front(stage.getInputs().size() +
+                                                  stage.getData().size());
+  ValueRange forwardStash = stage.getForwardYield().getStash();
+  Block &b = stage.getBackwardInput().front();
+  auto isParamStash = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &b &&
+           arg.getArgNumber() < forwardStash.size() &&
+           llvm::is_contained(params, forwardStash[arg.getArgNumber()]);
+  };
+  int64_t bytes = 0;
+  for (Value v : cast<pipe::YieldOp>(b.getTerminator()).getStash())
+    if (!isParamStash(v))
+      bytes += estimateBytes(v.getType());
+  return bytes;
+}

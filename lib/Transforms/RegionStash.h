@@ -41,6 +41,11 @@ llvm::SmallVector<mlir::Value> stashValuesUsedFromAbove(mlir::Region &region,
 /// definition --zb-autodiff and --zb-split-backward record.
 int64_t forwardStashBytes(pipe::StageOp stage);
 
+/// The split stage's mem_w: the bytes of its B→W stash per microbatch,
+/// leaving out the parameters the forward stash handed on. The one
+/// definition --zb-split-backward and --zb-narrow-stash record.
+int64_t backwardWeightStashBytes(pipe::StageOp stage);
+
 } // namespace zb
 
 #endif // ZB_LIB_TRANSFORMS_REGIONSTASH_H

@@ -49,8 +49,7 @@ static void splitStage(pipe::StageOp stage) {
   Block &bBlock = backwardInput.front();
   auto oldYield = cast<pipe::YieldOp>(bBlock.getTerminator());
   unsigned numInputs = stage.getInputs().size();
-  SmallVector<Value> inputGrads(
-      oldYield.getValues().take_front(numInputs));
+  SmallVector<Value> inputGrads(oldYield.getValues().take_front(numInputs));
   SmallVector<Value> paramGrads(oldYield.getValues().drop_front(numInputs));
 
   // B keeps what the input gradients need; everything else moves to W.
@@ -69,33 +68,16 @@ static void splitStage(pipe::StageOp stage) {
   pipe::YieldOp::create(b, oldYield.getLoc(), inputGrads, wStash);
   oldYield.erase();
 
-  // Memory: the B→W stash, without the parameters the forward handed on.
-  Block &forward = stage.getForward().front();
-  ValueRange forwardStash = stage.getForwardYield().getStash();
-  auto params = forward.getArguments().drop_front(
-      numInputs + stage.getData().size());
-  auto isParamStash = [&](Value v) {
-    auto arg = dyn_cast<BlockArgument>(v);
-    return arg && arg.getOwner() == &bBlock &&
-           arg.getArgNumber() < forwardStash.size() &&
-           llvm::is_contained(params, forwardStash[arg.getArgNumber()]);
-  };
-  int64_t memW = 0;
-  for (Value v : wStash)
-    if (!isParamStash(v))
-      memW += estimateBytes(v.getType());
-
   Builder attrs(stage.getContext());
   stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
   stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backwardInput)));
   stage.setCostWAttr(attrs.getF64FloatAttr(estimateFlops(backwardWeight)));
   stage.setMemBAttr(attrs.getI64IntegerAttr(forwardStashBytes(stage)));
-  stage.setMemWAttr(attrs.getI64IntegerAttr(memW));
+  stage.setMemWAttr(attrs.getI64IntegerAttr(backwardWeightStashBytes(stage)));
 }
 
 namespace {
-struct SplitBackwardPass
-    : zb::impl::ZBSplitBackwardBase<SplitBackwardPass> {
+struct SplitBackwardPass : zb::impl::ZBSplitBackwardBase<SplitBackwardPass> {
   void runOnOperation() override {
     getOperation()->walk([](pipe::StageOp stage) {
       if (!stage.getBackward().empty())

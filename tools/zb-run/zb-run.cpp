@@ -9,7 +9,7 @@
 //        [--steps K] [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz]
 //        [--backend mpi|nccl] [--trace T.json] [--profile P.json]
 //        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR]
-//        [--balance] ...
+//        [--balance] [--dtype f32|bf16] ...
 //
 // Compiles the model for the CPU, or the GPU with --backend nccl (caching
 // the shared object by content hash), initialises parameters from the seed or
@@ -168,6 +168,13 @@ static cl::opt<std::string, true>
 static cl::opt<int, true>
     numChunks("chunks", cl::desc("Stages per rank V (default: the schedule's)"),
               cl::location(opts.chunks), cl::cat(category));
+static cl::opt<std::string, true> dtypeName(
+    "dtype",
+    cl::desc("Precision: f32 (default) or bf16 (mixed: the pipeline's "
+             "activation stashes in bf16, parameters, gradients and "
+             "arithmetic in f32; with --backend nccl the gemms also "
+             "multiply in bf16)"),
+    cl::location(opts.dtype), cl::cat(category));
 static cl::opt<bool, true> balance(
     "balance",
     cl::desc("Cut the pipeline's stages at measured times: before training, "

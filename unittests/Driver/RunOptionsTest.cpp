@@ -69,6 +69,20 @@ TEST(RunOptions, NamesTheFlagThatIsWrong) {
               o.backend = "nccl";
             }).find("not supported with --backend nccl"),
             std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.ranks = 2;
+              o.dtype = "fp8";
+            }).find("unknown --dtype 'fp8' (expected f32 or bf16)"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) { o.dtype = "bf16"; })
+                .find("--dtype bf16 keeps a pipeline's stashes in bf16: it "
+                      "needs --np 2 or more"),
+            std::string::npos);
+  EXPECT_EQ(problem([](RunOptions &o) {
+              o.dtype = "bf16";
+              o.backend = "nccl";
+            }),
+            "");
   // An unknown schedule matters only to a pipelined run.
   EXPECT_EQ(problem([](RunOptions &o) { o.schedule = "nope"; }), "");
 }
@@ -107,6 +121,7 @@ TEST(RunOptions, RankProgramKeysDifferInEveryChoice) {
   EXPECT_TRUE(differs([](RunOptions &o) { o.replicas = 2; }));
   EXPECT_TRUE(differs([](RunOptions &o) { o.eval = true; }));
   EXPECT_TRUE(differs([](RunOptions &o) { o.backend = "nccl"; }));
+  EXPECT_TRUE(differs([](RunOptions &o) { o.dtype = "bf16"; }));
   // The schedule's own chunk count, asked for or not, is the same program.
   EXPECT_FALSE(differs([](RunOptions &o) { o.chunks = 1; }));
 }

@@ -34,6 +34,18 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def ZBExpandBF16 : Pass<"zb-expand-bf16"> {
+  let summary = "Lower f32<->bf16 conversions to integer arithmetic";
+  let description = [{
+    Rewrites each `arith.truncf` to bf16 (round to nearest even, NaN kept
+    a NaN) and `arith.extf` from bf16 into shifts and adds on the bits
+    (MLIR's bf16 expansion patterns), so that CPU code with bf16 stashes
+    (`--zb-narrow-stash`) needs neither AVX512-BF16 nor a compiler runtime
+    helper (`__truncsfbf2`) for them. Other ops are left alone.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect"];
+}
+
 def ZBApproximateMath : Pass<"zb-approximate-math"> {
   let summary = "Replace f32 math functions by inline polynomial "
                 "approximations";

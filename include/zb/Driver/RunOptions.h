@@ -50,6 +50,9 @@ struct RunOptions {
   double clipGradNorm = 0.0;
   bool syncGradCheck = false;
   std::string backend = "mpi";
+  /// Precision: "f32", or "bf16" (a pipeline's stashes in bf16; on the GPU
+  /// bf16 gemm products too).
+  std::string dtype = "f32";
   std::string targetCPU, cacheDir;
   std::string metricsPath, dumpGradsPath, dumpParamsPath, tracePath,
       profilePath;

@@ -132,7 +132,10 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
       llvm::cl::init("cpu")};
   Option<std::string> dtype{
       *this, "dtype",
-      llvm::cl::desc("target=gpu: matmul precision, f32 (default) or bf16"),
+      llvm::cl::desc("Precision: f32 (default) or bf16 (mixed: activation "
+                     "stashes kept in bf16, f32 parameters, gradients and "
+                     "arithmetic; with target=gpu the gemms also multiply in "
+                     "bf16)"),
       llvm::cl::init("f32")};
   Option<bool> unroll{
       *this, "unroll",

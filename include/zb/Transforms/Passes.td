@@ -124,6 +124,34 @@ def ZBSplitBackward : Pass<"zb-split-backward", "mlir::ModuleOp"> {
   }];
 }
 
+def ZBNarrowStash : Pass<"zb-narrow-stash", "mlir::ModuleOp"> {
+  let summary = "Keep the stages' stashes in a narrower float type (bf16)";
+  let description = [{
+    Mixed precision for what a stage holds between its actions: every f32
+    tensor of a `pipe.stage`'s forward stash (F→B) and of its B→W stash is
+    rounded to `dtype` (to nearest even) where it is stashed and widened
+    back to f32 where the backward reads it. Parameters, data and
+    non-f32 values stay as they are, and so does all arithmetic: the
+    forward, the gradients and their sums run in f32 on f32 parameters;
+    the backward computes from the rounded activations. `mem_b` and
+    `mem_w` are recomputed, so the schedule plans with the smaller stash
+    (half the bytes for bf16). Run after `--zb-split-backward` (an unsplit
+    `backward` is handled too).
+
+    Example (`dtype=bf16`): `pipe.yield %r stash(%a : tensor<4x8xf32>)`
+    becomes a `linalg.generic` of `arith.truncf` to `tensor<4x8xbf16>`
+    stashed instead, and the backward's block argument becomes
+    `tensor<4x8xbf16>` with an `arith.extf` generic at the region's start.
+  }];
+  let options = [
+    Option<"dtype", "dtype", "std::string", /*default=*/"\"bf16\"",
+           "Stash element type (bf16)">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
   let summary = "Cut the model's forward into pipeline stages";
   let description = [{
