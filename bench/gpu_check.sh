@@ -4,12 +4,15 @@
 # the machine cannot build), runs the GPU lit tests (the e2e ones must run,
 # not be UNSUPPORTED), trains the MLP and GPT examples a few steps on the GPU
 # and on the CPU and compares the losses, and prints the gemm path's TFLOP/s
-# and the GPT step time next to PyTorch eager (when PyTorch is importable).
+# and the GPT step time next to PyTorch eager (when PyTorch is importable);
+# last, a GPT of width 1024 on one GPU next to PyTorch eager and
+# torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py).
 #
 #   bench/gpu_check.sh     # BUILD_DIR=build-gpu, JOBS=$(nproc)
 #   ZB_BUNDLE=.gpu-bundle.tar.xz bench/gpu_check.sh
 #
-# Budget: 8 minutes in all; every step has its own timeout. Every step runs
+# Budget: 8 minutes in all without the last step, which may take 7 more;
+# every step has its own timeout. Every step runs
 # even when an earlier one failed (a GPU machine is precious); the script
 # ends with a summary and exits non-zero when any step failed. LOG_DIR, when
 # set, receives every step's full output.
@@ -198,5 +201,11 @@ if SHORT=$(time_run 2) && LONG=$(time_run 22); then
 else
   failed "GPT step time: a timed run failed"
 fi
+
+step "GPT at size (width 1024, 12 blocks, context 512, batch 8): zb-run vs PyTorch"
+# Last, so that its time (two GPU compiles of the model, torch.compile)
+# cannot cost the checks above.
+run gpt-size 420 env ZB_BIN_DIR="$BUILD_DIR/bin" \
+  python3 "$ROOT/bench/gpu_gpt_bench.py" --steps "${SIZE_STEPS:-8}"
 
 summary

@@ -148,7 +148,7 @@ class RunResult:
 def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         steps=1, optimizer="sgd", lr=0.01, chunks=None, params=None,
         inputs=None, seed=None, threads=None, cache_dir=None, timeout=None,
-        balance=False):
+        balance=False, backend="mpi", dtype="f32"):
     """Train ``model`` with ``zb-run`` and return a :class:`RunResult`.
 
     ``ranks`` is the number of pipeline processes P (``--np``; P > 1 runs
@@ -168,7 +168,10 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
     of the model's data arguments (default: synthetic data from ``seed``).
     ``threads`` sets the BLAS threads of every rank. ``balance`` (P > 1)
     cuts the stages at times measured before training instead of the
-    cost model's FLOPs (``zb-run --balance``).
+    cost model's FLOPs (``zb-run --balance``). ``backend="nccl"`` runs
+    every rank on a GPU (``--backend nccl``, P = 1 included); ``dtype="bf16"``
+    keeps a pipeline's activation stashes in bf16 (``--dtype bf16``; on the
+    GPU the gemms also multiply in bf16).
     """
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
@@ -176,6 +179,10 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
                             cache_dir=cache_dir)
         if balance:
             args.append("--balance")
+        if backend != "mpi":
+            args += ["--backend", backend]
+        if dtype != "f32":
+            args += ["--dtype", dtype]
         out = Path(workdir)
         args += ["--steps", steps, "--optimizer", optimizer, "--lr", lr,
                  "--np", ranks, "--dp", replicas,
