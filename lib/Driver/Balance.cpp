@@ -56,6 +56,8 @@ static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
   pipeline.chunks = fine / ranks;
   pipeline.schedule = pipeline.chunks >= 2 ? "interleaved-1f1b" : "1f1b";
   pipeline.microbatches = options.microbatches;
+  // Measured as they will run: bf16 stashes convert on the way.
+  pipeline.dtype = options.dtype;
   pipeline.lowerToCPU = false;
   std::unique_ptr<LoweredPipeline> lowered =
       LoweredPipeline::lower(model, pipeline, error);
@@ -73,7 +75,7 @@ static bool measureHere(mlir::ModuleOp model, llvm::StringRef modelText,
   std::string key =
       (modelText + ";balance;stages=" + llvm::Twine(fine) +
        ";np=" + llvm::Twine(ranks) + ";m=" + llvm::Twine(options.microbatches) +
-       ";rank=" + llvm::Twine(rank))
+       ";dtype=" + options.dtype + ";rank=" + llvm::Twine(rank))
           .str();
   llvm::Expected<std::unique_ptr<CacheEntry>> entry =
       compileCached(*rankModule, key, settings, cache, warn);
