@@ -162,29 +162,49 @@ def main():
           f"{args.steps} steps (median after {args.warmup}), SGD lr "
           f"{args.lr}; {flops / 1e12:.3f} TFLOP per step")
 
-    rows = []
+    rows, failed = [], []
+
+    def attempt(label, dtype, run):
+        """Runs one row; a failure (a missing Triton for torch.compile, a
+        GPU error) is reported and the other rows still run."""
+        try:
+            times, losses, memory = run()
+        except Exception as e:  # noqa: BLE001 - reported, then exit 1
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            failed.append(f"{label} {dtype}: {type(e).__name__}: {first}")
+            return
+        rows.append(dict(impl=label, dtype=dtype, times=times,
+                         losses=losses, memory=memory))
+
+    def torch_row(dtype, compiled):
+        times, losses, peak = run_torch(model, data, device, dtype,
+                                        compiled, args.lr)
+        return times, losses, {"peak_memory_bytes": peak}
+
     for dtype in dtypes:
         impls = [("torch eager", False), ("torch.compile", True)]
         if args.no_compile:
             impls = impls[:1]
         for label, compiled in impls:
-            times, losses, peak = run_torch(model, data, device, dtype,
-                                            compiled, args.lr)
-            rows.append(dict(impl=label, dtype=dtype, times=times,
-                             losses=losses,
-                             memory={"peak_memory_bytes": peak}))
+            attempt(label, dtype,
+                    lambda dtype=dtype, compiled=compiled:
+                    torch_row(dtype, compiled))
         if device.type == "cpu" and dtype != "f32":
             print(f"zb-run {dtype}: skipped (on the CPU bf16 stashes need "
                   "a pipeline of two or more ranks)")
             continue
-        times, losses, memory = run_ours(program, data, device, dtype,
-                                         args.lr, args.microbatches,
-                                         args.timeout)
-        rows.append(dict(impl="zb-run", dtype=dtype, times=times,
-                         losses=losses, memory=memory))
+        attempt("zb-run", dtype,
+                lambda dtype=dtype: run_ours(program, data, device, dtype,
+                                             args.lr, args.microbatches,
+                                             args.timeout))
 
-    truth = next(r["losses"] for r in rows
-                 if r["impl"] == "torch eager" and r["dtype"] == "f32")
+    truth = next((r["losses"] for r in rows
+                  if r["impl"] == "torch eager" and r["dtype"] == "f32"),
+                 None)
+    if truth is None:
+        for f in failed:
+            print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
+        sys.exit("gpu_gpt_bench: no PyTorch eager f32 run to compare with")
     eager = {r["dtype"]: median_after(r["times"], args.warmup)
              for r in rows if r["impl"] == "torch eager"}
     header = (f"{'impl':14} {'dtype':5} {'step ms':>9} {'TFLOP/s':>8} "
@@ -192,7 +212,6 @@ def main():
               f"{'peak MB':>9} {'stash MB (pred.)':>17}")
     print(header)
     print("-" * len(header))
-    failed = []
     for r in rows:
         ms = 1e3 * median_after(r["times"], args.warmup)
         diff = max(abs(a - b) / abs(b) for a, b in zip(r["losses"], truth))
@@ -204,9 +223,10 @@ def main():
 
         stash = (f"{mb('peak_stash_bytes')} ({mb('predicted_stash_bytes')})"
                  if "peak_stash_bytes" in mem else "-")
+        base = eager.get(r["dtype"])
+        ratio = f"{ms / (1e3 * base):8.3f}" if base else f"{'-':>8}"
         print(f"{r['impl']:14} {r['dtype']:5} {ms:9.2f} "
-              f"{flops / (ms * 1e-3) / 1e12:8.2f} "
-              f"{ms / (1e3 * eager[r['dtype']]):8.3f} "
+              f"{flops / (ms * 1e-3) / 1e12:8.2f} {ratio} "
               f"{r['losses'][-1]:10.5f} {diff:9.1e} "
               f"{mb('peak_memory_bytes'):>9} {stash:>17}")
         if diff > TOLERANCE[r["dtype"]]:
