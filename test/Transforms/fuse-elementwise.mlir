@@ -79,3 +79,45 @@ func.func @reads_own_output(%x: tensor<4xf32>, %y: tensor<4x3xf32>, %init: tenso
   } -> tensor<4x3xf32>
   return %b : tensor<4x3xf32>
 }
+
+// A bf16 stash widened back to f32 (--zb-narrow-stash) is not fused into a
+// contraction written as a generic, even one that still carries an unused
+// input (which the same rewrite then drops): the contraction stays a gemm
+// candidate. An elementwise consumer takes the widening as usual.
+#km = affine_map<(k, i, j) -> (k, i)>
+#kn = affine_map<(k, i, j) -> (k, j)>
+#mn = affine_map<(k, i, j) -> (i, j)>
+// CHECK-LABEL: func.func @widened_stash
+// CHECK: %[[W:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<8x4xbf16>) outs(%{{.*}} : tensor<8x4xf32>)
+// CHECK: arith.extf
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel", "parallel"]} ins(%[[W]], %{{.*}} : tensor<8x4xf32>, tensor<8x6xf32>)
+// CHECK-NOT: arith.extf
+// CHECK: linalg.yield
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<8x4xbf16>)
+// CHECK: arith.extf
+// CHECK: math.exp
+func.func @widened_stash(%x: tensor<8x4xbf16>, %y: tensor<8x6xf32>, %unused: tensor<4x6xf32>, %init: tensor<4x6xf32>) -> (tensor<4x6xf32>, tensor<8x4xf32>) {
+  %e = tensor.empty() : tensor<8x4xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<8x4xbf16>) outs(%e : tensor<8x4xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %r = linalg.generic {indexing_maps = [#km, #kn, #mn, #mn], iterator_types = ["reduction", "parallel", "parallel"]} ins(%w, %y, %unused : tensor<8x4xf32>, tensor<8x6xf32>, tensor<4x6xf32>) outs(%init : tensor<4x6xf32>) {
+  ^bb0(%p: f32, %q: f32, %u: f32, %o: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x6xf32>
+  %w2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<8x4xbf16>) outs(%e : tensor<8x4xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %x2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%w2 : tensor<8x4xf32>) outs(%e : tensor<8x4xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = math.exp %in : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  return %r, %x2 : tensor<4x6xf32>, tensor<8x4xf32>
+}
