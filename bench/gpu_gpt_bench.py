@@ -29,20 +29,16 @@ a pipeline of two or more ranks there). Used by bench/gpu_check.sh.
 import argparse
 import copy
 import json
-import os
-import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-os.environ.setdefault("ZB_BIN_DIR", str(ROOT / "build" / "bin"))
+# peer_torch puts python/ on the path and points ZB_BIN_DIR at build/bin.
+from peer_torch import make_data, median_after_warmup
 
-import torch  # noqa: E402
+import torch
 
-import zerobubble as zb  # noqa: E402
-from zerobubble.models import GPT  # noqa: E402
+import zerobubble as zb
+from zerobubble.models import GPT
 
 SIZES = {
     "gpu": dict(vocab=8192, context=512, width=1024, heads=16, layers=12,
@@ -120,10 +116,6 @@ def run_ours(program, data, device, dtype, lr, microbatches, timeout):
     return times, result.losses, memory
 
 
-def median_after(times, warmup):
-    return statistics.median(times[warmup:] or times)
-
-
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", choices=sorted(SIZES), default="gpu")
@@ -150,10 +142,8 @@ def main():
         sys.exit("gpu_gpt_bench: PyTorch sees no CUDA device")
     torch.manual_seed(args.seed)
     model = GPT(**SIZES[args.size])
-    gen = torch.Generator().manual_seed(args.seed + 1)
-    batch = [model.example_inputs(gen) for _ in range(args.microbatches)]
-    data = [batch] * args.steps
-    program = zb.from_torch(model, batch[0])
+    data = make_data(model, args.steps, args.microbatches, args.seed)
+    program = zb.from_torch(model, data[0][0])
     flops = step_flops(args.size, args.microbatches)
     dtypes = args.dtypes.split(",")
     name = (torch.cuda.get_device_name() if device.type == "cuda"
@@ -205,7 +195,7 @@ def main():
         for f in failed:
             print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
         sys.exit("gpu_gpt_bench: no PyTorch eager f32 run to compare with")
-    eager = {r["dtype"]: median_after(r["times"], args.warmup)
+    eager = {r["dtype"]: median_after_warmup(r["times"], args.warmup)
              for r in rows if r["impl"] == "torch eager"}
     header = (f"{'impl':14} {'dtype':5} {'step ms':>9} {'TFLOP/s':>8} "
               f"{'x eager':>8} {'last loss':>10} {'max rel':>9} "
@@ -213,7 +203,7 @@ def main():
     print(header)
     print("-" * len(header))
     for r in rows:
-        ms = 1e3 * median_after(r["times"], args.warmup)
+        ms = 1e3 * median_after_warmup(r["times"], args.warmup)
         diff = max(abs(a - b) / abs(b) for a, b in zip(r["losses"], truth))
         mem = r["memory"]
 
