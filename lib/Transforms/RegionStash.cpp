@@ -92,10 +92,14 @@ SmallVector<Value> zb::stashValuesUsedFromAbove(Region &region,
   return stash;
 }
 
+/// The forward region's parameter arguments (after its inputs and data).
+static ArrayRef<BlockArgument> forwardParamArgs(zb::pipe::StageOp stage) {
+  return stage.getForward().front().getArguments().drop_front(
+      stage.getInputs().size() + stage.getData().size());
+}
+
 int64_t zb::forwardStashBytes(pipe::StageOp stage) {
-  Block &forward = stage.getForward().front();
-  auto params = forward.getArguments().drop_front(stage.getInputs().size() +
-                                                  stage.getData().size());
+  ArrayRef<BlockArgument> params = forwardParamArgs(stage);
   int64_t bytes = 0;
   for (Value v : stage.getForwardYield().getStash())
     if (!llvm::is_contained(params, v))
@@ -104,9 +108,7 @@ int64_t zb::forwardStashBytes(pipe::StageOp stage) {
 }
 
 int64_t zb::backwardWeightStashBytes(pipe::StageOp stage) {
-  Block &forward = stage.getForward().front();
-  auto params = forward.getArguments().drop_front(stage.getInputs().size() +
-                                                  stage.getData().size());
+  ArrayRef<BlockArgument> params = forwardParamArgs(stage);
   ValueRange forwardStash = stage.getForwardYield().getStash();
   Block &b = stage.getBackwardInput().front();
   auto isParamStash = [&](Value v) {
