@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Conversion/Passes.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -36,11 +37,13 @@ struct PrepareEntryPointsPass
       }
       fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                   UnitAttr::get(ctx));
+      // An optimizer update writes its parameters and state in place.
+      if (fn->hasAttr(zb::ZBDialect::kOptimizerAttrName))
+        continue;
       for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
         if (isa<TensorType>(fn.getArgument(i).getType()))
           fn.setArgAttr(i,
-                        bufferization::BufferizationDialect::
-                            kWritableAttrName,
+                        bufferization::BufferizationDialect::kWritableAttrName,
                         readOnly);
     }
   }

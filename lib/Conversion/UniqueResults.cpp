@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Conversion/Passes.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -41,6 +42,28 @@ static void copyRepeatedResults(func::FuncOp fn) {
   });
 }
 
+/// An optimizer update (--zb-emit-optimizer) returns its parameters and
+/// state, which bufferization updated in place: it returns its own
+/// arguments, and stops returning them. Fails (with an error) where a
+/// result is not an argument, which would leave the caller's buffers
+/// unchanged.
+static LogicalResult dropInPlaceResults(func::FuncOp fn) {
+  SmallVector<func::ReturnOp> returns;
+  fn.walk([&](func::ReturnOp r) { returns.push_back(r); });
+  for (func::ReturnOp ret : returns)
+    for (Value v : ret.getOperands()) {
+      auto arg = dyn_cast<BlockArgument>(v);
+      if (!arg || arg.getOwner() != &fn.getBody().front())
+        return fn.emitError("optimizer update: a result was not updated in "
+                            "place (it is not one of the arguments)");
+    }
+  for (func::ReturnOp ret : returns)
+    ret->setOperands({});
+  fn.setFunctionType(
+      FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {}));
+  return success();
+}
+
 namespace {
 struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
   void runOnOperation() override {
@@ -50,6 +73,11 @@ struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      if (fn->hasAttr(zb::ZBDialect::kOptimizerAttrName)) {
+        if (failed(dropInPlaceResults(fn)))
+          return signalPassFailure();
+        continue;
+      }
       if (fn.isPublic()) {
         copyRepeatedResults(fn);
         continue;
@@ -101,8 +129,8 @@ struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
         if (!repeated.test(i))
           kept.push_back(ret.getOperand(i));
       ret->setOperands(kept);
-      fn.setFunctionType(FunctionType::get(
-          &getContext(), fn.getArgumentTypes(), ValueRange(kept).getTypes()));
+      fn.setFunctionType(FunctionType::get(&getContext(), fn.getArgumentTypes(),
+                                           ValueRange(kept).getTypes()));
     }
   }
 };

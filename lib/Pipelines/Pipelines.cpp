@@ -6,6 +6,7 @@
 
 #include "zb/Pipelines/Pipelines.h"
 
+#include "zb/Conversion/CompiledOptimizer.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Sched/Transforms/Passes.h"
 #include "zb/Schedule/Generators.h"
@@ -99,6 +100,12 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
         "unknown dtype '" + options.dtype.getValue() + "'; known: f32, bf16";
     return failure();
   }
+  if (!options.optimizer.empty() &&
+      !optimizer::parseKind(options.optimizer.getValue())) {
+    error = "unknown optimizer '" + options.optimizer.getValue() +
+            "'; known: sgd, sgd-momentum, adamw";
+    return failure();
+  }
   const schedule::ScheduleInfo *info =
       schedule::lookupSchedule(options.schedule);
   if (!info) {
@@ -151,6 +158,11 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   ZBLowerToRuntimeOptions runtime;
   runtime.unroll = options.unroll;
   pm.addPass(createZBLowerToRuntime(runtime));
+  if (!options.optimizer.empty()) {
+    ZBEmitOptimizerOptions update;
+    update.kind = options.optimizer.getValue();
+    pm.addPass(createZBEmitOptimizer(update));
+  }
   if (!options.lowerToCPU)
     return success();
   if (options.target == "gpu") {
@@ -172,7 +184,7 @@ void zb::registerZBPipelines() {
       "From a model to per-rank step functions: partition, autodiff, B/W "
       "split, schedule, send/recv, lowering (options: stages, microbatches, "
       "schedule, chunks, mem-limit, costs, partition-profile, target, dtype, "
-      "lower-to-cpu, unroll)",
+      "lower-to-cpu, unroll, optimizer)",
       [](OpPassManager &pm, StringRef text,
          function_ref<LogicalResult(const Twine &)> errorHandler) {
         ZBPipelineOptions options;

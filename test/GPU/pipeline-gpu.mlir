@@ -15,8 +15,21 @@
 // The step function loops over its action table on the host; unroll=true
 // keeps every action inline instead, with no table.
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu unroll=true" | FileCheck %s --check-prefix=UNROLL
+// optimizer=adamw: each rank's update (--zb-emit-optimizer) runs on the
+// device too, one kernel per parameter, on the buffers the step leaves there.
+// RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu optimizer=adamw" | FileCheck %s --check-prefix=OPT
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=gpu dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
+
+// OPT-LABEL: llvm.func @zb_rank0_update(
+// OPT-NOT: llvm.call @mgpuMemAlloc
+// OPT: gpu.launch_func <%{{.*}} : !llvm.ptr> @zb_rank0_update_kernel::@zb_rank0_update_kernel
+// OPT: gpu.launch_func <%{{.*}} : !llvm.ptr> @zb_rank0_update_kernel_{{[0-9]+}}::@zb_rank0_update_kernel
+// OPT-NOT: gpu.launch_func
+// OPT: llvm.call @mgpuStreamSynchronize(
+// OPT: llvm.return
+// OPT: gpu.binary @zb_rank0_update_kernel [#gpu.object<#nvvm.target<chip = "sm_90">
+// OPT-SAME: bin = "\7FELF
 
 // CHECK-DAG: llvm.func @zbrt_gpu_sgemm_batched(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
 // CHECK-DAG: llvm.func @_mlir_ciface_zbrt_send_f32(!llvm.ptr, i64, i64)

@@ -129,7 +129,9 @@ def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
     out-parameters. A public function keeps its signature: each repeat is
     returned as a copy of its own (a model's gradient function can return
     one value for two parameters, such as two biases whose gradients are
-    the same sum).
+    the same sum). An optimizer update (`zb.optimizer`) returns its own
+    arguments, updated in place: it stops returning anything (an error if
+    a result is not an argument).
   }];
 }
 
@@ -199,7 +201,9 @@ def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
     compiled code never writes into the caller's parameters or data), and
     sets `llvm.emit_c_interface` so that the LLVM lowering emits
     `_mlir_ciface_<name>` taking memref descriptors by pointer: the entry
-    the runtime and `zb-run` call. Private functions with a body get
+    the runtime and `zb-run` call. An optimizer update (`zb.optimizer`,
+    `--zb-emit-optimizer`) keeps its arguments writable: it updates the
+    parameters and state in place. Private functions with a body get
     internal linkage (`llvm.linkage`), so that LLVM can drop the memref
     descriptor fields their callers pass as constants or that they never
     read (a step function's calls of its stage functions carry thousands of
@@ -270,6 +274,40 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
                            "mlir::linalg::LinalgDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
+def ZBEmitOptimizer : Pass<"zb-emit-optimizer", "mlir::ModuleOp"> {
+  let summary = "Emit each rank's optimizer update as compiled code";
+  let description = [{
+    After `--zb-lower-to-runtime`: for every step function
+    `@zb_rank<r>_step` (a function with `zb.rank` and `zb.params`, whose
+    first arguments are the parameters), adds the public function
+    `@zb_rank<r>_update(params, grads, state..., hyper)` that applies the
+    optimizer `kind` (sgd, sgd-momentum, adamw) to them in place: one
+    `linalg.generic` per parameter, reading the gradient and the step's
+    hyper-parameters (a `tensor<13xf64>`, layout in
+    zb/Conversion/CompiledOptimizer.h) and writing the parameter and its
+    state. The update is elementwise code like the model's, so the target's
+    lowering places it: loops on the CPU, kernels on the GPU, where the
+    parameters, gradient sums and state then never leave the device.
+
+    Arithmetic in f64, rounded once to the parameter's type, in the order
+    of the runtime's optimizer (zbrt::Optimizer), so that on the CPU both
+    give the same bits. Parameters must be f32 or f64 tensors.
+
+    Example (`kind=sgd`, one parameter `tensor<4xf32>`):
+    `func.func @zb_rank0_update(%p: tensor<4xf32>, %g: tensor<4xf32>,
+    %h: tensor<13xf64>) -> tensor<4xf32>` with `zb.optimizer = "sgd"`,
+    whose result bufferizes into `%p`.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"sgd\"",
+           "The update rule: sgd, sgd-momentum or adamw">,
+  ];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::math::MathDialect",
                            "mlir::tensor::TensorDialect"];
 }
 

@@ -143,6 +143,12 @@ struct ZBPipelineOptions : mlir::PassPipelineOptions<ZBPipelineOptions> {
                      "(--zb-lower-to-runtime=unroll=true) instead of a loop "
                      "over an action table (on the host for target=gpu)"),
       llvm::cl::init(false)};
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("Also compile each rank's optimizer update, "
+                     "zb_rank<r>_update (--zb-emit-optimizer): sgd, "
+                     "sgd-momentum or adamw; default none"),
+      llvm::cl::init("")};
 };
 
 /// Builds `--zb-pipeline`: partition into stages (placement and chunks from

@@ -72,6 +72,15 @@ LogicalResult ZBDialect::verifyOperationAttribute(Operation *op,
       return op->emitError(error);
     return success();
   }
+  if (name == kOptimizerAttrName) {
+    if (failed(onFunction()))
+      return failure();
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError("'")
+             << name << "' must name the optimizer (a string), got "
+             << attr.getValue();
+    return success();
+  }
   if (name == kOutSlotAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError("'") << name << "' must be a unit attribute";

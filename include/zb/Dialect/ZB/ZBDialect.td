@@ -29,6 +29,8 @@ def ZB_Dialect : Dialect {
     - `zb.rank` (integer ≥ 0), `zb.params` (array of strings),
       `zb.microbatches` (integer ≥ 1), `zb.arena_bytes` (integer ≥ 0): a
       rank's step function (`--zb-lower-to-runtime`).
+    - `zb.optimizer` (string: sgd, sgd-momentum or adamw), with `zb.rank`
+      and `zb.params`: a rank's optimizer update (`--zb-emit-optimizer`).
 
     On modules: `zb.stages`, the stage table (ranks, costs and stash sizes
     per stage; zb/Dialect/ZB/StageTable.h).
@@ -54,6 +56,8 @@ def ZB_Dialect : Dialect {
     constexpr const static ::llvm::StringLiteral kStagesAttrName = "zb.stages";
     constexpr const static ::llvm::StringLiteral kOutSlotAttrName =
         "zb.out_slot";
+    constexpr const static ::llvm::StringLiteral kOptimizerAttrName =
+        "zb.optimizer";
   }];
 }
 
