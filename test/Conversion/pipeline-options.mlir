@@ -3,6 +3,7 @@
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 schedule=zz" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 schedule=zb-v chunks=3" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not zb-opt %s --pass-pipeline="builtin.module(zb-pipeline{stages=2 microbatches=4 schedule=zz})" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 
@@ -10,6 +11,7 @@
 // SCHEDULE-NOT: Stack dump
 // TARGET: error: zb-pipeline: unknown target 'tpu'; known: cpu, gpu
 // DTYPE: error: zb-pipeline: unknown dtype 'f16'; known: f32, bf16
+// OPTIMIZER: error: zb-pipeline: unknown optimizer 'lamb'; known: sgd, sgd-momentum, adamw
 // CHUNKS: error: zb-pipeline: schedule 'zb-v' needs 2 chunks per rank
 
 func.func @model(%w: tensor<4x4xf32> {zb.param}, %x: tensor<2x4xf32>) -> tensor<f32> {
