@@ -122,14 +122,28 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
     }
 
     OpBuilder b(model);
-    // The runtime's transfer functions.
+    // The runtime's transfer functions: f32 always, f64 where a stage
+    // takes or yields f64 values.
     MLIRContext *ctx = &getContext();
     auto unranked = UnrankedMemRefType::get(Float32Type::get(ctx), 0);
     auto i64 = IntegerType::get(ctx, 64);
-    for (StringRef name : {"zbrt_send_f32", "zbrt_recv_f32"})
-      declareRuntimeFunction(b, module, name,
-                             FunctionType::get(ctx, {unranked, i64, i64}, {}),
-                             /*cInterface=*/true);
+    SmallVector<Type, 2> transferred{Float32Type::get(ctx)};
+    auto isF64 = [](Type t) {
+      auto tensor = dyn_cast<RankedTensorType>(t);
+      return tensor && tensor.getElementType().isF64();
+    };
+    if (llvm::any_of(stageOps, [&](pipe::StageOp stage) {
+          return llvm::any_of(stage.getResultTypes(), isF64) ||
+                 llvm::any_of(stage.getInputs().getTypes(), isF64);
+        }))
+      transferred.push_back(Float64Type::get(ctx));
+    for (Type element : transferred)
+      for (bool send : {true, false})
+        declareRuntimeFunction(
+            b, module, zb::detail::transferFunctionName(send, element),
+            FunctionType::get(
+                ctx, {UnrankedMemRefType::get(element, 0), i64, i64}, {}),
+            /*cInterface=*/true);
 
     // The runtime's group sums (replica means in a program with replicas),
     // for programs with sched.allreduce.

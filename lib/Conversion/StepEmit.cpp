@@ -132,27 +132,46 @@ static StepFunction createStepFunction(OpBuilder &b, func::FuncOp model,
   return result;
 }
 
-/// `lossSum / numMicrobatches` as a 0-d tensor.
-static Value buildLossMean(OpBuilder &b, Location loc, Value lossSum,
-                           int64_t numMicrobatches) {
+/// `fn` of the scalar in 0-d tensor `x`, as a 0-d f32 tensor.
+static Value
+mapScalarToF32(OpBuilder &b, Location loc, Value x,
+               llvm::function_ref<Value(OpBuilder &, Location, Value)> fn) {
   MLIRContext *ctx = b.getContext();
-  auto lossType = RankedTensorType::get({}, b.getF32Type());
+  auto f32 = RankedTensorType::get({}, b.getF32Type());
   Value empty =
       tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, b.getF32Type());
-  Value scale = arith::ConstantOp::create(
-      b, loc, b.getF32FloatAttr(1.0f / static_cast<float>(numMicrobatches)));
   return linalg::GenericOp::create(
-             b, loc, TypeRange{lossType}, ValueRange{lossSum},
-             ValueRange{empty},
+             b, loc, TypeRange{f32}, ValueRange{x}, ValueRange{empty},
              ArrayRef<AffineMap>{AffineMap::get(0, 0, ctx),
                                  AffineMap::get(0, 0, ctx)},
              ArrayRef<utils::IteratorType>{},
              [&](OpBuilder &nb, Location nloc, ValueRange args) {
-               linalg::YieldOp::create(
-                   nb, nloc,
-                   Value(arith::MulFOp::create(nb, nloc, args[0], scale)));
+               linalg::YieldOp::create(nb, nloc,
+                                       ValueRange{fn(nb, nloc, args[0])});
              })
       .getResult(0);
+}
+
+/// A microbatch's loss as the f32 the step function sums and returns (an
+/// f64 model's loss rounded once; an f32 one as it is).
+static Value lossAsF32(OpBuilder &b, Location loc, Value loss) {
+  if (cast<RankedTensorType>(loss.getType()).getElementType().isF32())
+    return loss;
+  return mapScalarToF32(
+      b, loc, loss, [](OpBuilder &nb, Location nloc, Value v) -> Value {
+        return arith::TruncFOp::create(nb, nloc, nb.getF32Type(), v);
+      });
+}
+
+/// `lossSum / numMicrobatches` as a 0-d tensor.
+static Value buildLossMean(OpBuilder &b, Location loc, Value lossSum,
+                           int64_t numMicrobatches) {
+  Value scale = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(1.0f / static_cast<float>(numMicrobatches)));
+  return mapScalarToF32(b, loc, lossSum,
+                        [&](OpBuilder &nb, Location nloc, Value v) -> Value {
+                          return arith::MulFOp::create(nb, nloc, v, scale);
+                        });
 }
 
 /// The constant seed of the last stage's backward: 1/M of `type`.
@@ -280,15 +299,21 @@ static SmallVector<Value> actionRecord(OpBuilder &b, Location loc,
 
 /// Calls the runtime's send or receive of `a` on `bufferOf(i)` for each
 /// value i of its payload, then `after(i, buffer)` if given.
-static void transfer(OpBuilder &b, const Action &a, func::FuncOp fn,
+static void transfer(OpBuilder &b, const Action &a,
                      llvm::function_ref<Value(size_t)> bufferOf,
                      llvm::function_ref<void(size_t, Value)> after = nullptr) {
   Location loc = a.op->getLoc();
   Value peerValue = arith::ConstantIntOp::create(b, loc, a.peer, 64);
   Value channelValue = arith::ConstantIntOp::create(b, loc, a.channel, 64);
+  auto module = a.op->getParentOfType<ModuleOp>();
   for (size_t i = 0, e = a.payload.size(); i < e; ++i) {
     Value buffer = bufferOf(i);
     auto type = cast<MemRefType>(buffer.getType());
+    // Declared by --zb-lower-to-runtime for every element type the
+    // program transfers (isTransferable).
+    auto fn = module.lookupSymbol<func::FuncOp>(
+        transferFunctionName(a.kind == Action::Send, type.getElementType()));
+    assert(fn && "transfer function not declared");
     Value unranked = memref::CastOp::create(
         b, loc, UnrankedMemRefType::get(type.getElementType(), 0), buffer);
     func::CallOp::create(b, loc, fn,
@@ -320,7 +345,7 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
     return;
   }
   if (a.kind != Action::Compute) {
-    transfer(b, a, a.kind == Action::Send ? sendFn : recvFn, [&](size_t i) {
+    transfer(b, a, [&](size_t i) {
       const Ref &r = a.payload[i];
       if (r.kind != Ref::Value)
         return bufferOf(b, loc, tensorOf(r, a));
@@ -382,7 +407,9 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
         b, loc, RankedTensorType::get({}, b.getF32Type()), lossBuffer,
         /*restrict=*/true, /*writable=*/true);
     bufferization::MaterializeInDestinationOp::create(
-        b, loc, Type(), autodiff::buildAdd(b, loc, sum, tensorOf(*a.loss, a)),
+        b, loc, Type(),
+        autodiff::buildAdd(b, loc, sum,
+                           lossAsF32(b, loc, tensorOf(*a.loss, a))),
         lossBuffer, /*restrict=*/true, /*writable=*/true);
   }
   func::CallOp::create(b, loc, endFn, record);
@@ -415,14 +442,14 @@ void RankLowering::emitUnrolledAction(const Action &a) {
     return;
   }
   if (a.kind == Action::Send) {
-    transfer(b, a, sendFn, [&](size_t i) {
+    transfer(b, a, [&](size_t i) {
       return bufferOf(b, loc, tensorOf(a.payload[i], a));
     });
     return;
   }
   if (a.kind == Action::Recv) {
     transfer(
-        b, a, recvFn,
+        b, a,
         [&](size_t i) -> Value {
           RankedTensorType type = values[a.payload[i].index].type;
           return memref::AllocOp::create(
@@ -473,7 +500,8 @@ void RankLowering::emitUnrolledAction(const Action &a) {
       gradSums[param] = sum;
   }
   if (a.loss)
-    lossSum = autodiff::buildAdd(b, loc, lossSum, tensorOf(*a.loss, a));
+    lossSum = autodiff::buildAdd(b, loc, lossSum,
+                                 lossAsF32(b, loc, tensorOf(*a.loss, a)));
   func::CallOp::create(b, loc, endFn, record);
 }
 
@@ -534,8 +562,6 @@ static Value zeroedBuffer(OpBuilder &b, Location loc, RankedTensorType type) {
 
 void RankLowering::lookUpRuntime() {
   ModuleOp module = model->getParentOfType<ModuleOp>();
-  sendFn = module.lookupSymbol<func::FuncOp>("zbrt_send_f32");
-  recvFn = module.lookupSymbol<func::FuncOp>("zbrt_recv_f32");
   beginFn = module.lookupSymbol<func::FuncOp>("zbrt_action_begin");
   endFn = module.lookupSymbol<func::FuncOp>("zbrt_action_end");
   groupSumFn = module.lookupSymbol<func::FuncOp>("zbrt_group_sum_f32");

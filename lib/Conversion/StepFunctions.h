@@ -21,6 +21,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
 
+#include <string>
+
 namespace zb::detail {
 
 /// A function a stage region became. It returns each distinct value the
@@ -55,6 +57,21 @@ mlir::LogicalResult lowerRankProgram(mlir::OpBuilder &b,
                                      int64_t numMicrobatches,
                                      sched::ProgramOp program, int64_t rank,
                                      mlir::Region &region, bool unroll);
+
+/// Whether the runtime's transfers carry tensors of type `type` (f32 with
+/// zbrt_send_f32/zbrt_recv_f32, f64 with the _f64 pair).
+inline bool isTransferable(mlir::Type type) {
+  auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
+  mlir::Type element = tensor ? tensor.getElementType() : mlir::Type();
+  return element && (element.isF32() || element.isF64());
+}
+
+/// The runtime's transfer function for elements of `element` (f32, f64):
+/// "zbrt_send_f32", "zbrt_recv_f64", ...
+inline std::string transferFunctionName(bool send, mlir::Type element) {
+  return std::string(send ? "zbrt_send_" : "zbrt_recv_") +
+         (element.isF64() ? "f64" : "f32");
+}
 
 /// The attribute on a `memref.view` of the arena that a call's result is
 /// copied into when that view aliases none of the call's other operands;

@@ -159,8 +159,7 @@ private:
   llvm::MapVector<mlir::Value, mlir::Value>
       sums; // model param -> its sum buffer
   mlir::Value lossBuffer;
-  mlir::func::FuncOp sendFn, recvFn, beginFn, endFn, groupSumFn, replicaMeanFn,
-      waitSumsFn;
+  mlir::func::FuncOp beginFn, endFn, groupSumFn, replicaMeanFn, waitSumsFn;
   int64_t numReductions = 0;
 };
 

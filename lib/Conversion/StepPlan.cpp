@@ -311,8 +311,10 @@ LogicalResult RankLowering::plan(Region &region) {
       for (const Ref &r : a.payload) {
         Type t = r.kind == Ref::Value ? Type(values[r.index].type)
                                       : model.getArgument(r.index).getType();
-        if (!cast<RankedTensorType>(t).getElementType().isF32())
-          return op.emitError("only f32 values can be transferred, got ") << t;
+        if (!isTransferable(t))
+          return op.emitError("only f32 and f64 values can be transferred, "
+                              "got ")
+                 << t;
       }
       use(a.payload);
     } else {
@@ -321,8 +323,10 @@ LogicalResult RankLowering::plan(Region &region) {
                             ? TypeRange(stages[s].stage.getResultTypes())
                             : TypeRange(stages[s].stage.getInputs().getTypes());
       for (auto [i, t] : llvm::enumerate(types)) {
-        if (!cast<RankedTensorType>(t).getElementType().isF32())
-          return op.emitError("only f32 values can be transferred, got ") << t;
+        if (!isTransferable(t))
+          return op.emitError("only f32 and f64 values can be transferred, "
+                              "got ")
+                 << t;
         a.payload.push_back({Ref::Value, newValue(t, -1, i)});
       }
       received[{static_cast<int>(a.phase), s, mb}] = a.payload;
