@@ -7,7 +7,8 @@ ZB-H1 on two ranks, five AdamW steps: torch's loss curve, the last step's
 gradients, the trained parameters and ResNet-18's batch norm running
 statistics, to 1e-4 relative of PyTorch in
 float64 (or within 4x of PyTorch's own float32 error where the model
-amplifies rounding more). Then one step with ZB-V (two chunks per rank,
+amplifies rounding more). ResNet-18 runs in float64 throughout, pipelined
+transfers included (real_models.resnet18 says why). Then one step with ZB-V (two chunks per rank,
 four stages) on two ranks, and a four-block GPT-2 on four ranks: the loss
 and every gradient against autograd.
 
