@@ -22,12 +22,13 @@ STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 B="$STAGE/zb-bundle"
 
-ninja -C "$BUILD_DIR" zb-opt zb-run zb-sched zbrt_cuda zb-gpu-gemm-bench >/dev/null
+ninja -C "$BUILD_DIR" zb-opt zb-run zb-sched zbrt_cuda zb-gpu-gemm-bench \
+  zb-gpu-optimizer-check >/dev/null
 [[ -f "$BUILD_DIR/lib/libzbrt_cuda.so" ]] ||
   { echo "gpu_bundle: $BUILD_DIR has no libzbrt_cuda.so (no CUDA/NCCL at configure time)" >&2; exit 1; }
 
 mkdir -p "$B/bin" "$B/lib" "$B/deps" "$B/python" "$B/test" "$B/cache"
-cp "$BUILD_DIR"/bin/{zb-opt,zb-run,zb-sched,zb-gpu-gemm-bench} "$B/bin/"
+cp "$BUILD_DIR"/bin/{zb-opt,zb-run,zb-sched,zb-gpu-gemm-bench,zb-gpu-optimizer-check} "$B/bin/"
 cp "$BUILD_DIR"/lib/libzbrt.so "$BUILD_DIR"/lib/libzbrt_cuda.so "$B/lib/"
 cp "$LLVM_BIN"/{FileCheck,not,count} "$B/bin/"
 
@@ -107,6 +108,9 @@ warm "$ROOT/examples/gpt.mlir"
 warm "$ROOT/examples/mlp.mlir" --microbatches 4 --backend nccl
 warm "$ROOT/examples/gpt.mlir" --microbatches 2 --backend nccl
 warm "$ROOT/examples/gpt.mlir" --microbatches 4 --backend nccl
+# The optimizer check's updates, compiled here for the same CPU.
+LD_LIBRARY_PATH="$B/deps" "$B/bin/zb-gpu-optimizer-check" \
+  --compile-to "$B/optimizer-check"
 ls "$B/cache"/*.so >/dev/null 2>&1 ||
   { echo "gpu_bundle: warming the compile cache produced nothing" >&2; exit 1; }
 

@@ -3,8 +3,9 @@
 # the GPU path needs (or unpacks a bundle made by bench/gpu_bundle.sh where
 # the machine cannot build), runs the GPU lit tests (the e2e ones must run,
 # not be UNSUPPORTED), trains the MLP and GPT examples a few steps on the GPU
-# and on the CPU and compares the losses, and prints the gemm path's TFLOP/s
-# and the GPT step time next to PyTorch eager (when PyTorch is importable);
+# and on the CPU and compares the losses, prints the gemm path's TFLOP/s,
+# checks the compiled optimizer update on the device against the host's
+# (zb-gpu-optimizer-check), and prints the GPT step time next to PyTorch eager (when PyTorch is importable);
 # last, a GPT of width 1024 on one GPU next to PyTorch eager and
 # torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py).
 #
@@ -119,7 +120,7 @@ else
     summary
   fi
   run build 300 ninja -C "$BUILD_DIR" -j "$JOBS" zb-opt zb-run zbrt_cuda \
-    zb-gpu-gemm-bench || summary
+    zb-gpu-gemm-bench zb-gpu-optimizer-check || summary
   LIT=("$LLVM_BIN/lit")
 fi
 ZB_RUN="$BUILD_DIR/bin/zb-run"
@@ -175,6 +176,15 @@ fi
 
 step "gemm path (zbrt_gpu_sgemm_batched): correctness and TFLOP/s"
 run gemm 90 "$BUILD_DIR/bin/zb-gpu-gemm-bench"
+
+step "the compiled optimizer update (--zb-emit-optimizer) on the GPU against the host's"
+# A bundle brings the updates compiled (its GPU host may have no C compiler).
+if [[ -d "$BUILD_DIR/optimizer-check" ]]; then
+  run optimizer 120 "$BUILD_DIR/bin/zb-gpu-optimizer-check" \
+    --objects "$BUILD_DIR/optimizer-check"
+else
+  run optimizer 120 "$BUILD_DIR/bin/zb-gpu-optimizer-check"
+fi
 
 step "GPT step time"
 # The difference of two runs removes start-up, parameter upload and the

@@ -6,6 +6,14 @@
 
 #include "zb/Driver/CompiledOptimizer.h"
 
+#include "zb/Conversion/Passes.h"
+#include "zb/Driver/ModelFile.h"
+#include "zb/Pipelines/Pipelines.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
 #include <cmath>
 
 using namespace zb;
@@ -38,4 +46,36 @@ zb::compiledOptimizerHyper(const zbrt::OptimizerConfig &config, int64_t step,
   h[kCorrection2] = 1.0 - std::pow(config.beta2, t);
   h[kEpsilon] = config.eps;
   return h;
+}
+
+bool zb::compileOptimizerUpdates(llvm::StringRef moduleText, Kind kind,
+                                 const CPUCompileOptions &options,
+                                 llvm::StringRef path, std::string &error) {
+  mlir::DialectRegistry registry;
+  ModelFile::registerDialects(registry);
+  registerCPUCompilerDependencies(registry);
+  mlir::MLIRContext context(registry);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(moduleText, &context);
+  if (!module) {
+    error = "cannot parse the module";
+    return false;
+  }
+  mlir::PassManager pm(&context);
+  ZBEmitOptimizerOptions update;
+  update.kind = kindName(kind).str();
+  pm.addPass(createZBEmitOptimizer(update));
+  if (options.target == "gpu")
+    buildLowerToGPUPipeline(pm, LowerToGPUOptions());
+  else
+    buildLowerToCPUPipeline(pm, LowerToCPUOptions());
+  if (mlir::failed(pm.run(*module))) {
+    error = "lowering the optimizer updates failed";
+    return false;
+  }
+  if (mlir::failed(compileToSharedObject(*module, path, options))) {
+    error = "compiling the optimizer updates failed";
+    return false;
+  }
+  return true;
 }

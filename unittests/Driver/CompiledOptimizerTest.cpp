@@ -13,16 +13,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Driver/CompiledOptimizer.h"
-#include "zb/Conversion/Passes.h"
-#include "zb/Driver/ModelFile.h"
-#include "zb/Pipelines/Pipelines.h"
 #include "zb/Target/CPUCompiler.h"
 
 #include "zbrt/Executable.h"
 
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -88,25 +82,11 @@ zbrt::NpyArray scaled(const zbrt::NpyArray &g, double coef) {
 /// entry point (the object stays open in `object`).
 zbrt::EntryFn compileUpdate(optimizer::Kind kind, const std::string &dir,
                             std::unique_ptr<zbrt::SharedObject> &object) {
-  mlir::DialectRegistry registry;
-  ModelFile::registerDialects(registry);
-  registerCPUCompilerDependencies(registry);
-  mlir::MLIRContext context(registry);
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(kModule, &context);
-  EXPECT_TRUE(module);
-  if (!module)
-    return nullptr;
-  mlir::PassManager pm(&context);
-  ZBEmitOptimizerOptions options;
-  options.kind = optimizer::kindName(kind).str();
-  pm.addPass(createZBEmitOptimizer(options));
-  buildLowerToCPUPipeline(pm, LowerToCPUOptions());
-  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   std::string path = dir + "/" + optimizer::kindName(kind).str() + ".so";
-  EXPECT_TRUE(mlir::succeeded(
-      compileToSharedObject(*module, path, CPUCompileOptions())));
   std::string error;
+  EXPECT_TRUE(
+      compileOptimizerUpdates(kModule, kind, CPUCompileOptions(), path, error))
+      << error;
   object = zbrt::SharedObject::open(path, error);
   EXPECT_TRUE(object) << error;
   if (!object)

@@ -14,6 +14,7 @@
 #define ZB_DRIVER_COMPILEDOPTIMIZER_H
 
 #include "zb/Conversion/CompiledOptimizer.h"
+#include "zb/Target/CPUCompiler.h"
 
 #include "zbrt/Optimizer.h"
 
@@ -30,6 +31,14 @@ optimizer::Kind compiledOptimizerKind(const zbrt::OptimizerConfig &config);
 std::array<double, optimizer::kNumHyper>
 compiledOptimizerHyper(const zbrt::OptimizerConfig &config, int64_t step,
                        double clipScale);
+
+/// Compiles the optimizer updates (--zb-emit-optimizer of `kind`) of the
+/// step functions in `moduleText` for `options.target` (cpu or gpu) into a
+/// shared object at `path`, exporting `zb_entry_zb_rank<r>_update`. On
+/// failure returns false with `error` set.
+bool compileOptimizerUpdates(llvm::StringRef moduleText, optimizer::Kind kind,
+                             const CPUCompileOptions &options,
+                             llvm::StringRef path, std::string &error);
 
 } // namespace zb
 
