@@ -297,22 +297,20 @@ static SmallVector<Value> actionRecord(OpBuilder &b, Location loc,
   return {kind, stageValue, microbatch()};
 }
 
-/// Calls the runtime's send or receive of `a` on `bufferOf(i)` for each
-/// value i of its payload, then `after(i, buffer)` if given.
+/// Calls the runtime's send or receive of `a` (`fns`: the function for f32
+/// and for f64 buffers) on `bufferOf(i)` for each value i of its payload,
+/// then `after(i, buffer)` if given.
 static void transfer(OpBuilder &b, const Action &a,
+                     const std::array<func::FuncOp, 2> &fns,
                      llvm::function_ref<Value(size_t)> bufferOf,
                      llvm::function_ref<void(size_t, Value)> after = nullptr) {
   Location loc = a.op->getLoc();
   Value peerValue = arith::ConstantIntOp::create(b, loc, a.peer, 64);
   Value channelValue = arith::ConstantIntOp::create(b, loc, a.channel, 64);
-  auto module = a.op->getParentOfType<ModuleOp>();
   for (size_t i = 0, e = a.payload.size(); i < e; ++i) {
     Value buffer = bufferOf(i);
     auto type = cast<MemRefType>(buffer.getType());
-    // Declared by --zb-lower-to-runtime for every element type the
-    // program transfers (isTransferable).
-    auto fn = module.lookupSymbol<func::FuncOp>(
-        transferFunctionName(a.kind == Action::Send, type.getElementType()));
+    func::FuncOp fn = fns[type.getElementType().isF64()];
     assert(fn && "transfer function not declared");
     Value unranked = memref::CastOp::create(
         b, loc, UnrankedMemRefType::get(type.getElementType(), 0), buffer);
@@ -345,7 +343,7 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
     return;
   }
   if (a.kind != Action::Compute) {
-    transfer(b, a, [&](size_t i) {
+    transfer(b, a, a.kind == Action::Send ? sendFns : recvFns, [&](size_t i) {
       const Ref &r = a.payload[i];
       if (r.kind != Ref::Value)
         return bufferOf(b, loc, tensorOf(r, a));
@@ -442,14 +440,14 @@ void RankLowering::emitUnrolledAction(const Action &a) {
     return;
   }
   if (a.kind == Action::Send) {
-    transfer(b, a, [&](size_t i) {
+    transfer(b, a, sendFns, [&](size_t i) {
       return bufferOf(b, loc, tensorOf(a.payload[i], a));
     });
     return;
   }
   if (a.kind == Action::Recv) {
     transfer(
-        b, a,
+        b, a, recvFns,
         [&](size_t i) -> Value {
           RankedTensorType type = values[a.payload[i].index].type;
           return memref::AllocOp::create(
@@ -562,6 +560,16 @@ static Value zeroedBuffer(OpBuilder &b, Location loc, RankedTensorType type) {
 
 void RankLowering::lookUpRuntime() {
   ModuleOp module = model->getParentOfType<ModuleOp>();
+  // Declared by --zb-lower-to-runtime for each element type the program
+  // transfers (isTransferable).
+  Builder types(module.getContext());
+  Type elements[2] = {types.getF32Type(), types.getF64Type()};
+  for (int i = 0; i < 2; ++i) {
+    sendFns[i] = module.lookupSymbol<func::FuncOp>(
+        transferFunctionName(/*send=*/true, elements[i]));
+    recvFns[i] = module.lookupSymbol<func::FuncOp>(
+        transferFunctionName(/*send=*/false, elements[i]));
+  }
   beginFn = module.lookupSymbol<func::FuncOp>("zbrt_action_begin");
   endFn = module.lookupSymbol<func::FuncOp>("zbrt_action_end");
   groupSumFn = module.lookupSymbol<func::FuncOp>("zbrt_group_sum_f32");

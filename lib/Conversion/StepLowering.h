@@ -20,6 +20,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -160,6 +161,9 @@ private:
       sums; // model param -> its sum buffer
   mlir::Value lossBuffer;
   mlir::func::FuncOp beginFn, endFn, groupSumFn, replicaMeanFn, waitSumsFn;
+  /// The runtime's sends and receives for f32 ([0]) and f64 ([1]) buffers
+  /// (null where the program moves no such values).
+  std::array<mlir::func::FuncOp, 2> sendFns, recvFns;
   int64_t numReductions = 0;
 };
 
