@@ -15,6 +15,7 @@
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/ZB/ZBDialect.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -169,6 +170,18 @@ private:
   ValueRange args;
 };
 
+/// "zb_rank<r><suffix>" for the rank of `step`; an error on `step` when
+/// the module already has it.
+FailureOr<std::string> freshRankFunction(ModuleOp module, func::FuncOp step,
+                                         StringRef suffix) {
+  auto rank = step->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName);
+  std::string name = ("zb_rank" + Twine(rank.getInt()) + suffix).str();
+  if (SymbolTable::lookupSymbolIn(module, name))
+    return step.emitError("--zb-emit-optimizer: '")
+           << name << "' already exists";
+  return name;
+}
+
 struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
   using Base::Base;
 
@@ -193,8 +206,93 @@ struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
       return signalPassFailure();
     }
     for (func::FuncOp step : steps)
-      if (failed(emitUpdate(module, step, *parsed)))
+      if (failed(emitUpdate(module, step, *parsed)) ||
+          failed(emitGradSquares(module, step)))
         return signalPassFailure();
+  }
+
+  /// `@zb_rank<r>_grad_squares(grads) -> sums`: per gradient, the sum of
+  /// its squares in f64 (non-finite exactly when an element is: the square
+  /// of a finite f32 cannot overflow an f64 sum). Two row reductions per
+  /// gradient, so that each is a block reduction on the GPU and vector code
+  /// on the CPU: along the innermost dimension, then over the other
+  /// dimensions' partial sums, collapsed into one row.
+  LogicalResult emitGradSquares(ModuleOp module, func::FuncOp step) {
+    auto names = step->getAttrOfType<ArrayAttr>(zb::ZBDialect::kParamsAttrName);
+    auto rank = step->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName);
+    int64_t n = names.size();
+    FailureOr<std::string> name =
+        freshRankFunction(module, step, "_grad_squares");
+    if (failed(name))
+      return failure();
+    OpBuilder b(module.getContext());
+    b.setInsertionPointAfter(step);
+    Location loc = step.getLoc();
+    FloatType f64 = b.getF64Type();
+    auto scalar = RankedTensorType::get({}, f64);
+    SmallVector<Type> inputs(step.getArgumentTypes().take_front(n));
+    SmallVector<Type> results(n, scalar);
+    auto fn =
+        func::FuncOp::create(b, loc, *name, b.getFunctionType(inputs, results));
+    // No zb.params: it is not a step function; zb.rank keeps it with the
+    // rank's program.
+    fn->setAttr(zb::ZBDialect::kRankAttrName, rank);
+    Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    SmallVector<Value> sums;
+    for (int64_t i = 0; i < n; ++i) {
+      Value g = entry->getArgument(i);
+      // The squares summed along the innermost dimension (a 0-d gradient's
+      // square alone).
+      Value partial = sumAlongInnermost(b, loc, g, /*square=*/true);
+      auto partialType = cast<RankedTensorType>(partial.getType());
+      if (partialType.getRank() > 1) {
+        SmallVector<ReassociationIndices> all(1);
+        for (int64_t d = 0; d < partialType.getRank(); ++d)
+          all[0].push_back(d);
+        partial = tensor::CollapseShapeOp::create(b, loc, partial, all);
+      }
+      if (partialType.getRank() > 0)
+        partial = sumAlongInnermost(b, loc, partial, /*square=*/false);
+      sums.push_back(partial);
+    }
+    func::ReturnOp::create(b, loc, sums);
+    return success();
+  }
+
+  /// `x` (rank r) summed along its innermost dimension in f64, squared
+  /// first when `square`: a tensor of rank r - 1 (0-d x: its square).
+  Value sumAlongInnermost(OpBuilder &b, Location loc, Value x, bool square) {
+    auto type = cast<RankedTensorType>(x.getType());
+    FloatType f64 = b.getF64Type();
+    int64_t r = type.getRank();
+    auto resultType =
+        RankedTensorType::get(type.getShape().drop_back(r > 0 ? 1 : 0), f64);
+    Value zero = arith::ConstantOp::create(b, loc, b.getF64FloatAttr(0.0));
+    Value init = linalg::FillOp::create(
+                     b, loc, zero,
+                     tensor::EmptyOp::create(b, loc, resultType.getShape(), f64)
+                         .getResult())
+                     .getResult(0);
+    AffineMap identity = b.getMultiDimIdentityMap(r);
+    AffineMap dropInner = r > 0 ? identity.dropResult(r - 1) : identity;
+    SmallVector<utils::IteratorType> iterators(r,
+                                               utils::IteratorType::parallel);
+    if (r > 0)
+      iterators.back() = utils::IteratorType::reduction;
+    auto generic = linalg::GenericOp::create(
+        b, loc, TypeRange{resultType}, ValueRange{x}, ValueRange{init},
+        ArrayRef<AffineMap>{identity, dropInner}, iterators,
+        [&](OpBuilder &nested, Location at, ValueRange args) {
+          Value v = args[0];
+          if (v.getType() != f64)
+            v = arith::ExtFOp::create(nested, at, f64, v);
+          if (square)
+            v = arith::MulFOp::create(nested, at, v, v);
+          Value sum = arith::AddFOp::create(nested, at, args[1], v);
+          linalg::YieldOp::create(nested, at, sum);
+        });
+    return generic.getResult(0);
   }
 
   LogicalResult emitUpdate(ModuleOp module, func::FuncOp step, Kind k) {
@@ -218,10 +316,9 @@ struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
                   "tensors";
       params.push_back(type);
     }
-    std::string name = ("zb_rank" + Twine(rank.getInt()) + "_update").str();
-    if (SymbolTable::lookupSymbolIn(module, name))
-      return step.emitError("--zb-emit-optimizer: '")
-             << name << "' already exists";
+    FailureOr<std::string> name = freshRankFunction(module, step, "_update");
+    if (failed(name))
+      return failure();
 
     OpBuilder b(module.getContext());
     b.setInsertionPointAfter(step);
@@ -237,7 +334,7 @@ struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
     for (int64_t s = 0; s < states; ++s)
       results.append(params.begin(), params.end());
     auto update =
-        func::FuncOp::create(b, loc, name, b.getFunctionType(inputs, results));
+        func::FuncOp::create(b, loc, *name, b.getFunctionType(inputs, results));
     update->setAttr(zb::ZBDialect::kRankAttrName, rank);
     update->setAttr(zb::ZBDialect::kParamsAttrName, names);
     update->setAttr(zb::ZBDialect::kOptimizerAttrName,

@@ -18,9 +18,18 @@
 // optimizer=adamw: each rank's update (--zb-emit-optimizer) runs on the
 // device too, one kernel per parameter, on the buffers the step leaves there.
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu optimizer=adamw" | FileCheck %s --check-prefix=OPT
+// Its gradient norm check too: a weight's squares summed per row by a block
+// (each thread a strided share, then a block-wide tree), the row sums by
+// one block.
+// RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=3 microbatches=2 schedule=1f1b target=gpu optimizer=adamw" --mlir-print-ir-before=gpu-kernel-outlining -o /dev/null 2>&1 | FileCheck %s --check-prefix=SQ
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
 // RUN: not zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="target=gpu dtype=f16" 2>&1 | FileCheck %s --check-prefix=DTYPE
 
+// OPT-LABEL: llvm.func @zb_rank0_grad_squares(
+// OPT-NOT: llvm.call @mgpuMemcpy
+// OPT: gpu.launch_func <%{{.*}} : !llvm.ptr> @zb_rank0_grad_squares_kernel
+// OPT: llvm.return
+// OPT: gpu.binary @zb_rank0_grad_squares_kernel [#gpu.object<#nvvm.target<chip = "sm_90">
 // OPT-LABEL: llvm.func @zb_rank0_update(
 // OPT-NOT: llvm.call @mgpuMemAlloc
 // OPT: gpu.launch_func <%{{.*}} : !llvm.ptr> @zb_rank0_update_kernel::@zb_rank0_update_kernel
@@ -30,6 +39,18 @@
 // OPT: llvm.return
 // OPT: gpu.binary @zb_rank0_update_kernel [#gpu.object<#nvvm.target<chip = "sm_90">
 // OPT-SAME: bin = "\7FELF
+
+// SQ-LABEL: func.func @zb_rank0_grad_squares(
+// SQ: gpu.launch blocks({{.*}}) in ({{.*}} = %c16, {{.*}}) threads({{.*}}) in ({{.*}} = %c32,
+// SQ: scf.for
+// SQ: memref.load %{{.*}} : memref<16x32xf32>
+// SQ: arith.extf %{{.*}} : f32 to f64
+// SQ: arith.mulf
+// SQ: gpu.all_reduce %{{.*}} uniform
+// SQ: arith.addf %{{.*}}, %{{.*}} : f64
+// SQ: gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}}) threads
+// SQ: memref.load %{{.*}} : memref<16xf64>
+// SQ: gpu.all_reduce
 
 // CHECK-DAG: llvm.func @zbrt_gpu_sgemm_batched(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
 // CHECK-DAG: llvm.func @_mlir_ciface_zbrt_send_f32(!llvm.ptr, i64, i64)

@@ -296,6 +296,14 @@ def ZBEmitOptimizer : Pass<"zb-emit-optimizer", "mlir::ModuleOp"> {
     of the runtime's optimizer (zbrt::Optimizer), so that on the CPU both
     give the same bits. Parameters must be f32 or f64 tensors.
 
+    Next to it, `@zb_rank<r>_grad_squares(grads) -> (tensor<f64>, ...)`:
+    per gradient the sum of its squares in f64, non-finite exactly when an
+    element is, which the caller adds over the gradients that count in the
+    global norm (the clipping and skipping check) without reading the
+    gradients back from the device. Each sum is two row reductions (along
+    the innermost dimension, then over the partial sums), so that the GPU
+    runs them as block reductions.
+
     Example (`kind=sgd`, one parameter `tensor<4xf32>`):
     `func.func @zb_rank0_update(%p: tensor<4xf32>, %g: tensor<4xf32>,
     %h: tensor<13xf64>) -> tensor<4xf32>` with `zb.optimizer = "sgd"`,
