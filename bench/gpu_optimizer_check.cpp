@@ -1,5 +1,4 @@
-//===- gpu_optimizer_check.cpp - The compiled update on the GPU
-//------------===//
+//===- gpu_optimizer_check.cpp - The compiled update on the GPU -----------===//
 //
 // Part of ZeroBubble MLIR.
 //
@@ -9,7 +8,10 @@
 // the host after every step. On the CPU the two agree bit for bit
 // (unittests/Driver/CompiledOptimizerTest.cpp); on the GPU the f64
 // arithmetic may contract into FMAs, so each value must agree to 4 ulps
-// of its type. Needs an NVIDIA GPU (bench/gpu_check.sh runs it); without one
+// of its type. It also checks the gradients' sums of squares (the norm
+// check of a device-resident step, block reductions in f64) against the
+// host's to 1e-12, and that an infinity makes its sum non-finite. Needs an
+// NVIDIA GPU (bench/gpu_check.sh runs it); without one
 // it says so and exits 1. `--compile-to DIR` only compiles (bench/gpu_bundle.sh
 // does, for GPU hosts without a C compiler), `--objects DIR` runs those.
 //
@@ -106,15 +108,17 @@ void compileTo(optimizer::Kind kind, const std::string &dir) {
     die(error);
 }
 
-/// The entry point of the update in `dir` (`object` keeps it open).
+/// The entry point `function` of `kind`'s object in `dir` (`object` keeps
+/// it open).
 zbrt::EntryFn load(optimizer::Kind kind, const std::string &dir,
-                   std::unique_ptr<zbrt::SharedObject> &object) {
+                   std::unique_ptr<zbrt::SharedObject> &object,
+                   const char *function = "zb_rank0_update") {
   std::string error;
   object = zbrt::SharedObject::open(objectPath(kind, dir), error);
   if (!object)
     die(error);
   zbrt::EntryFn entry =
-      object->lookup(std::string(kEntryPrefix) + "zb_rank0_update", error);
+      object->lookup(std::string(kEntryPrefix) + function, error);
   if (!entry)
     die(error);
   return entry;
@@ -216,6 +220,72 @@ double check(const zbrt::CUDARuntime &rt, const zbrt::OptimizerConfig &config,
   return worst;
 }
 
+/// @zb_rank0_grad_squares on the GPU (block reductions in f64) against
+/// the sums of squares on the host: the worst relative difference over
+/// random gradients; -1 when a gradient with an infinity does not give a
+/// non-finite sum.
+double checkSquares(const zbrt::CUDARuntime &rt, const std::string &dir) {
+  std::unique_ptr<zbrt::SharedObject> object;
+  zbrt::EntryFn squares =
+      load(optimizer::Kind::SGD, dir, object, "zb_rank0_grad_squares");
+  std::vector<std::pair<zbrt::DType, std::vector<int64_t>>> shapes = {
+      {zbrt::DType::F32, {64, 300}},
+      {zbrt::DType::F32, {300}},
+      {zbrt::DType::F64, {17}}};
+  std::mt19937 gen(5);
+  std::string error;
+  double worst = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    std::vector<zbrt::NpyArray> grads;
+    for (auto &[dtype, shape] : shapes)
+      grads.push_back(randomArray(dtype, shape, gen));
+    // The last trial: an infinity in the first gradient.
+    if (trial == 2)
+      grads[0].as<float>()[1234] = INFINITY;
+    size_t n = grads.size();
+    std::vector<zbrt::NpyArray *> args;
+    std::vector<void *> device;
+    for (zbrt::NpyArray &g : grads) {
+      args.push_back(&g);
+      device.push_back(rt.alloc(g.data.size(), error));
+      if (!device.back() ||
+          !rt.copyToDevice(device.back(), g.data.data(), g.data.size(), error))
+        die(error);
+    }
+    void *sums = rt.alloc(n * sizeof(double), error);
+    if (!sums)
+      die(error);
+    zbrt::NpyArray scalar{zbrt::DType::F64, {}, {}};
+    for (size_t i = 0; i < n; ++i) {
+      args.push_back(&scalar);
+      device.push_back(static_cast<double *>(sums) + i);
+    }
+    zbrt::callEntry(squares, args, &device);
+    std::vector<double> got(n);
+    if (!rt.copyToHost(got.data(), sums, n * sizeof(double), error))
+      die(error);
+    for (size_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (int64_t j = 0, e = grads[i].numElements(); j < e; ++j) {
+        double v = grads[i].dtype == zbrt::DType::F32
+                       ? grads[i].as<float>()[j]
+                       : grads[i].as<double>()[j];
+        want += v * v;
+      }
+      if (!std::isfinite(want)) {
+        if (std::isfinite(got[i]))
+          return -1;
+        continue;
+      }
+      worst = std::max(worst, std::fabs(got[i] - want) / want);
+    }
+    for (size_t i = 0; i < n; ++i)
+      rt.free(device[i]);
+    rt.free(sums);
+  }
+  return worst;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -273,6 +343,16 @@ int main(int argc, char **argv) {
                 "4 steps: worst %.1f ulp  %s\n",
                 c.name, ulps, pass ? "ok" : "FAIL (> 4 ulp)");
   }
+  double relative = checkSquares(*rt, objectsDir);
+  bool squaresPass = relative >= 0 && relative <= 1e-12;
+  ok &= squaresPass;
+  if (relative < 0)
+    std::printf("compiled gradient sums of squares on the GPU: an infinite "
+                "gradient gave a finite sum  FAIL\n");
+  else
+    std::printf("compiled gradient sums of squares on the GPU vs the host: "
+                "worst relative difference %.2g  %s\n",
+                relative, squaresPass ? "ok" : "FAIL (> 1e-12)");
   if (!temp.empty())
     llvm::sys::fs::remove_directories(temp);
   return ok ? 0 : 1;

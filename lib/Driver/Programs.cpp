@@ -98,13 +98,78 @@ double ModelProgram::meanLoss(int64_t step) {
 PipelineRankProgram::PipelineRankProgram(
     ModelData &data, llvm::ArrayRef<const ModelArg *> params,
     zbrt::EntryFn step, zbrt::Comm &world, const zbrt::CUDARuntime *cuda,
-    bool recordActions)
+    bool recordActions, bool gradsToHost)
     : data(data), params(params.begin(), params.end()), entry(step),
-      world(world), cuda(cuda), recordActions(recordActions) {}
+      world(world), cuda(cuda), recordActions(recordActions),
+      gradsToHost(gradsToHost) {}
 
 PipelineRankProgram::~PipelineRankProgram() {
-  for (void *pointer : devicePointers)
-    cuda->free(pointer);
+  for (auto *buffers : {&device.params, &device.grads, &deviceInputs})
+    for (void *pointer : *buffers)
+      cuda->free(pointer);
+}
+
+const DeviceParams &PipelineRankProgram::deviceParams() {
+  if (!device.cuda) {
+    device.cuda = cuda;
+    std::string error;
+    for (auto *buffers : {&device.params, &device.grads})
+      for (const ModelArg *arg : params) {
+        buffers->push_back(
+            cuda->alloc(data.values()[arg->position].data.size(), error));
+        if (!buffers->back())
+          world.abort("--backend nccl: " + error);
+      }
+  }
+  return device;
+}
+
+void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
+                                      size_t numData,
+                                      std::vector<zbrt::NpyArray> &grads) {
+  std::string error;
+  auto check = [&](bool ok) {
+    if (!ok)
+      world.abort("--backend nccl: " + error);
+  };
+  const DeviceParams &buffers = deviceParams();
+  size_t numParams = params.size();
+  if (deviceInputs.empty())
+    for (size_t i = numParams; i < callArgs.size(); ++i) {
+      deviceInputs.push_back(cuda->alloc(callArgs[i]->data.size(), error));
+      check(deviceInputs.back());
+    }
+  // The parameters once (then only the compiled update changes them), the
+  // step's data without waiting, the loss and gradients zeroed (as the
+  // host's arrays are).
+  if (!paramsUploaded)
+    for (size_t i = 0; i < numParams; ++i)
+      check(cuda->copyToDeviceAsync(buffers.params[i], callArgs[i]->data.data(),
+                                    callArgs[i]->data.size(), error));
+  paramsUploaded = true;
+  for (size_t i = 0; i < numData; ++i)
+    check(cuda->copyToDeviceAsync(deviceInputs[i],
+                                  callArgs[numParams + i]->data.data(),
+                                  callArgs[numParams + i]->data.size(), error));
+  zbrt::NpyArray *loss = callArgs.back();
+  void *deviceLoss = deviceInputs[numData];
+  check(cuda->zero(deviceLoss, loss->data.size(), error));
+  std::vector<void *> pointers(buffers.params);
+  pointers.insert(pointers.end(), deviceInputs.begin(), deviceInputs.end());
+  for (size_t i = 0; i < numParams; ++i) {
+    check(cuda->zero(buffers.grads[i], callArgs[i]->data.size(), error));
+    // Only the shape is read: the parameter's.
+    callArgs.push_back(callArgs[i]);
+    pointers.push_back(buffers.grads[i]);
+  }
+  zbrt::callEntry(entry, callArgs, &pointers);
+  zbrt_step_end();
+  // The one wait of the step: its loss.
+  check(cuda->copyToHost(loss->data.data(), deviceLoss, loss->data.size(),
+                         error));
+  for (size_t i = 0; i < grads.size(); ++i)
+    check(cuda->copyToHost(grads[i].data.data(), buffers.grads[i],
+                           grads[i].data.size(), error));
 }
 
 double PipelineRankProgram::run(int64_t step,
@@ -132,34 +197,16 @@ double PipelineRankProgram::run(int64_t step,
   zbrt::NpyArray loss{zbrt::DType::F32, {}, std::vector<char>(4)};
   callArgs.push_back(&loss);
   grads.clear();
-  for (const ModelArg *arg : params)
-    grads.push_back(zbrt::NpyArray{
-        data.values()[arg->position].dtype, arg->shape(),
-        std::vector<char>(data.values()[arg->position].data.size())});
-  for (zbrt::NpyArray &g : grads)
-    callArgs.push_back(&g);
+  if (!cuda || gradsToHost)
+    for (const ModelArg *arg : params)
+      grads.push_back(zbrt::NpyArray{
+          data.values()[arg->position].dtype, arg->shape(),
+          std::vector<char>(data.values()[arg->position].data.size())});
   if (cuda) {
-    // Inputs and the zeroed outputs (as on the CPU) copied up, the outputs
-    // (loss, gradients) back.
-    std::string error;
-    if (devicePointers.empty())
-      for (zbrt::NpyArray *array : callArgs) {
-        devicePointers.push_back(cuda->alloc(array->data.size(), error));
-        if (!devicePointers.back())
-          world.abort("--backend nccl: " + error);
-      }
-    size_t numInputs = params.size() + stepData.size();
-    for (size_t i = 0; i < callArgs.size(); ++i)
-      if (!cuda->copyToDevice(devicePointers[i], callArgs[i]->data.data(),
-                              callArgs[i]->data.size(), error))
-        world.abort("--backend nccl: " + error);
-    zbrt::callEntry(entry, callArgs, &devicePointers);
-    zbrt_step_end();
-    for (size_t i = numInputs; i < callArgs.size(); ++i)
-      if (!cuda->copyToHost(callArgs[i]->data.data(), devicePointers[i],
-                            callArgs[i]->data.size(), error))
-        world.abort("--backend nccl: " + error);
+    runOnDevice(callArgs, stepData.size(), grads);
   } else {
+    for (zbrt::NpyArray &g : grads)
+      callArgs.push_back(&g);
     zbrt::callEntry(entry, callArgs);
     zbrt_step_end();
   }

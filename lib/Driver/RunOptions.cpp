@@ -6,6 +6,7 @@
 
 #include "zb/Driver/RunOptions.h"
 
+#include "zb/Driver/CompiledOptimizer.h"
 #include "zb/Schedule/Generators.h"
 
 #include "llvm/ADT/Twine.h"
@@ -84,6 +85,10 @@ std::string RunOptions::check() const {
                    "(one CPU process runs the unpartitioned model in f32)");
   if (gpu() && !training())
     return message("--backend nccl trains; --eval and --grads run on the CPU");
+  if (compiledUpdate && (!training() || !pipelined()))
+    return message("--compiled-update compiles a pipelined training run's "
+                   "optimizer step: it needs training with --np 2 or more "
+                   "(or --dp 2 or more)");
   if (pipelined() && !zb::schedule::lookupSchedule(schedule))
     return message("unknown --schedule '" + schedule +
                    "'; known: " + zb::schedule::knownScheduleNames());
@@ -151,6 +156,10 @@ void RunOptions::setPipelineOptions(ZBPipelineOptions &options) const {
   options.lowerToCPU = false;
   options.target = gpu() ? "gpu" : "cpu";
   options.dtype = dtype;
+  if (usesCompiledUpdate())
+    options.optimizer =
+        optimizer::kindName(compiledOptimizerKind(makeOptimizer().getConfig()))
+            .str();
 }
 
 int64_t RunOptions::chunksForSchedule() const {
@@ -177,6 +186,7 @@ std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
           ";m=" + llvm::Twine(microbatches) + ";dp=" + llvm::Twine(replicas) +
           (gpu() ? ";gpu" : "") + (eval ? ";eval" : "") +
           (dtype == "f32" ? "" : ";dtype=" + dtype) +
+          (usesCompiledUpdate() ? ";update=" + optimizer : "") +
           ";rank=" + llvm::Twine(rank) +
           (balanceProfile.empty() ? "" : ";balance=" + balanceProfile))
       .str();

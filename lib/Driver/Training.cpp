@@ -21,75 +21,13 @@ using namespace zb;
 
 StepProgram::~StepProgram() = default;
 
-/// One optimizer update of `params` with `grads`, in place.
-static bool updateParams(ModelData &data,
-                         llvm::ArrayRef<const ModelArg *> params,
-                         const zbrt::NpzArchive &grads,
-                         zbrt::Optimizer &optimizer, std::string &error) {
-  zbrt::NpzArchive values = data.takeParams(params);
-  bool applied = optimizer.apply(values, grads, error);
-  data.setParams(params, std::move(values));
-  return applied;
-}
-
-/// Adds the square of each finite element `at(j)`, j < n, to `squares`
-/// and counts the others in `nonFinite`.
-template <typename At>
-static void addSquaresOneByOne(int64_t n, At at, double &squares,
-                               double &nonFinite) {
-  for (int64_t j = 0; j < n; ++j) {
-    double v = at(j);
-    if (std::isfinite(v))
-      squares += v * v;
-    else
-      nonFinite += 1;
-  }
-}
-
-/// The same for the n elements of `g`, in four partial sums, so that the
-/// loop vectorises; a non-finite element makes the sum non-finite, and
-/// only then are they counted one by one.
-template <typename T>
-static void addSquares(const T *g, int64_t n, double &squares,
-                       double &nonFinite) {
-  double partial[4] = {0.0, 0.0, 0.0, 0.0};
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4)
-    for (int k = 0; k < 4; ++k)
-      partial[k] += static_cast<double>(g[j + k]) * g[j + k];
-  for (; j < n; ++j)
-    partial[0] += static_cast<double>(g[j]) * g[j];
-  double sum = (partial[0] + partial[1]) + (partial[2] + partial[3]);
-  if (std::isfinite(sum))
-    squares += sum;
-  else
-    addSquaresOneByOne(
-        n, [&](int64_t i) { return static_cast<double>(g[i]); }, squares,
-        nonFinite);
-}
-
-static void addSquares(const zbrt::NpyArray &g, double &squares,
-                       double &nonFinite) {
-  if (g.dtype == zbrt::DType::F32)
-    return addSquares(g.as<float>(), g.numElements(), squares, nonFinite);
-  if (g.dtype == zbrt::DType::F64)
-    return addSquares(g.as<double>(), g.numElements(), squares, nonFinite);
-  addSquaresOneByOne(
-      g.numElements(), [&](int64_t i) { return loadScalar(g, i); }, squares,
-      nonFinite);
-}
-
-bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
-                       llvm::ArrayRef<const ModelArg *> params,
-                       llvm::ArrayRef<bool> counted,
+bool zb::checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
                        const zbrt::NpzArchive &grads,
-                       zbrt::Optimizer &optimizer, const UpdateOptions &options,
-                       Rollback &rollback, StepCheck &check,
+                       const UpdateOptions &options, StepCheck &check,
                        std::string &error) {
   double mine[2] = {0.0, 0.0};
-  for (size_t i = 0; i < params.size(); ++i)
-    if (counted[i])
-      addSquares(grads.at(params[i]->name), mine[0], mine[1]);
+  if (!update.addSquares(grads, mine[0], mine[1], error))
+    return false;
   int ranks = comm.size();
   std::vector<double> all(2 * ranks);
   // With one rank the check is known at once: nothing to overlap.
@@ -101,12 +39,7 @@ bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
   // The optimistic update, unless this rank already knows it is void.
   bool updated = false;
   if (optimistic && mine[1] == 0) {
-    // Copy assignments reuse the buffers the last step's rollback held.
-    rollback.params.resize(params.size());
-    for (size_t i = 0; i < params.size(); ++i)
-      rollback.params[i] = data.values()[params[i]->position];
-    rollback.optimizer = optimizer;
-    if (!updateParams(data, params, grads, optimizer, error))
+    if (!update.save(error) || !update.update(grads, 1.0, error))
       return false;
     updated = true;
   }
@@ -126,29 +59,11 @@ bool zb::checkedUpdate(zbrt::Comm &comm, ModelData &data,
   check.clipped = coef < 1.0;
   if (!check.skipped && !check.clipped && updated)
     return true;
-  // Roll back what the optimistic update did (what it wrote goes to the
-  // rollback's buffers, which the next step overwrites).
-  if (updated) {
-    for (size_t i = 0; i < params.size(); ++i)
-      std::swap(data.values()[params[i]->position], rollback.params[i]);
-    std::swap(optimizer, *rollback.optimizer);
-  }
+  if (updated && !update.restore(error))
+    return false;
   if (check.skipped)
     return true;
-  if (!check.clipped)
-    return updateParams(data, params, grads, optimizer, error);
-  zbrt::NpzArchive scaled = grads;
-  auto scale = static_cast<float>(coef);
-  for (auto &entry : scaled) {
-    zbrt::NpyArray &g = entry.second;
-    for (int64_t j = 0, e = g.numElements(); j < e; ++j)
-      storeScalar(g, j,
-                  g.dtype == zbrt::DType::F32
-                      ? static_cast<double>(
-                            static_cast<float>(loadScalar(g, j)) * scale)
-                      : loadScalar(g, j) * coef);
-  }
-  return updateParams(data, params, scaled, optimizer, error);
+  return update.update(grads, check.clipped ? coef : 1.0, error);
 }
 
 std::string zb::checkpointConfig(llvm::StringRef modelText,
@@ -302,7 +217,13 @@ bool zb::train(StepProgram &program, TrainingContext &context,
   // training mode, whatever the optimizer then does with the step).
   zbrt::setRecordingStats(options.update);
   llvm::scope_exit stopRecording([] { zbrt::setRecordingStats(false); });
-  Rollback rollback;
+  std::unique_ptr<ParamUpdate> hostUpdate;
+  ParamUpdate *update = context.update;
+  if (!update) {
+    hostUpdate = makeHostUpdate(context.data, context.params, context.counted,
+                                context.optimizer);
+    update = hostUpdate.get();
+  }
   for (int64_t s = options.firstStep; s < options.steps; ++s) {
     // Every process starts the step together.
     world.barrier();
@@ -326,9 +247,8 @@ bool zb::train(StepProgram &program, TrainingContext &context,
       named = namedArrays(context.params, std::move(grads));
     StepCheck check;
     if (options.update) {
-      if (!checkedUpdate(context.pipeline, context.data, context.params,
-                         context.counted, named, context.optimizer,
-                         options.check, rollback, check, error))
+      if (!checkedUpdate(context.pipeline, *update, named, options.check, check,
+                         error))
         return false;
       result.checks.push_back(check);
     }
@@ -342,8 +262,10 @@ bool zb::train(StepProgram &program, TrainingContext &context,
     if (world.rank() == 0 && options.onStep)
       options.onStep(s, loss, seconds, options.update ? &check : nullptr);
     if (options.update && checkpointDue(options, s) &&
-        !writeRunCheckpoint(context, options, s, error))
+        (!update->syncToHost(error) ||
+         !writeRunCheckpoint(context, options, s, error)))
       return false;
   }
-  return true;
+  // The parameters and state where the caller reads them.
+  return !options.update || update->syncToHost(error);
 }

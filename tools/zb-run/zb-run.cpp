@@ -183,6 +183,13 @@ static cl::opt<bool, true> balance(
              "schedule with those stage times instead of the cost model's "
              "FLOPs"),
     cl::location(opts.balance), cl::cat(category));
+static cl::opt<bool, true> compiledUpdate(
+    "compiled-update",
+    cl::desc("Run the optimizer step as code compiled with each rank's "
+             "program (--zb-emit-optimizer) instead of the runtime's loops; "
+             "--backend nccl always does, keeping the parameters, gradients "
+             "and optimizer state on the GPU"),
+    cl::location(opts.compiledUpdate), cl::cat(category));
 static cl::opt<int, true> numSteps("steps",
                                    cl::desc("Training steps (default 1)"),
                                    cl::location(opts.steps), cl::cat(category));
@@ -643,9 +650,29 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   SmallVector<bool> counted(mine.countsInNorm.begin(), mine.countsInNorm.end());
   auto program = std::make_unique<zb::PipelineRankProgram>(
       data, params, *entry, *everyone, comms->cuda(),
-      /*recordActions=*/!opts.eval);
+      /*recordActions=*/!opts.eval,
+      /*gradsToHost=*/!opts.dumpGradsPath.empty());
   zb::TrainingContext run{*comm, *everyone, opts.replicas, comms->replica(),
                           data,  params,    counted,       optimizer};
+  // The compiled update, on the device with --backend nccl.
+  std::unique_ptr<zb::ParamUpdate> update;
+  if (opts.usesCompiledUpdate()) {
+    zb::CompiledUpdateEntries entries;
+    for (auto [fn, name] : {std::pair{&entries.update, "_update"},
+                            std::pair{&entries.gradSquares, "_grad_squares"}}) {
+      llvm::Expected<zbrt::EntryFn> found =
+          object->entryPoint("zb_rank" + std::to_string(rank) + name);
+      if (!found)
+        comm->abort(llvm::toString(found.takeError()));
+      *fn = *found;
+    }
+    update = zb::makeCompiledUpdate(
+        entries, data, params, counted, optimizer,
+        comms->cuda() ? &program->deviceParams() : nullptr, error);
+    if (!update)
+      comm->abort("the compiled optimizer update: " + error);
+    run.update = update.get();
+  }
   zb::TrainingResult result;
   if (!zb::train(*program, run, trainingOptions(model, firstStep), result,
                  error))
@@ -690,6 +717,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
       code = 1;
   }
   everyone->barrier();
+  update.reset();
   program.reset();
   comms.reset();
   return code;

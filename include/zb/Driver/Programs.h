@@ -15,6 +15,7 @@
 
 #include "zb/Driver/Measure.h"
 #include "zb/Driver/Training.h"
+#include "zb/Driver/Update.h"
 
 #include "zbrt/CUDA.h"
 #include "zbrt/Executable.h"
@@ -50,35 +51,53 @@ private:
   std::vector<double> losses;
 };
 
-/// One rank's part of a pipelined step. With `cuda`, every argument goes
-/// through device memory (the optimizer stays on the host). With
-/// `recordActions`, each step's action records are gathered on rank 0 of
-/// `world` (measuredSteps()).
+/// One rank's part of a pipelined step. With `cuda`, the step runs on the
+/// device: the parameters are uploaded before the first step and then stay
+/// there (a compiled update changes them in place, see deviceParams()), the
+/// gradients stay there too unless `gradsToHost`, and each step uploads its
+/// data without waiting and reads back its loss. With `recordActions`, each
+/// step's action records are gathered on rank 0 of `world`
+/// (measuredSteps()).
 class PipelineRankProgram : public StepProgram {
 public:
   PipelineRankProgram(ModelData &data, llvm::ArrayRef<const ModelArg *> params,
                       zbrt::EntryFn step, zbrt::Comm &world,
                       const zbrt::CUDARuntime *cuda = nullptr,
-                      bool recordActions = true);
+                      bool recordActions = true, bool gradsToHost = true);
   ~PipelineRankProgram() override;
 
   /// Runs the rank's step function: its share of the loss (0 unless the
   /// rank computes it) and its gradients, in the step function's parameter
-  /// order. Aborts the job on a device error or malformed records from a
-  /// rank.
+  /// order (none when they stay on the device). Aborts the job on a device
+  /// error or malformed records from a rank.
   double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override;
+
+  /// With `cuda`: the device buffers of the parameters and of the last
+  /// step's gradients (allocated on first use; the job aborts when the
+  /// device has no room).
+  const DeviceParams &deviceParams();
 
   /// On world rank 0: per step run, every process's records.
   std::vector<std::vector<run::RankStep>> &measuredSteps() { return steps; }
 
 private:
+  /// The step on the device: `callArgs` holds the parameters, `numData`
+  /// step inputs and the loss (host arrays, given their shapes); fills
+  /// `loss` and `grads` (when there are any) from the device.
+  void runOnDevice(std::vector<zbrt::NpyArray *> &callArgs, size_t numData,
+                   std::vector<zbrt::NpyArray> &grads);
+
   ModelData &data;
   std::vector<const ModelArg *> params;
   zbrt::EntryFn entry;
   zbrt::Comm &world;
   const zbrt::CUDARuntime *cuda;
-  bool recordActions;
-  std::vector<void *> devicePointers;
+  bool recordActions, gradsToHost;
+  /// Device buffers: parameters and gradients, then the step's data and
+  /// loss; whether the parameters have been uploaded.
+  DeviceParams device;
+  std::vector<void *> deviceInputs;
+  bool paramsUploaded = false;
   double firstOrigin = 0.0;
   bool started = false;
   std::vector<std::vector<run::RankStep>> steps;

@@ -60,12 +60,20 @@ struct RunOptions {
   int checkpointEvery = 0;
   /// Cut the stages at times measured before training (Balance.h).
   bool balance = false;
+  /// Run the optimizer step as the ranks' compiled code (Update.h), as
+  /// --backend nccl always does.
+  bool compiledUpdate = false;
 
   bool training() const { return !eval && !grads; }
   /// More than one process: the pipelined programs.
   bool pipelined() const { return ranks > 1 || replicas > 1; }
   int64_t worldSize() const { return int64_t(ranks) * replicas; }
   bool gpu() const { return backend == "nccl"; }
+  /// Whether the step's update is compiled code (--compiled-update, or on
+  /// the GPU, where the parameters stay).
+  bool usesCompiledUpdate() const {
+    return training() && (compiledUpdate || gpu());
+  }
 
   /// The first problem with the options, as a message; empty when there is
   /// none.

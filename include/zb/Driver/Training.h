@@ -16,6 +16,7 @@
 #define ZB_DRIVER_TRAINING_H
 
 #include "zb/Driver/ModelData.h"
+#include "zb/Driver/Update.h"
 
 #include "zbrt/Checkpoint.h"
 #include "zbrt/Comm.h"
@@ -58,30 +59,19 @@ struct UpdateOptions {
   bool synchronous = false;
 };
 
-/// What an optimistic update keeps to roll itself back: the parameters and
-/// the optimizer as they were. Kept from step to step, so that saving
-/// reuses the buffers of the step before.
-struct Rollback {
-  std::vector<zbrt::NpyArray> params;
-  std::optional<zbrt::Optimizer> optimizer;
-};
-
-/// The optimizer step of the parameters `params` (this process's) with
-/// their gradients `grads` (by name), post-validated: the rank's partial
-/// squared norm and count of non-finite values (a shared parameter counted
-/// on its first holder only, `counted`) gather over `comm` while the rank
-/// updates optimistically (in place, `rollback` keeping what it changes).
-/// When the gathered sums (added in rank order: the same bits everywhere)
-/// say a gradient somewhere is not finite, the update is rolled back
-/// (parameters and optimizer state) and the step skipped; when the norm
-/// exceeds the clip, it is rolled back and redone with a copy of the
-/// gradients scaled by clip / (norm + 1e-6). Returns false with `error` set
-/// when the optimizer fails.
-bool checkedUpdate(zbrt::Comm &comm, ModelData &data,
-                   llvm::ArrayRef<const ModelArg *> params,
-                   llvm::ArrayRef<bool> counted, const zbrt::NpzArchive &grads,
-                   zbrt::Optimizer &optimizer, const UpdateOptions &options,
-                   Rollback &rollback, StepCheck &check, std::string &error);
+/// The optimizer step of this process's parameters through `update`
+/// with the step's gradients `grads` (host arrays by name, empty where
+/// they stayed on the device), post-validated: the rank's partial squared
+/// norm and count of non-finite values gather over `comm` while the rank
+/// updates optimistically (`update` saving what it changes). When the
+/// gathered sums (added in rank order: the same bits everywhere) say a
+/// gradient somewhere is not finite, the update is restored and the step
+/// skipped; when the norm exceeds the clip, it is restored and redone with
+/// the gradients scaled by clip / (norm + 1e-6). Returns false with
+/// `error` set when the update fails.
+bool checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
+                   const zbrt::NpzArchive &grads, const UpdateOptions &options,
+                   StepCheck &check, std::string &error);
 
 /// What a checkpoint belongs to: the model's text and the optimizer.
 std::string checkpointConfig(llvm::StringRef modelText,
@@ -116,6 +106,8 @@ struct TrainingContext {
   /// Whether each of `params` counts in the global norm on this rank.
   llvm::ArrayRef<bool> counted;
   zbrt::Optimizer &optimizer;
+  /// Where the optimizer step runs; null: `optimizer` on the host.
+  ParamUpdate *update = nullptr;
 };
 
 struct TrainingOptions {

@@ -68,6 +68,14 @@ struct CUDARuntime {
                      std::string &error);
   /// Waits for all work on the compute stream.
   bool (*synchronize)(std::string &error);
+  /// Stream-ordered, without waiting: a copy from pageable host memory
+  /// (which the caller may reuse once it returns), a copy between device
+  /// buffers, and zeroing device memory.
+  bool (*copyToDeviceAsync)(void *device, const void *host, size_t bytes,
+                            std::string &error);
+  bool (*copyOnDevice)(void *dst, const void *src, size_t bytes,
+                       std::string &error);
+  bool (*zero)(void *device, size_t bytes, std::string &error);
 };
 
 /// Opens libzbrt_cuda.so (next to libzbrt.so) once and returns its entry

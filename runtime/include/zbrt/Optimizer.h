@@ -77,6 +77,21 @@ public:
   bool importState(const NpzArchive &state, std::string &error,
                    const NpzArchive *params = nullptr);
 
+  /// The per-parameter state by parameter name: `which` 0 is SGD's
+  /// momentum buffers or AdamW's first moments, 1 AdamW's second moments.
+  /// Empty before the first step. For an update that keeps the state
+  /// elsewhere (zb::CompiledUpdate) to read it and hand it back.
+  const NpzArchive &stateArrays(int which) const {
+    return which == 0 ? first : second;
+  }
+  /// Replaces the state with `firstState` and `secondState` (as
+  /// stateArrays() gives them, unchecked) after `steps` steps.
+  void setState(int64_t steps, NpzArchive firstState, NpzArchive secondState) {
+    step = steps;
+    first = std::move(firstState);
+    second = std::move(secondState);
+  }
+
 private:
   OptimizerConfig config;
   int64_t step = 0;

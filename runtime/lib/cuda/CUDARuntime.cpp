@@ -473,6 +473,46 @@ static bool copyToDevice(void *dst, const void *src, size_t bytes,
   return true;
 }
 
+/// `result` of an asynchronous operation on `bytes` bytes, as an error
+/// naming `what`.
+static bool checkAsync(CUresult result, const char *what, size_t bytes,
+                       std::string &error) {
+  if (result == CUDA_SUCCESS)
+    return true;
+  error = std::string(what) + " " + std::to_string(bytes) +
+          " bytes on the GPU failed: " + describe(result);
+  return false;
+}
+
+static bool copyToDeviceAsync(void *dst, const void *src, size_t bytes,
+                              std::string &error) {
+  if (!requireInit(error))
+    return false;
+  // From pageable memory the driver stages the data before returning, so
+  // the caller may reuse `src` at once.
+  return checkAsync(cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst), src,
+                                      bytes, device().compute),
+                    "uploading", bytes, error);
+}
+
+static bool copyOnDevice(void *dst, const void *src, size_t bytes,
+                         std::string &error) {
+  if (!requireInit(error))
+    return false;
+  return checkAsync(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst),
+                                      reinterpret_cast<CUdeviceptr>(src), bytes,
+                                      device().compute),
+                    "copying", bytes, error);
+}
+
+static bool zeroDevice(void *dst, size_t bytes, std::string &error) {
+  if (!requireInit(error))
+    return false;
+  return checkAsync(cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(dst), 0,
+                                    bytes, device().compute),
+                    "zeroing", bytes, error);
+}
+
 static bool copyToHost(void *dst, const void *src, size_t bytes,
                        std::string &error) {
   if (!requireInit(error))
@@ -511,6 +551,9 @@ const CUDARuntime *zbrt_cuda_runtime(void) {
       /*copyToDevice=*/copyToDevice,
       /*copyToHost=*/copyToHost,
       /*synchronize=*/synchronize,
+      /*copyToDeviceAsync=*/copyToDeviceAsync,
+      /*copyOnDevice=*/copyOnDevice,
+      /*zero=*/zeroDevice,
   };
   return &runtime;
 }
