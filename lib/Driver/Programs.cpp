@@ -9,6 +9,8 @@
 #include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
+#include <cstring>
+
 using namespace zb;
 
 ModelProgram::ModelProgram(ModelData &data, zbrt::EntryFn forward,
@@ -104,24 +106,40 @@ PipelineRankProgram::PipelineRankProgram(
       gradsToHost(gradsToHost) {}
 
 PipelineRankProgram::~PipelineRankProgram() {
-  for (auto *buffers : {&device.params, &device.grads, &deviceInputs})
-    for (void *pointer : *buffers)
+  for (auto *pointers : {&buffers.params, &buffers.grads, &deviceInputs})
+    for (void *pointer : *pointers)
       cuda->free(pointer);
+  if (deviceResults)
+    cuda->free(deviceResults);
 }
 
-const DeviceParams &PipelineRankProgram::deviceParams() {
-  if (!device.cuda) {
-    device.cuda = cuda;
+const RankBuffers &PipelineRankProgram::rankBuffers() {
+  if (cuda && !buffers.cuda) {
+    buffers.cuda = cuda;
     std::string error;
-    for (auto *buffers : {&device.params, &device.grads})
+    for (auto *pointers : {&buffers.params, &buffers.grads})
       for (const ModelArg *arg : params) {
-        buffers->push_back(
+        pointers->push_back(
             cuda->alloc(data.values()[arg->position].data.size(), error));
-        if (!buffers->back())
+        if (!pointers->back())
           world.abort("--backend nccl: " + error);
       }
   }
-  return device;
+  return buffers;
+}
+
+void PipelineRankProgram::callGradSquares(const std::vector<void *> &grads,
+                                          double *sums) {
+  std::vector<zbrt::NpyArray *> arrays;
+  std::vector<void *> pointers(grads);
+  for (const ModelArg *arg : params)
+    arrays.push_back(&data.values()[arg->position]);
+  zbrt::NpyArray scalar{zbrt::DType::F64, {}, {}};
+  for (size_t i = 0; i < params.size(); ++i) {
+    arrays.push_back(&scalar);
+    pointers.push_back(sums + i);
+  }
+  zbrt::callEntry(squaresEntry, arrays, &pointers);
 }
 
 void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
@@ -132,13 +150,19 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
     if (!ok)
       world.abort("--backend nccl: " + error);
   };
-  const DeviceParams &buffers = deviceParams();
+  rankBuffers();
   size_t numParams = params.size();
-  if (deviceInputs.empty())
-    for (size_t i = numParams; i < callArgs.size(); ++i) {
-      deviceInputs.push_back(cuda->alloc(callArgs[i]->data.size(), error));
+  // The loss, then (8 bytes on) one f64 sum of squares per gradient.
+  size_t resultBytes = sizeof(double) * (1 + numParams);
+  if (deviceInputs.empty()) {
+    for (size_t i = 0; i < numData; ++i) {
+      deviceInputs.push_back(
+          cuda->alloc(callArgs[numParams + i]->data.size(), error));
       check(deviceInputs.back());
     }
+    deviceResults = cuda->alloc(resultBytes, error);
+    check(deviceResults);
+  }
   // The parameters once (then only the compiled update changes them), the
   // step's data without waiting, the loss and gradients zeroed (as the
   // host's arrays are).
@@ -151,11 +175,10 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
     check(cuda->copyToDeviceAsync(deviceInputs[i],
                                   callArgs[numParams + i]->data.data(),
                                   callArgs[numParams + i]->data.size(), error));
-  zbrt::NpyArray *loss = callArgs.back();
-  void *deviceLoss = deviceInputs[numData];
-  check(cuda->zero(deviceLoss, loss->data.size(), error));
+  check(cuda->zero(deviceResults, resultBytes, error));
   std::vector<void *> pointers(buffers.params);
   pointers.insert(pointers.end(), deviceInputs.begin(), deviceInputs.end());
+  pointers.push_back(deviceResults);
   for (size_t i = 0; i < numParams; ++i) {
     check(cuda->zero(buffers.grads[i], callArgs[i]->data.size(), error));
     // Only the shape is read: the parameter's.
@@ -164,9 +187,17 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   }
   zbrt::callEntry(entry, callArgs, &pointers);
   zbrt_step_end();
-  // The one wait of the step: its loss.
-  check(cuda->copyToHost(loss->data.data(), deviceLoss, loss->data.size(),
-                         error));
+  if (squaresEntry)
+    callGradSquares(buffers.grads, static_cast<double *>(deviceResults) + 1);
+  // The step's one wait: its loss and sums (the gradients stay on the
+  // device unless asked for).
+  std::vector<double> results(1 + numParams);
+  check(cuda->copyToHost(results.data(), deviceResults,
+                         squaresEntry ? resultBytes : sizeof(double), error));
+  zbrt::NpyArray *loss = callArgs[numParams + numData];
+  std::memcpy(loss->data.data(), results.data(), loss->data.size());
+  if (squaresEntry)
+    buffers.gradSquares.assign(results.begin() + 1, results.end());
   for (size_t i = 0; i < grads.size(); ++i)
     check(cuda->copyToHost(grads[i].data.data(), buffers.grads[i],
                            grads[i].data.size(), error));
@@ -205,10 +236,17 @@ double PipelineRankProgram::run(int64_t step,
   if (cuda) {
     runOnDevice(callArgs, stepData.size(), grads);
   } else {
-    for (zbrt::NpyArray &g : grads)
+    std::vector<void *> host;
+    for (zbrt::NpyArray &g : grads) {
       callArgs.push_back(&g);
+      host.push_back(g.data.data());
+    }
     zbrt::callEntry(entry, callArgs);
     zbrt_step_end();
+    if (squaresEntry) {
+      buffers.gradSquares.assign(params.size(), 0.0);
+      callGradSquares(host, buffers.gradSquares.data());
+    }
   }
   mine.actions = zbrt::takeActionRecords();
   for (zbrt::ActionRecord &a : mine.actions) {

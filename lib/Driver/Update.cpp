@@ -211,18 +211,18 @@ private:
 
 class CompiledUpdate : public ParamUpdate {
 public:
-  CompiledUpdate(const CompiledUpdateEntries &entries, ModelData &data,
+  CompiledUpdate(zbrt::EntryFn entry, ModelData &data,
                  llvm::ArrayRef<const ModelArg *> params,
                  llvm::ArrayRef<bool> counted, zbrt::Optimizer &optimizer,
-                 const DeviceParams *device)
-      : entries(entries), data(data), params(params.begin(), params.end()),
+                 const RankBuffers &buffers)
+      : entry(entry), data(data), params(params.begin(), params.end()),
         counted(counted.begin(), counted.end()), optimizer(optimizer),
-        device(device), memory(device ? device->cuda : nullptr),
+        buffers(buffers), memory(buffers.cuda),
         kind(compiledOptimizerKind(optimizer.getConfig())),
         step(optimizer.getStep()) {}
 
-  /// The state from the host optimizer, and the buffers of the hyper-
-  /// parameters and the sums.
+  /// The state from the host optimizer, and the buffer of the hyper-
+  /// parameters.
   bool init(std::string &error) {
     int64_t states = optimizer::numStates(kind);
     for (int64_t s = 0; s < states; ++s) {
@@ -246,34 +246,21 @@ public:
       }
     }
     hyper = memory.alloc(optimizer::kNumHyper * sizeof(double), error);
-    sums = memory.alloc(params.size() * sizeof(double), error);
-    return hyper && sums;
+    return hyper;
   }
 
-  bool addSquares(const zbrt::NpzArchive &grads, double &squares,
-                  double &nonFinite, std::string &error) override {
-    size_t n = params.size();
-    // The gradients, then one f64 scalar out-parameter per gradient.
-    std::vector<zbrt::NpyArray *> arrays;
-    std::vector<void *> pointers;
-    for (size_t i = 0; i < n; ++i) {
-      arrays.push_back(&hostParam(params[i]));
-      pointers.push_back(gradPointer(grads, i));
-    }
-    zbrt::NpyArray scalar{zbrt::DType::F64, {}, {}};
-    for (size_t i = 0; i < n; ++i) {
-      arrays.push_back(&scalar);
-      pointers.push_back(static_cast<double *>(sums) + i);
-    }
-    zbrt::callEntry(entries.gradSquares, arrays, &pointers);
-    std::vector<double> perGrad(n);
-    if (!memory.download(perGrad.data(), sums, n * sizeof(double), error))
+  bool addSquares(const zbrt::NpzArchive &, double &squares, double &nonFinite,
+                  std::string &error) override {
+    if (buffers.gradSquares.size() != params.size()) {
+      error = "the step computed no sums of squares of its gradients";
       return false;
-    for (size_t i = 0; i < n; ++i) {
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
       if (!counted[i])
         continue;
-      if (std::isfinite(perGrad[i]))
-        squares += perGrad[i];
+      double sum = buffers.gradSquares[i];
+      if (std::isfinite(sum))
+        squares += sum;
       else
         nonFinite += 1;
     }
@@ -282,12 +269,12 @@ public:
 
   bool save(std::string &error) override {
     if (saved.empty())
-      for (size_t i = 0; i < buffers().size(); ++i) {
+      for (size_t i = 0; i < written().size(); ++i) {
         saved.push_back(memory.alloc(bytesOf(i), error));
         if (!saved.back())
           return false;
       }
-    std::vector<void *> live = buffers();
+    std::vector<void *> live = written();
     for (size_t i = 0; i < live.size(); ++i)
       if (!memory.copy(saved[i], live[i], bytesOf(i), error))
         return false;
@@ -320,13 +307,13 @@ public:
     zbrt::NpyArray hyperShape{zbrt::DType::F64, {optimizer::kNumHyper}, {}};
     arrays.push_back(&hyperShape);
     pointers.push_back(hyper);
-    zbrt::callEntry(entries.update, arrays, &pointers);
+    zbrt::callEntry(entry, arrays, &pointers);
     ++step;
     return true;
   }
 
   bool restore(std::string &error) override {
-    std::vector<void *> live = buffers();
+    std::vector<void *> live = written();
     for (size_t i = 0; i < live.size(); ++i)
       if (!memory.copy(live[i], saved[i], bytesOf(i), error))
         return false;
@@ -362,16 +349,16 @@ private:
     return data.values()[p->position];
   }
   void *paramPointer(size_t i) {
-    return device ? device->params[i] : hostParam(params[i]).data.data();
+    return buffers.cuda ? buffers.params[i] : hostParam(params[i]).data.data();
   }
   void *gradPointer(const zbrt::NpzArchive &grads, size_t i) {
-    if (device)
-      return device->grads[i];
+    if (buffers.cuda)
+      return buffers.grads[i];
     // The entry only reads it.
     return const_cast<char *>(grads.at(params[i]->name).data.data());
   }
   /// What an update writes: the parameters, then the state.
-  std::vector<void *> buffers() {
+  std::vector<void *> written() {
     std::vector<void *> all;
     for (size_t i = 0; i < params.size(); ++i)
       all.push_back(paramPointer(i));
@@ -383,31 +370,31 @@ private:
     return hostParam(params[buffer % params.size()]).data.size();
   }
 
-  CompiledUpdateEntries entries;
+  zbrt::EntryFn entry;
   ModelData &data;
   std::vector<const ModelArg *> params;
   std::vector<bool> counted;
   zbrt::Optimizer &optimizer;
-  const DeviceParams *device;
+  const RankBuffers &buffers;
   Memory memory;
   optimizer::Kind kind;
   /// Steps taken, and as save() found it.
   int64_t step, savedStep = 0;
   std::vector<void *> state[2];
-  void *hyper = nullptr, *sums = nullptr;
+  void *hyper = nullptr;
   std::vector<void *> saved;
 };
 
 } // namespace
 
 std::unique_ptr<ParamUpdate>
-zb::makeCompiledUpdate(const CompiledUpdateEntries &entries, ModelData &data,
+zb::makeCompiledUpdate(zbrt::EntryFn update, ModelData &data,
                        llvm::ArrayRef<const ModelArg *> params,
                        llvm::ArrayRef<bool> counted, zbrt::Optimizer &optimizer,
-                       const DeviceParams *device, std::string &error) {
-  auto update = std::make_unique<CompiledUpdate>(entries, data, params, counted,
-                                                 optimizer, device);
-  if (!update->init(error))
+                       const RankBuffers &buffers, std::string &error) {
+  auto compiled = std::make_unique<CompiledUpdate>(update, data, params,
+                                                   counted, optimizer, buffers);
+  if (!compiled->init(error))
     return nullptr;
-  return update;
+  return compiled;
 }

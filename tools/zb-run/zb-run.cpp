@@ -657,18 +657,18 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   // The compiled update, on the device with --backend nccl.
   std::unique_ptr<zb::ParamUpdate> update;
   if (opts.usesCompiledUpdate()) {
-    zb::CompiledUpdateEntries entries;
-    for (auto [fn, name] : {std::pair{&entries.update, "_update"},
-                            std::pair{&entries.gradSquares, "_grad_squares"}}) {
-      llvm::Expected<zbrt::EntryFn> found =
-          object->entryPoint("zb_rank" + std::to_string(rank) + name);
-      if (!found)
-        comm->abort(llvm::toString(found.takeError()));
-      *fn = *found;
-    }
-    update = zb::makeCompiledUpdate(
-        entries, data, params, counted, optimizer,
-        comms->cuda() ? &program->deviceParams() : nullptr, error);
+    std::string prefix = "zb_rank" + std::to_string(rank);
+    llvm::Expected<zbrt::EntryFn> squares =
+        object->entryPoint(prefix + "_grad_squares");
+    if (!squares)
+      comm->abort(llvm::toString(squares.takeError()));
+    llvm::Expected<zbrt::EntryFn> updateEntry =
+        object->entryPoint(prefix + "_update");
+    if (!updateEntry)
+      comm->abort(llvm::toString(updateEntry.takeError()));
+    program->computeGradSquares(*squares);
+    update = zb::makeCompiledUpdate(*updateEntry, data, params, counted,
+                                    optimizer, program->rankBuffers(), error);
     if (!update)
       comm->abort("the compiled optimizer update: " + error);
     run.update = update.get();

@@ -53,10 +53,11 @@ private:
 
 /// One rank's part of a pipelined step. With `cuda`, the step runs on the
 /// device: the parameters are uploaded before the first step and then stay
-/// there (a compiled update changes them in place, see deviceParams()), the
+/// there (a compiled update changes them in place, see rankBuffers()), the
 /// gradients stay there too unless `gradsToHost`, and each step uploads its
-/// data without waiting and reads back its loss. With `recordActions`, each
-/// step's action records are gathered on rank 0 of `world`
+/// data without waiting and reads back its loss (and the gradients' sums
+/// of squares, computeGradSquares()) in one wait. With `recordActions`,
+/// each step's action records are gathered on rank 0 of `world`
 /// (measuredSteps()).
 class PipelineRankProgram : public StepProgram {
 public:
@@ -72,10 +73,18 @@ public:
   /// error or malformed records from a rank.
   double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override;
 
-  /// With `cuda`: the device buffers of the parameters and of the last
-  /// step's gradients (allocated on first use; the job aborts when the
-  /// device has no room).
-  const DeviceParams &deviceParams();
+  /// After each step, also run `gradSquares` (the rank's
+  /// `@zb_rank<r>_grad_squares`) on its gradients, into
+  /// rankBuffers().gradSquares.
+  void computeGradSquares(zbrt::EntryFn gradSquares) {
+    squaresEntry = gradSquares;
+  }
+
+  /// What a compiled update needs of the program: with `cuda` the device
+  /// buffers of the parameters and of the last step's gradients (allocated
+  /// on first use; the job aborts when the device has no room), and the
+  /// gradients' sums of squares.
+  const RankBuffers &rankBuffers();
 
   /// On world rank 0: per step run, every process's records.
   std::vector<std::vector<run::RankStep>> &measuredSteps() { return steps; }
@@ -86,6 +95,9 @@ private:
   /// `loss` and `grads` (when there are any) from the device.
   void runOnDevice(std::vector<zbrt::NpyArray *> &callArgs, size_t numData,
                    std::vector<zbrt::NpyArray> &grads);
+  /// Calls squaresEntry on the gradients at `grads` (with the parameters'
+  /// shapes), writing the sums at `sums`.
+  void callGradSquares(const std::vector<void *> &grads, double *sums);
 
   ModelData &data;
   std::vector<const ModelArg *> params;
@@ -93,10 +105,12 @@ private:
   zbrt::Comm &world;
   const zbrt::CUDARuntime *cuda;
   bool recordActions, gradsToHost;
-  /// Device buffers: parameters and gradients, then the step's data and
-  /// loss; whether the parameters have been uploaded.
-  DeviceParams device;
+  zbrt::EntryFn squaresEntry = nullptr;
+  /// Device buffers of the parameters and gradients (and the sums read
+  /// back); of the step's data; of the loss then the sums (one read-back).
+  RankBuffers buffers;
   std::vector<void *> deviceInputs;
+  void *deviceResults = nullptr;
   bool paramsUploaded = false;
   double firstOrigin = 0.0;
   bool started = false;

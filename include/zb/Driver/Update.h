@@ -8,10 +8,11 @@
 //
 // - on the host: zbrt::Optimizer on ModelData's arrays and the step's
 //   gradients as the program returned them;
-// - compiled: the rank's `@zb_rank<r>_grad_squares` and `@zb_rank<r>_update`
-//   (--zb-emit-optimizer) called on host memory, or on device memory, where
-//   the parameters, the gradients and the state then stay from step to step
-//   (the host copies are brought up to date for checkpoints and at the end).
+// - compiled: the rank's `@zb_rank<r>_update` (--zb-emit-optimizer) on host
+//   memory, or on device memory, where the parameters, the gradients and
+//   the state then stay from step to step (the host copies are brought up
+//   to date for checkpoints and at the end); the norm check adds the sums
+//   of squares the step program computed (`@zb_rank<r>_grad_squares`).
 //
 // Both take the same steps: on the CPU, the compiled update gives the host
 // optimizer's bits whenever the gradients are not clipped (the norm is
@@ -64,28 +65,27 @@ std::unique_ptr<ParamUpdate>
 makeHostUpdate(ModelData &data, llvm::ArrayRef<const ModelArg *> params,
                llvm::ArrayRef<bool> counted, zbrt::Optimizer &optimizer);
 
-/// Where a compiled update finds the parameters and the step's gradients
-/// on the device (the program's buffers, in the order of `params`).
-struct DeviceParams {
+/// What a rank's step program leaves for a compiled update after each
+/// step: where the parameters and the step's gradients are on the device
+/// (`cuda` null: they are the host arrays), and the gradients' sums of
+/// squares (`@zb_rank<r>_grad_squares`, run with the step and read back
+/// with its loss).
+struct RankBuffers {
   const zbrt::CUDARuntime *cuda = nullptr;
   std::vector<void *> params, grads;
+  std::vector<double> gradSquares;
 };
 
-/// A rank's compiled entry points (--zb-emit-optimizer).
-struct CompiledUpdateEntries {
-  zbrt::EntryFn update = nullptr;
-  zbrt::EntryFn gradSquares = nullptr;
-};
-
-/// The compiled update of `optimizer`'s kind and hyper-parameters on
-/// `params`, taking its state (and step count) from `optimizer` and
-/// handing it back on syncToHost(). With `device`, everything it touches is
-/// device memory. Null with `error` set when device memory runs out.
+/// The compiled update `update` (`@zb_rank<r>_update` for `optimizer`'s
+/// kind) on `params`, whose gradients' sums of squares `buffers` holds
+/// after each step, taking its state (and step count) from `optimizer` and
+/// handing it back on syncToHost(). With `buffers.cuda`, everything it
+/// touches is device memory. Null with `error` set when memory runs out.
 std::unique_ptr<ParamUpdate>
-makeCompiledUpdate(const CompiledUpdateEntries &entries, ModelData &data,
+makeCompiledUpdate(zbrt::EntryFn update, ModelData &data,
                    llvm::ArrayRef<const ModelArg *> params,
                    llvm::ArrayRef<bool> counted, zbrt::Optimizer &optimizer,
-                   const DeviceParams *device, std::string &error);
+                   const RankBuffers &buffers, std::string &error);
 
 } // namespace zb
 
