@@ -108,6 +108,7 @@ warm "$ROOT/examples/gpt.mlir"
 warm "$ROOT/examples/mlp.mlir" --microbatches 4 --backend nccl
 warm "$ROOT/examples/gpt.mlir" --microbatches 2 --backend nccl
 warm "$ROOT/examples/gpt.mlir" --microbatches 4 --backend nccl
+warm "$ROOT/examples/gpt.mlir" --microbatches 4 --backend nccl --optimizer adamw
 # The optimizer check's updates, compiled here for the same CPU.
 LD_LIBRARY_PATH="$B/deps" "$B/bin/zb-gpu-optimizer-check" \
   --compile-to "$B/optimizer-check"

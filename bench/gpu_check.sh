@@ -159,6 +159,9 @@ train() {
 
 train mlp mlp 4
 train gpt gpt "$MICROBATCHES"
+# AdamW with every step clipped: the device-resident update and its state,
+# the norm from the device's sums of squares, the redo with the clip.
+train gpt-adamw gpt "$MICROBATCHES" --optimizer adamw --clip-grad-norm 0.5
 
 GPUS=$(nvidia-smi -L | grep -c '^GPU' || true)
 if [[ "$GPUS" -ge 2 ]]; then
