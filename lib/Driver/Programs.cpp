@@ -100,10 +100,9 @@ double ModelProgram::meanLoss(int64_t step) {
 PipelineRankProgram::PipelineRankProgram(
     ModelData &data, llvm::ArrayRef<const ModelArg *> params,
     zbrt::EntryFn step, zbrt::Comm &world, const zbrt::CUDARuntime *cuda,
-    bool recordActions, bool gradsToHost)
+    bool recordActions)
     : data(data), params(params.begin(), params.end()), entry(step),
-      world(world), cuda(cuda), recordActions(recordActions),
-      gradsToHost(gradsToHost) {}
+      world(world), cuda(cuda), recordActions(recordActions) {}
 
 PipelineRankProgram::~PipelineRankProgram() {
   for (auto *pointers : {&buffers.params, &buffers.grads, &deviceInputs})
@@ -143,8 +142,7 @@ void PipelineRankProgram::callGradSquares(const std::vector<void *> &grads,
 }
 
 void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
-                                      size_t numData,
-                                      std::vector<zbrt::NpyArray> &grads) {
+                                      size_t numData) {
   std::string error;
   auto check = [&](bool ok) {
     if (!ok)
@@ -190,7 +188,7 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   if (squaresEntry)
     callGradSquares(buffers.grads, static_cast<double *>(deviceResults) + 1);
   // The step's one wait: its loss and sums (the gradients stay on the
-  // device unless asked for).
+  // device).
   std::vector<double> results(1 + numParams);
   check(cuda->copyToHost(results.data(), deviceResults,
                          squaresEntry ? resultBytes : sizeof(double), error));
@@ -198,9 +196,20 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   std::memcpy(loss->data.data(), results.data(), loss->data.size());
   if (squaresEntry)
     buffers.gradSquares.assign(results.begin() + 1, results.end());
-  for (size_t i = 0; i < grads.size(); ++i)
-    check(cuda->copyToHost(grads[i].data.data(), buffers.grads[i],
-                           grads[i].data.size(), error));
+}
+
+std::vector<zbrt::NpyArray> PipelineRankProgram::gradsFromDevice() {
+  std::vector<zbrt::NpyArray> grads;
+  std::string error;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const zbrt::NpyArray &param = data.values()[params[i]->position];
+    grads.push_back(zbrt::NpyArray{param.dtype, param.shape,
+                                   std::vector<char>(param.data.size())});
+    if (!cuda->copyToHost(grads.back().data.data(), buffers.grads[i],
+                          param.data.size(), error))
+      world.abort("--backend nccl: " + error);
+  }
+  return grads;
 }
 
 double PipelineRankProgram::run(int64_t step,
@@ -228,13 +237,13 @@ double PipelineRankProgram::run(int64_t step,
   zbrt::NpyArray loss{zbrt::DType::F32, {}, std::vector<char>(4)};
   callArgs.push_back(&loss);
   grads.clear();
-  if (!cuda || gradsToHost)
+  if (!cuda)
     for (const ModelArg *arg : params)
       grads.push_back(zbrt::NpyArray{
           data.values()[arg->position].dtype, arg->shape(),
           std::vector<char>(data.values()[arg->position].data.size())});
   if (cuda) {
-    runOnDevice(callArgs, stepData.size(), grads);
+    runOnDevice(callArgs, stepData.size());
   } else {
     std::vector<void *> host;
     for (zbrt::NpyArray &g : grads) {

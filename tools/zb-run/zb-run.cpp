@@ -650,8 +650,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   SmallVector<bool> counted(mine.countsInNorm.begin(), mine.countsInNorm.end());
   auto program = std::make_unique<zb::PipelineRankProgram>(
       data, params, *entry, *everyone, comms->cuda(),
-      /*recordActions=*/!opts.eval,
-      /*gradsToHost=*/!opts.dumpGradsPath.empty());
+      /*recordActions=*/!opts.eval);
   zb::TrainingContext run{*comm, *everyone, opts.replicas, comms->replica(),
                           data,  params,    counted,       optimizer};
   // The compiled update, on the device with --backend nccl.
@@ -677,6 +676,9 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   if (!zb::train(*program, run, trainingOptions(model, firstStep), result,
                  error))
     everyone->abortAll(error);
+  // On the GPU the gradients stayed on the device: the last step's.
+  if (comms->cuda() && !opts.dumpGradsPath.empty())
+    result.lastGrads = zb::namedArrays(params, program->gradsFromDevice());
 
   const zb::StageTable &stageTable = lowered->stageTable();
   zb::schedule::Problem layout = opts.scheduleLayout();

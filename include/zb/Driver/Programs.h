@@ -54,9 +54,10 @@ private:
 /// One rank's part of a pipelined step. With `cuda`, the step runs on the
 /// device: the parameters are uploaded before the first step and then stay
 /// there (a compiled update changes them in place, see rankBuffers()), the
-/// gradients stay there too unless `gradsToHost`, and each step uploads its
-/// data without waiting and reads back its loss (and the gradients' sums
-/// of squares, computeGradSquares()) in one wait. With `recordActions`,
+/// gradients stay there too (run() returns none; gradsFromDevice() reads
+/// the last step's), and each step uploads its data without waiting and
+/// reads back its loss (and the gradients' sums of squares,
+/// computeGradSquares()) in one wait. With `recordActions`,
 /// each step's action records are gathered on rank 0 of `world`
 /// (measuredSteps()).
 class PipelineRankProgram : public StepProgram {
@@ -64,7 +65,7 @@ public:
   PipelineRankProgram(ModelData &data, llvm::ArrayRef<const ModelArg *> params,
                       zbrt::EntryFn step, zbrt::Comm &world,
                       const zbrt::CUDARuntime *cuda = nullptr,
-                      bool recordActions = true, bool gradsToHost = true);
+                      bool recordActions = true);
   ~PipelineRankProgram() override;
 
   /// Runs the rank's step function: its share of the loss (0 unless the
@@ -72,6 +73,10 @@ public:
   /// order (none when they stay on the device). Aborts the job on a device
   /// error or malformed records from a rank.
   double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override;
+
+  /// With `cuda`: the last step's gradients, read from the device (in the
+  /// step function's parameter order).
+  std::vector<zbrt::NpyArray> gradsFromDevice();
 
   /// After each step, also run `gradSquares` (the rank's
   /// `@zb_rank<r>_grad_squares`) on its gradients, into
@@ -92,9 +97,8 @@ public:
 private:
   /// The step on the device: `callArgs` holds the parameters, `numData`
   /// step inputs and the loss (host arrays, given their shapes); fills
-  /// `loss` and `grads` (when there are any) from the device.
-  void runOnDevice(std::vector<zbrt::NpyArray *> &callArgs, size_t numData,
-                   std::vector<zbrt::NpyArray> &grads);
+  /// the loss from the device.
+  void runOnDevice(std::vector<zbrt::NpyArray *> &callArgs, size_t numData);
   /// Calls squaresEntry on the gradients at `grads` (with the parameters'
   /// shapes), writing the sums at `sums`.
   void callGradSquares(const std::vector<void *> &grads, double *sums);
@@ -104,7 +108,7 @@ private:
   zbrt::EntryFn entry;
   zbrt::Comm &world;
   const zbrt::CUDARuntime *cuda;
-  bool recordActions, gradsToHost;
+  bool recordActions;
   zbrt::EntryFn squaresEntry = nullptr;
   /// Device buffers of the parameters and gradients (and the sums read
   /// back); of the step's data; of the loss then the sums (one read-back).
