@@ -212,8 +212,9 @@ struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
   }
 
   /// `@zb_rank<r>_grad_squares(grads) -> sums`: per gradient, the sum of
-  /// its squares in f64 (non-finite exactly when an element is: the square
-  /// of a finite f32 cannot overflow an f64 sum). Two row reductions per
+  /// its squares in f64 (for f32 gradients non-finite exactly when an
+  /// element is: the square of a finite f32 cannot overflow an f64 sum; an
+  /// f64 gradient's also when it overflows). Two row reductions per
   /// gradient, so that each is a block reduction on the GPU and vector code
   /// on the CPU: along the innermost dimension, then over the other
   /// dimensions' partial sums, collapsed into one row.

@@ -152,7 +152,7 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   size_t numParams = params.size();
   // The loss, then (8 bytes on) one f64 sum of squares per gradient.
   size_t resultBytes = sizeof(double) * (1 + numParams);
-  if (deviceInputs.empty()) {
+  if (!deviceResults) {
     for (size_t i = 0; i < numData; ++i) {
       deviceInputs.push_back(
           cuda->alloc(callArgs[numParams + i]->data.size(), error));

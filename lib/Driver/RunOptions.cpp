@@ -85,10 +85,11 @@ std::string RunOptions::check() const {
                    "(one CPU process runs the unpartitioned model in f32)");
   if (gpu() && !training())
     return message("--backend nccl trains; --eval and --grads run on the CPU");
-  if (compiledUpdate && (!training() || !pipelined()))
+  if (compiledUpdate && (!training() || (!pipelined() && !gpu())))
     return message("--compiled-update compiles a pipelined training run's "
                    "optimizer step: it needs training with --np 2 or more "
-                   "(or --dp 2 or more)");
+                   "(or --dp 2 or more, or --backend nccl, which always "
+                   "uses it)");
   if (pipelined() && !zb::schedule::lookupSchedule(schedule))
     return message("unknown --schedule '" + schedule +
                    "'; known: " + zb::schedule::knownScheduleNames());

@@ -50,9 +50,11 @@ bool zb::checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
     squares += all[2 * r];
     nonFinite += all[2 * r + 1];
   }
-  check.norm = nonFinite > 0 ? std::numeric_limits<double>::quiet_NaN()
+  // A sum of squares that overflows (f64 gradients beyond ~1e154) is no
+  // more usable than a non-finite gradient.
+  check.skipped = nonFinite > 0 || !std::isfinite(squares);
+  check.norm = check.skipped ? std::numeric_limits<double>::quiet_NaN()
                              : std::sqrt(squares);
-  check.skipped = nonFinite > 0;
   double coef = options.clipGradNorm > 0 && !check.skipped
                     ? options.clipGradNorm / (check.norm + 1e-6)
                     : 1.0;

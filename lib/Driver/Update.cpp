@@ -8,6 +8,7 @@
 
 #include "zb/Driver/CompiledOptimizer.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -173,15 +174,16 @@ public:
     void *p = nullptr;
     if (cuda) {
       p = cuda->alloc(bytes, error);
-      if (p && !cuda->zero(p, bytes, error))
-        return nullptr;
     } else {
       p = std::calloc(bytes ? bytes : 1, 1);
       if (!p)
         error = "cannot allocate " + std::to_string(bytes) + " bytes";
     }
-    if (p)
-      owned.push_back(p);
+    if (!p)
+      return nullptr;
+    owned.push_back(p);
+    if (cuda && !cuda->zero(p, bytes, error))
+      return nullptr;
     return p;
   }
   bool copy(void *dst, const void *src, size_t bytes, std::string &error) {
@@ -255,6 +257,7 @@ public:
       error = "the step computed no sums of squares of its gradients";
       return false;
     }
+    uploads = 0;
     for (size_t i = 0; i < params.size(); ++i) {
       if (!counted[i])
         continue;
@@ -284,8 +287,15 @@ public:
 
   bool update(const zbrt::NpzArchive &grads, double clipScale,
               std::string &error) override {
-    std::array<double, optimizer::kNumHyper> values =
-        compiledOptimizerHyper(optimizer.getConfig(), step + 1, clipScale);
+    // The source of an upload must outlive it: a step updates at most
+    // twice (optimistically, then redone) between two waits (the step's
+    // read-back, after which addSquares() starts the count again).
+    if (uploads == 2) {
+      error = "more than two compiled updates in one step";
+      return false;
+    }
+    std::array<double, optimizer::kNumHyper> &values = hyperValues[uploads++];
+    values = compiledOptimizerHyper(optimizer.getConfig(), step + 1, clipScale);
     if (!memory.upload(hyper, values.data(), sizeof(values), error))
       return false;
     size_t n = params.size();
@@ -382,6 +392,10 @@ private:
   int64_t step, savedStep = 0;
   std::vector<void *> state[2];
   void *hyper = nullptr;
+  /// The host copies of the hyper-parameters uploaded since the step's
+  /// read-back.
+  std::array<double, optimizer::kNumHyper> hyperValues[2];
+  int uploads = 0;
   std::vector<void *> saved;
 };
 

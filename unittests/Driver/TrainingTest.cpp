@@ -279,6 +279,53 @@ TEST(Training, SkipsANonFiniteStepWithItsOptimizerState) {
   EXPECT_EQ(skipping.w(), reference.w());
 }
 
+/// An update whose gradients' squares are given, recording what the check
+/// asks of it.
+class ScriptedUpdate : public ParamUpdate {
+public:
+  explicit ScriptedUpdate(double squares) : squares(squares) {}
+  bool addSquares(const zbrt::NpzArchive &, double &total, double &,
+                  std::string &) override {
+    total += squares;
+    return true;
+  }
+  bool save(std::string &) override { return true; }
+  bool update(const zbrt::NpzArchive &, double clipScale,
+              std::string &) override {
+    scales.push_back(clipScale);
+    return true;
+  }
+  bool restore(std::string &) override { return true; }
+  bool syncToHost(std::string &) override { return true; }
+
+  double squares;
+  std::vector<double> scales;
+};
+
+// Finite gradients whose sum of squares overflows (f64 gradients beyond
+// ~1e154) skip the step like a non-finite one, instead of an infinite
+// norm clipping every gradient to 0; a finite sum updates once, clipped.
+TEST(Training, SkipsAStepWhoseSquaresOverflow) {
+  std::unique_ptr<zbrt::Comm> comm = zbrt::createLocalComm();
+  UpdateOptions options;
+  options.clipGradNorm = 1.0;
+  std::string error;
+  ScriptedUpdate overflowing(INFINITY);
+  StepCheck check;
+  ASSERT_TRUE(checkedUpdate(*comm, overflowing, {}, options, check, error));
+  EXPECT_TRUE(check.skipped);
+  EXPECT_TRUE(std::isnan(check.norm));
+  EXPECT_TRUE(overflowing.scales.empty());
+
+  ScriptedUpdate large(16.0);
+  ASSERT_TRUE(checkedUpdate(*comm, large, {}, options, check, error));
+  EXPECT_FALSE(check.skipped);
+  EXPECT_TRUE(check.clipped);
+  EXPECT_EQ(check.norm, 4.0);
+  ASSERT_EQ(large.scales.size(), 1u);
+  EXPECT_DOUBLE_EQ(large.scales[0], 1.0 / (4.0 + 1e-6));
+}
+
 // A run resumed from its step-2 checkpoint ends bitwise where the
 // uninterrupted run ends.
 TEST_F(ModelDataFiles, ResumingContinuesTheRun) {

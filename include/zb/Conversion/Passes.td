@@ -297,8 +297,8 @@ def ZBEmitOptimizer : Pass<"zb-emit-optimizer", "mlir::ModuleOp"> {
     give the same bits. Parameters must be f32 or f64 tensors.
 
     Next to it, `@zb_rank<r>_grad_squares(grads) -> (tensor<f64>, ...)`:
-    per gradient the sum of its squares in f64, non-finite exactly when an
-    element is, which the caller adds over the gradients that count in the
+    per gradient the sum of its squares in f64 (for an f32 gradient
+    non-finite exactly when an element is), which the caller adds over the gradients that count in the
     global norm (the clipping and skipping check) without reading the
     gradients back from the device. Each sum is two row reductions (along
     the innermost dimension, then over the partial sums), so that the GPU

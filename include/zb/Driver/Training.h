@@ -65,7 +65,8 @@ struct UpdateOptions {
 /// norm and count of non-finite values gather over `comm` while the rank
 /// updates optimistically (`update` saving what it changes). When the
 /// gathered sums (added in rank order: the same bits everywhere) say a
-/// gradient somewhere is not finite, the update is restored and the step
+/// gradient somewhere is not finite (or the squares overflow), the update
+/// is restored and the step
 /// skipped; when the norm exceeds the clip, it is restored and redone with
 /// the gradients scaled by clip / (norm + 1e-6). Returns false with
 /// `error` set when the update fails.
