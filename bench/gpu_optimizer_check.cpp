@@ -112,13 +112,12 @@ void compileTo(optimizer::Kind kind, const std::string &dir) {
 /// it open).
 zbrt::EntryFn load(optimizer::Kind kind, const std::string &dir,
                    std::unique_ptr<zbrt::SharedObject> &object,
-                   const char *function = "zb_rank0_update") {
+                   const std::string &function = optimizer::updateFunction(0)) {
   std::string error;
   object = zbrt::SharedObject::open(objectPath(kind, dir), error);
   if (!object)
     die(error);
-  zbrt::EntryFn entry =
-      object->lookup(std::string(kEntryPrefix) + function, error);
+  zbrt::EntryFn entry = object->lookup(kEntryPrefix.str() + function, error);
   if (!entry)
     die(error);
   return entry;
@@ -226,8 +225,8 @@ double check(const zbrt::CUDARuntime &rt, const zbrt::OptimizerConfig &config,
 /// non-finite sum.
 double checkSquares(const zbrt::CUDARuntime &rt, const std::string &dir) {
   std::unique_ptr<zbrt::SharedObject> object;
-  zbrt::EntryFn squares =
-      load(optimizer::Kind::SGD, dir, object, "zb_rank0_grad_squares");
+  zbrt::EntryFn squares = load(optimizer::Kind::SGD, dir, object,
+                               optimizer::gradSquaresFunction(0));
   std::vector<std::pair<zbrt::DType, std::vector<int64_t>>> shapes = {
       {zbrt::DType::F32, {64, 300}},
       {zbrt::DType::F32, {300}},

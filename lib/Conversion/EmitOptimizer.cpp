@@ -61,6 +61,14 @@ int64_t zb::optimizer::numStates(Kind kind) {
   llvm_unreachable("unknown optimizer kind");
 }
 
+std::string zb::optimizer::updateFunction(int64_t rank) {
+  return "zb_rank" + std::to_string(rank) + "_update";
+}
+
+std::string zb::optimizer::gradSquaresFunction(int64_t rank) {
+  return "zb_rank" + std::to_string(rank) + "_grad_squares";
+}
+
 namespace {
 
 /// The hyper-parameters an update of `kind` reads, in the order of the
@@ -170,12 +178,12 @@ private:
   ValueRange args;
 };
 
-/// "zb_rank<r><suffix>" for the rank of `step`; an error on `step` when
-/// the module already has it.
+/// `nameOf` the rank of `step` (updateFunction, gradSquaresFunction); an
+/// error on `step` when the module already has it.
 FailureOr<std::string> freshRankFunction(ModuleOp module, func::FuncOp step,
-                                         StringRef suffix) {
+                                         std::string (*nameOf)(int64_t rank)) {
   auto rank = step->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName);
-  std::string name = ("zb_rank" + Twine(rank.getInt()) + suffix).str();
+  std::string name = nameOf(rank.getInt());
   if (SymbolTable::lookupSymbolIn(module, name))
     return step.emitError("--zb-emit-optimizer: '")
            << name << "' already exists";
@@ -223,7 +231,7 @@ struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
     auto rank = step->getAttrOfType<IntegerAttr>(zb::ZBDialect::kRankAttrName);
     int64_t n = names.size();
     FailureOr<std::string> name =
-        freshRankFunction(module, step, "_grad_squares");
+        freshRankFunction(module, step, gradSquaresFunction);
     if (failed(name))
       return failure();
     OpBuilder b(module.getContext());
@@ -317,7 +325,8 @@ struct EmitOptimizerPass : zb::impl::ZBEmitOptimizerBase<EmitOptimizerPass> {
                   "tensors";
       params.push_back(type);
     }
-    FailureOr<std::string> name = freshRankFunction(module, step, "_update");
+    FailureOr<std::string> name =
+        freshRankFunction(module, step, updateFunction);
     if (failed(name))
       return failure();
 

@@ -152,6 +152,8 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   size_t numParams = params.size();
   // The loss, then (8 bytes on) one f64 sum of squares per gradient.
   size_t resultBytes = sizeof(double) * (1 + numParams);
+  // The first step: the buffers, and the parameters (then only the
+  // compiled update changes them).
   if (!deviceResults) {
     for (size_t i = 0; i < numData; ++i) {
       deviceInputs.push_back(
@@ -160,15 +162,12 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
     }
     deviceResults = cuda->alloc(resultBytes, error);
     check(deviceResults);
-  }
-  // The parameters once (then only the compiled update changes them), the
-  // step's data without waiting, the loss and gradients zeroed (as the
-  // host's arrays are).
-  if (!paramsUploaded)
     for (size_t i = 0; i < numParams; ++i)
       check(cuda->copyToDeviceAsync(buffers.params[i], callArgs[i]->data.data(),
                                     callArgs[i]->data.size(), error));
-  paramsUploaded = true;
+  }
+  // The step's data without waiting, the loss and gradients zeroed (as the
+  // host's arrays are).
   for (size_t i = 0; i < numData; ++i)
     check(cuda->copyToDeviceAsync(deviceInputs[i],
                                   callArgs[numParams + i]->data.data(),

@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Conversion/CompiledOptimizer.h"
 #include "zb/Dialect/Sched/Profile.h"
 #include "zb/Driver/Balance.h"
 #include "zb/Driver/Compile.h"
@@ -656,13 +657,12 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   // The compiled update, on the device with --backend nccl.
   std::unique_ptr<zb::ParamUpdate> update;
   if (opts.usesCompiledUpdate()) {
-    std::string prefix = "zb_rank" + std::to_string(rank);
     llvm::Expected<zbrt::EntryFn> squares =
-        object->entryPoint(prefix + "_grad_squares");
+        object->entryPoint(zb::optimizer::gradSquaresFunction(rank));
     if (!squares)
       comm->abort(llvm::toString(squares.takeError()));
     llvm::Expected<zbrt::EntryFn> updateEntry =
-        object->entryPoint(prefix + "_update");
+        object->entryPoint(zb::optimizer::updateFunction(rank));
     if (!updateEntry)
       comm->abort(llvm::toString(updateEntry.takeError()));
     program->computeGradSquares(*squares);

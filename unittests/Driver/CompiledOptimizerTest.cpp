@@ -92,7 +92,7 @@ zbrt::EntryFn compileUpdate(optimizer::Kind kind, const std::string &dir,
   if (!object)
     return nullptr;
   zbrt::EntryFn entry =
-      object->lookup(std::string(kEntryPrefix) + "zb_rank0_update", error);
+      object->lookup(kEntryPrefix.str() + optimizer::updateFunction(0), error);
   EXPECT_TRUE(entry) << error;
   return entry;
 }

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace zb::optimizer {
 
@@ -36,6 +37,11 @@ std::optional<Kind> parseKind(llvm::StringRef name);
 llvm::StringRef kindName(Kind kind);
 /// The state arrays per parameter (0, 1 or 2).
 int64_t numStates(Kind kind);
+
+/// The functions --zb-emit-optimizer adds for rank `rank`:
+/// "zb_rank<r>_update" and "zb_rank<r>_grad_squares".
+std::string updateFunction(int64_t rank);
+std::string gradSquaresFunction(int64_t rank);
 
 /// The entries of the `hyper` argument. Values the runtime's loop computes
 /// once per step (1 - beta1, 1 - lr * weight decay, the bias corrections)

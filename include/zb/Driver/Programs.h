@@ -111,11 +111,11 @@ private:
   bool recordActions;
   zbrt::EntryFn squaresEntry = nullptr;
   /// Device buffers of the parameters and gradients (and the sums read
-  /// back); of the step's data; of the loss then the sums (one read-back).
+  /// back); of the step's data; of the loss then the sums (one read-back),
+  /// allocated by the first step, which also uploads the parameters.
   RankBuffers buffers;
   std::vector<void *> deviceInputs;
   void *deviceResults = nullptr;
-  bool paramsUploaded = false;
   double firstOrigin = 0.0;
   bool started = false;
   std::vector<std::vector<run::RankStep>> steps;
