@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 
 from test_forward import describe
-
-MICROBATCHES = 4
+from test_grad_clip import MICROBATCHES, write_skip_inputs
 
 
 def run(zb_run, tmp_path, tag, model, *flags):
@@ -85,12 +84,7 @@ def test_clipping_rolls_back_and_redoes(zb_run, examples_dir, tmp_path):
 
 
 def test_non_finite_step_is_skipped(zb_run, examples_dir, tmp_path):
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((3, MICROBATCHES, 8, 16)).astype(np.float32)
-    labels = rng.integers(0, 10, (3, MICROBATCHES, 8)).astype(np.int64)
-    x[1, 2, 3, 4] = np.inf
-    np.savez(tmp_path / "three.npz", arg0=x, arg1=labels)
-    np.savez(tmp_path / "two.npz", arg0=x[[0, 2]], arg1=labels[[0, 2]])
+    write_skip_inputs(tmp_path, np.inf)
     model = examples_dir / "mlp.mlir"
     common = ("--np", 2, "--optimizer", "adamw", "--lr", 0.01,
               "--compiled-update")

@@ -99,17 +99,23 @@ def test_shared_parameter_counts_once(zb_run, repo_root, tmp_path):
                                    atol=1e-7, err_msg=name)
 
 
+def write_skip_inputs(tmp_path, bad):
+    """The MLP example's data for three steps with `bad` in step 2's
+    input (three.npz), and for steps 1 and 3 alone (two.npz)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, MICROBATCHES, 8, 16)).astype(np.float32)
+    labels = rng.integers(0, 10, (3, MICROBATCHES, 8)).astype(np.int64)
+    x[1, 2, 3, 4] = bad
+    np.savez(tmp_path / "three.npz", arg0=x, arg1=labels)
+    np.savez(tmp_path / "two.npz", arg0=x[[0, 2]], arg1=labels[[0, 2]])
+
+
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_non_finite_step_is_skipped(zb_run, examples_dir, tmp_path, ranks):
     """Step 2 of 3 sees a NaN input: skipped everywhere, reported, and the
     run equals the two-step run on steps 1 and 3's data (AdamW's step count
     and moments rolled back)."""
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((3, MICROBATCHES, 8, 16)).astype(np.float32)
-    labels = rng.integers(0, 10, (3, MICROBATCHES, 8)).astype(np.int64)
-    x[1, 2, 3, 4] = np.nan
-    np.savez(tmp_path / "three.npz", arg0=x, arg1=labels)
-    np.savez(tmp_path / "two.npz", arg0=x[[0, 2]], arg1=labels[[0, 2]])
+    write_skip_inputs(tmp_path, np.nan)
     model = examples_dir / "mlp.mlir"
     pipelined = ("--np", ranks, "--schedule", "zb-h1") if ranks > 1 else ()
     common = ("--optimizer", "adamw", "--lr", 0.01, *pipelined)
