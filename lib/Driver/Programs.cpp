@@ -105,7 +105,12 @@ PipelineRankProgram::PipelineRankProgram(
       world(world), cuda(cuda), recordActions(recordActions) {}
 
 PipelineRankProgram::~PipelineRankProgram() {
-  for (auto *pointers : {&buffers.params, &buffers.grads, &deviceInputs})
+  // The last step's prefetch may still be writing its set.
+  std::string error;
+  if (prefetchedStep >= 0)
+    cuda->awaitPrefetches(error);
+  for (auto *pointers :
+       {&buffers.params, &buffers.grads, &deviceInputs[0], &deviceInputs[1]})
     for (void *pointer : *pointers)
       cuda->free(pointer);
   if (deviceResults)
@@ -141,7 +146,17 @@ void PipelineRankProgram::callGradSquares(const std::vector<void *> &grads,
   zbrt::callEntry(squaresEntry, arrays, &pointers);
 }
 
-void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
+std::vector<zbrt::NpyArray>
+PipelineRankProgram::stepInputs(int64_t step) const {
+  std::vector<zbrt::NpyArray> inputs;
+  for (const ModelArg &arg : data.signature().args)
+    if (!arg.isParam())
+      inputs.push_back(data.stepData(arg, step));
+  return inputs;
+}
+
+void PipelineRankProgram::runOnDevice(int64_t step,
+                                      std::vector<zbrt::NpyArray *> &callArgs,
                                       size_t numData) {
   std::string error;
   auto check = [&](bool ok) {
@@ -155,26 +170,35 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   // The first step: the buffers, and the parameters (then only the
   // compiled update changes them).
   if (!deviceResults) {
-    for (size_t i = 0; i < numData; ++i) {
-      deviceInputs.push_back(
-          cuda->alloc(callArgs[numParams + i]->data.size(), error));
-      check(deviceInputs.back());
-    }
+    for (std::vector<void *> &set : deviceInputs)
+      for (size_t i = 0; i < numData; ++i) {
+        set.push_back(cuda->alloc(callArgs[numParams + i]->data.size(), error));
+        check(set.back());
+      }
     deviceResults = cuda->alloc(resultBytes, error);
     check(deviceResults);
     for (size_t i = 0; i < numParams; ++i)
       check(cuda->copyToDeviceAsync(buffers.params[i], callArgs[i]->data.data(),
                                     callArgs[i]->data.size(), error));
+    // The allocations are ordered on the compute stream; the copy stream
+    // may use them once they are done.
+    check(cuda->synchronize(error));
   }
-  // The step's data without waiting, the loss and gradients zeroed (as the
-  // host's arrays are).
-  for (size_t i = 0; i < numData; ++i)
-    check(cuda->copyToDeviceAsync(deviceInputs[i],
-                                  callArgs[numParams + i]->data.data(),
-                                  callArgs[numParams + i]->data.size(), error));
+  // The step's data: prefetched during the last step, or uploaded now
+  // without waiting; then the loss and gradients zeroed (as the host's
+  // arrays are).
+  const std::vector<void *> &inputs = deviceInputs[step % 2];
+  if (prefetchedStep >= 0)
+    check(cuda->awaitPrefetches(error));
+  if (prefetchedStep != step)
+    for (size_t i = 0; i < numData; ++i)
+      check(cuda->copyToDeviceAsync(
+          inputs[i], callArgs[numParams + i]->data.data(),
+          callArgs[numParams + i]->data.size(), error));
+  prefetchedStep = -1;
   check(cuda->zero(deviceResults, resultBytes, error));
   std::vector<void *> pointers(buffers.params);
-  pointers.insert(pointers.end(), deviceInputs.begin(), deviceInputs.end());
+  pointers.insert(pointers.end(), inputs.begin(), inputs.end());
   pointers.push_back(deviceResults);
   for (size_t i = 0; i < numParams; ++i) {
     check(cuda->zero(buffers.grads[i], callArgs[i]->data.size(), error));
@@ -186,6 +210,16 @@ void PipelineRankProgram::runOnDevice(std::vector<zbrt::NpyArray *> &callArgs,
   zbrt_step_end();
   if (squaresEntry)
     callGradSquares(buffers.grads, static_cast<double *>(deviceResults) + 1);
+  // The next step's data into the other set (the previous step's, done),
+  // while this one computes.
+  if (step + 1 < data.options().steps) {
+    const std::vector<void *> &next = deviceInputs[(step + 1) % 2];
+    std::vector<zbrt::NpyArray> nextInputs = stepInputs(step + 1);
+    for (size_t i = 0; i < numData; ++i)
+      check(cuda->prefetchToDevice(next[i], nextInputs[i].data.data(),
+                                   nextInputs[i].data.size(), error));
+    prefetchedStep = step + 1;
+  }
   // The step's one wait: its loss and sums (the gradients stay on the
   // device).
   std::vector<double> results(1 + numParams);
@@ -224,10 +258,7 @@ double PipelineRankProgram::run(int64_t step,
   run::RankStep mine;
   mine.baseBytes = zbrt::liveBytes();
   zbrt::resetPeakLiveBytes();
-  std::vector<zbrt::NpyArray> stepData;
-  for (const ModelArg &arg : data.signature().args)
-    if (!arg.isParam())
-      stepData.push_back(data.stepData(arg, step));
+  std::vector<zbrt::NpyArray> stepData = stepInputs(step);
   std::vector<zbrt::NpyArray *> callArgs;
   for (const ModelArg *arg : params)
     callArgs.push_back(&data.values()[arg->position]);
@@ -242,7 +273,7 @@ double PipelineRankProgram::run(int64_t step,
           data.values()[arg->position].dtype, arg->shape(),
           std::vector<char>(data.values()[arg->position].data.size())});
   if (cuda) {
-    runOnDevice(callArgs, stepData.size());
+    runOnDevice(step, callArgs, stepData.size());
   } else {
     std::vector<void *> host;
     for (zbrt::NpyArray &g : grads) {

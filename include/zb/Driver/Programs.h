@@ -95,10 +95,14 @@ public:
   std::vector<std::vector<run::RankStep>> &measuredSteps() { return steps; }
 
 private:
-  /// The step on the device: `callArgs` holds the parameters, `numData`
+  /// The step inputs of step `step`, in the signature's order.
+  std::vector<zbrt::NpyArray> stepInputs(int64_t step) const;
+  /// Step `step` on the device: `callArgs` holds the parameters, `numData`
   /// step inputs and the loss (host arrays, given their shapes); fills
-  /// the loss from the device.
-  void runOnDevice(std::vector<zbrt::NpyArray *> &callArgs, size_t numData);
+  /// the loss from the device. While the step runs, the next step's inputs
+  /// are uploaded on the copy stream.
+  void runOnDevice(int64_t step, std::vector<zbrt::NpyArray *> &callArgs,
+                   size_t numData);
   /// Calls squaresEntry on the gradients at `grads` (with the parameters'
   /// shapes), writing the sums at `sums`.
   void callGradSquares(const std::vector<void *> &grads, double *sums);
@@ -111,11 +115,15 @@ private:
   bool recordActions;
   zbrt::EntryFn squaresEntry = nullptr;
   /// Device buffers of the parameters and gradients (and the sums read
-  /// back); of the step's data; of the loss then the sums (one read-back),
-  /// allocated by the first step, which also uploads the parameters.
+  /// back); of the steps' data, two sets (step s uses set s % 2, so that
+  /// step s + 1's upload overlaps step s); of the loss then the sums (one
+  /// read-back), allocated by the first step, which also uploads the
+  /// parameters.
   RankBuffers buffers;
-  std::vector<void *> deviceInputs;
+  std::vector<void *> deviceInputs[2];
   void *deviceResults = nullptr;
+  /// The step whose inputs were prefetched into their set; -1 for none.
+  int64_t prefetchedStep = -1;
   double firstOrigin = 0.0;
   bool started = false;
   std::vector<std::vector<run::RankStep>> steps;

@@ -11,9 +11,10 @@
 //
 // Device state: one CUDA device per process (the primary context), one
 // compute stream on which every kernel, cuBLAS call, allocation and copy
-// of compiled code runs, a cuBLAS handle bound to it, and device memory
-// from cuMemAllocAsync on that stream (plain device memory from the
-// device's default pool, never managed memory).
+// of compiled code runs (and a copy stream for the host's prefetches), a
+// cuBLAS handle bound to it, and device memory from cuMemAllocAsync on that
+// stream (plain device memory from the device's default pool, never managed
+// memory).
 //
 // Communication: createNCCLComm() wraps a host communicator (MPI, or the
 // local one for P = 1). Point-to-point transfers go through NCCL, with one
@@ -76,6 +77,16 @@ struct CUDARuntime {
   bool (*copyOnDevice)(void *dst, const void *src, size_t bytes,
                        std::string &error);
   bool (*zero)(void *device, size_t bytes, std::string &error);
+  /// A copy of host memory to the device on the runtime's copy stream,
+  /// without waiting, overlapping the compute stream's work: the bytes are
+  /// staged in pinned host memory first, so the caller may reuse `host` at
+  /// once. The destination must not be in use by queued compute work.
+  /// awaitPrefetches() orders the compute stream after every prefetch
+  /// issued so far, without a host wait; call it before compute work reads
+  /// (or frees) what a prefetch writes.
+  bool (*prefetchToDevice)(void *device, const void *host, size_t bytes,
+                           std::string &error);
+  bool (*awaitPrefetches)(std::string &error);
 };
 
 /// Opens libzbrt_cuda.so (next to libzbrt.so) once and returns its entry

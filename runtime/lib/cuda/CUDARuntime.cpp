@@ -14,6 +14,7 @@
 #include "zbrt/CUDA.h"
 #include "zbrt/zbrt.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -125,6 +126,12 @@ bool cuda::init(int ordinal, std::string &error) {
   if (CUresult r = cuStreamCreate(&state.compute, CU_STREAM_NON_BLOCKING);
       r != CUDA_SUCCESS)
     return fail("cuStreamCreate", r);
+  if (CUresult r = cuStreamCreate(&state.copy, CU_STREAM_NON_BLOCKING);
+      r != CUDA_SUCCESS)
+    return fail("cuStreamCreate", r);
+  if (CUresult r = cuEventCreate(&state.prefetched, CU_EVENT_DISABLE_TIMING);
+      r != CUDA_SUCCESS)
+    return fail("cuEventCreate", r);
   // Keep freed memory in the pool instead of returning it at each sync.
   CUmemoryPool pool;
   if (CUresult r = cuDeviceGetDefaultMemPool(&pool, state.device);
@@ -529,6 +536,55 @@ static bool copyToHost(void *dst, const void *src, size_t bytes,
   return true;
 }
 
+static bool prefetchToDevice(void *dst, const void *src, size_t bytes,
+                             std::string &error) {
+  if (!requireInit(error))
+    return false;
+  Device &state = device();
+  // The first prefetch since the last await reuses the staging memory:
+  // the copies that read it before must be done (in practice long since).
+  if (!state.prefetchPending) {
+    if (CUresult r = cuEventSynchronize(state.prefetched); r != CUDA_SUCCESS)
+      return checkAsync(r, "prefetching", bytes, error);
+    state.stagingUsed = 0;
+  }
+  constexpr size_t kAlign = 256;
+  size_t offset = (state.stagingUsed + kAlign - 1) / kAlign * kAlign;
+  if (offset + bytes > state.stagingBytes) {
+    // Grow it: wait for the copies still reading the old one.
+    if (CUresult r = cuStreamSynchronize(state.copy); r != CUDA_SUCCESS)
+      return checkAsync(r, "prefetching", bytes, error);
+    size_t grown = std::max(2 * state.stagingBytes, offset + bytes);
+    void *pinned = nullptr;
+    if (CUresult r = cuMemHostAlloc(&pinned, grown, 0); r != CUDA_SUCCESS)
+      return checkAsync(r, "pinning host memory for prefetching", bytes, error);
+    if (state.staging)
+      cuMemFreeHost(state.staging);
+    state.staging = static_cast<char *>(pinned);
+    state.stagingBytes = grown;
+  }
+  char *staged = state.staging + offset;
+  std::memcpy(staged, src, bytes);
+  state.stagingUsed = offset + bytes;
+  state.prefetchPending = true;
+  CUresult result = cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dst),
+                                      staged, bytes, state.copy);
+  if (result == CUDA_SUCCESS)
+    result = cuEventRecord(state.prefetched, state.copy);
+  return checkAsync(result, "prefetching", bytes, error);
+}
+
+static bool awaitPrefetches(std::string &error) {
+  if (!requireInit(error))
+    return false;
+  Device &state = device();
+  if (!state.prefetchPending)
+    return true;
+  state.prefetchPending = false;
+  return checkAsync(cuStreamWaitEvent(state.compute, state.prefetched, 0),
+                    "waiting for prefetches of", state.stagingUsed, error);
+}
+
 static bool synchronize(std::string &error) {
   if (!requireInit(error))
     return false;
@@ -554,6 +610,8 @@ const CUDARuntime *zbrt_cuda_runtime(void) {
       /*copyToDeviceAsync=*/copyToDeviceAsync,
       /*copyOnDevice=*/copyOnDevice,
       /*zero=*/zeroDevice,
+      /*prefetchToDevice=*/prefetchToDevice,
+      /*awaitPrefetches=*/awaitPrefetches,
   };
   return &runtime;
 }

@@ -25,6 +25,16 @@ struct Device {
   /// Every kernel, gemm, allocation and copy of compiled code runs here.
   CUstream compute = nullptr;
   cublasHandle_t cublas = nullptr;
+  /// Host-to-device prefetches (CUDARuntime::prefetchToDevice) run here,
+  /// from `staging` (pinned host memory, `stagingBytes` of it, `stagingUsed`
+  /// by the prefetches since the last await); `prefetched` marks the last.
+  CUstream copy = nullptr;
+  CUevent prefetched = nullptr;
+  char *staging = nullptr;
+  size_t stagingBytes = 0;
+  size_t stagingUsed = 0;
+  /// Whether a prefetch was issued since the last awaitPrefetches().
+  bool prefetchPending = false;
 };
 
 /// The process's device (uninitialised until init()).

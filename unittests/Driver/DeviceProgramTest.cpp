@@ -1,0 +1,229 @@
+//===- DeviceProgramTest.cpp - The device path of a rank program ----------===//
+//
+// Part of ZeroBubble MLIR.
+//
+// PipelineRankProgram's device path (`--backend nccl`: parameters,
+// gradients, optimizer state and the steps' inputs in device buffers, the
+// next step's inputs prefetched while a step runs, one read-back per step)
+// run against a CUDARuntime whose "device memory" is host memory, with
+// the rank program compiled for the CPU. Its training must equal the host
+// path's (host arrays, zbrt::Optimizer) bit for bit, and it must have used
+// the prefetches: inputs read from the wrong set or a stale step would
+// change the losses. Stream ordering itself needs a GPU (bench/gpu_check.sh).
+//
+//===----------------------------------------------------------------------===//
+
+#include "zb/Driver/Compile.h"
+#include "zb/Driver/CompiledOptimizer.h"
+#include "zb/Driver/ModelFile.h"
+#include "zb/Driver/Pipeline.h"
+#include "zb/Driver/Programs.h"
+#include "zb/Driver/Update.h"
+
+#include "zbrt/Comm.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <gtest/gtest.h>
+
+using namespace zb;
+
+namespace {
+
+/// What the host-memory device was asked to do.
+struct Calls {
+  int prefetches = 0;
+  int awaits = 0;
+  int uploads = 0;
+  int live = 0;
+};
+Calls calls;
+
+bool fakeInit(int, std::string &) { return true; }
+int fakeCount() { return 1; }
+std::string fakeName() { return "host memory"; }
+std::unique_ptr<zbrt::Comm> fakeNCCL(std::unique_ptr<zbrt::Comm> host,
+                                     std::string &) {
+  return host;
+}
+void *fakeAlloc(size_t bytes, std::string &) {
+  ++calls.live;
+  // Garbage, as device memory would hold: nothing may rely on zeros.
+  void *p = std::malloc(bytes ? bytes : 1);
+  std::memset(p, 0x7f, bytes);
+  return p;
+}
+void fakeFree(void *p) {
+  if (p)
+    --calls.live;
+  std::free(p);
+}
+bool fakeCopy(void *dst, const void *src, size_t bytes, std::string &) {
+  std::memcpy(dst, src, bytes);
+  return true;
+}
+bool fakeUpload(void *dst, const void *src, size_t bytes, std::string &) {
+  ++calls.uploads;
+  std::memcpy(dst, src, bytes);
+  return true;
+}
+bool fakeSync(std::string &) { return true; }
+bool fakeZero(void *dst, size_t bytes, std::string &) {
+  std::memset(dst, 0, bytes);
+  return true;
+}
+bool fakePrefetch(void *dst, const void *src, size_t bytes, std::string &) {
+  ++calls.prefetches;
+  std::memcpy(dst, src, bytes);
+  return true;
+}
+bool fakeAwait(std::string &) {
+  ++calls.awaits;
+  return true;
+}
+
+const zbrt::CUDARuntime kHostDevice = {
+    fakeInit, fakeCount, fakeName,     fakeNCCL, fakeAlloc,
+    fakeFree, fakeCopy,  fakeCopy,     fakeSync, fakeUpload,
+    fakeCopy, fakeZero,  fakePrefetch, fakeAwait};
+
+struct Trained {
+  std::vector<double> losses;
+  int clipped = 0;
+  zbrt::NpzArchive params;
+};
+
+class DeviceProgram : public ::testing::Test {
+protected:
+  void SetUp() override {
+    mlir::DialectRegistry registry;
+    ModelFile::registerDialects(registry);
+    context = std::make_unique<mlir::MLIRContext>(registry);
+    std::string error;
+    model = ModelFile::open(ZB_EXAMPLES_DIR "/mlp.mlir", *context, error);
+    ASSERT_TRUE(model) << error;
+    llvm::SmallString<128> dir;
+    ASSERT_FALSE(
+        llvm::sys::fs::createUniqueDirectory("zb-device-program", dir));
+    cacheDir = dir.str().str();
+
+    ZBPipelineOptions pipeline;
+    pipeline.stages = 1;
+    pipeline.microbatches = kMicrobatches;
+    pipeline.schedule = "1f1b";
+    pipeline.lowerToCPU = false;
+    pipeline.optimizer = "adamw";
+    lowered = LoweredPipeline::lower(model->module(), pipeline, error);
+    ASSERT_TRUE(lowered) << error;
+    ASSERT_TRUE(lowered->rankProgram(0, info, error)) << error;
+    mlir::OwningOpRef<mlir::ModuleOp> rank = lowered->keepRank(0, error);
+    ASSERT_TRUE(rank) << error;
+    settings.cacheDir = cacheDir;
+    settings.identity = "DeviceProgramTest";
+    llvm::Expected<CompileCache> cache = openCache(settings);
+    ASSERT_TRUE(bool(cache)) << llvm::toString(cache.takeError());
+    auto warn = [](const llvm::Twine &) {};
+    llvm::Expected<std::unique_ptr<CacheEntry>> entry =
+        compileCached(*rank, "device-program-test", settings, *cache, warn);
+    ASSERT_TRUE(bool(entry)) << llvm::toString(entry.takeError());
+    llvm::Expected<LoadedProgram> loaded = LoadedProgram::load(**entry);
+    ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+    object = std::make_unique<LoadedProgram>(std::move(*loaded));
+    for (auto [fn, name] :
+         {std::pair{&step, info.stepFunction},
+          std::pair{&update, optimizer::updateFunction(0)},
+          std::pair{&squares, optimizer::gradSquaresFunction(0)}}) {
+      llvm::Expected<zbrt::EntryFn> found = object->entryPoint(name);
+      ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
+      *fn = *found;
+    }
+  }
+
+  void TearDown() override { llvm::sys::fs::remove_directories(cacheDir); }
+
+  /// kSteps of AdamW with every step clipped, on the host path or on the
+  /// host-memory device with the compiled update.
+  Trained train(const zbrt::CUDARuntime *cuda) {
+    DataOptions options;
+    options.seed = 3;
+    options.microbatches = kMicrobatches;
+    options.steps = kSteps;
+    ModelData data(model->signature(), options);
+    std::string error = data.prepare();
+    EXPECT_TRUE(error.empty()) << error;
+    std::vector<const ModelArg *> params = info.paramArgs(model->signature());
+    zbrt::Optimizer optimizer = zbrt::Optimizer::adamw(1e-2);
+    llvm::SmallVector<bool> counted(info.countsInNorm.begin(),
+                                    info.countsInNorm.end());
+    std::unique_ptr<zbrt::Comm> comm = zbrt::createLocalComm();
+    Trained out;
+    {
+      PipelineRankProgram program(data, params, step, *comm, cuda,
+                                  /*recordActions=*/false);
+      TrainingContext run{*comm, *comm, 1, 0, data, params, counted, optimizer};
+      std::unique_ptr<ParamUpdate> compiled;
+      if (cuda) {
+        program.computeGradSquares(squares);
+        compiled = makeCompiledUpdate(update, data, params, counted, optimizer,
+                                      program.rankBuffers(), error);
+        EXPECT_TRUE(compiled) << error;
+        run.update = compiled.get();
+      }
+      TrainingOptions steps;
+      steps.steps = kSteps;
+      // Every step clipped: the optimistic update is rolled back and redone.
+      steps.check.clipGradNorm = 1e-3;
+      TrainingResult result;
+      EXPECT_TRUE(zb::train(program, run, steps, result, error)) << error;
+      out.losses = result.losses;
+      for (const StepCheck &check : result.checks)
+        out.clipped += check.clipped;
+    }
+    out.params = data.paramArchive(params);
+    return out;
+  }
+
+  static constexpr int64_t kMicrobatches = 2;
+  static constexpr int64_t kSteps = 5;
+  std::unique_ptr<mlir::MLIRContext> context;
+  std::unique_ptr<ModelFile> model;
+  std::string cacheDir;
+  CompileSettings settings;
+  std::unique_ptr<LoweredPipeline> lowered;
+  RankProgramInfo info;
+  std::unique_ptr<LoadedProgram> object;
+  zbrt::EntryFn step = nullptr, update = nullptr, squares = nullptr;
+};
+
+TEST_F(DeviceProgram, TrainsLikeTheHostPath) {
+  Trained host = train(nullptr);
+  calls = Calls();
+  Trained device = train(&kHostDevice);
+  ASSERT_EQ(host.losses.size(), size_t(kSteps));
+  ASSERT_EQ(device.losses.size(), size_t(kSteps));
+  for (int64_t s = 0; s < kSteps; ++s)
+    EXPECT_EQ(host.losses[s], device.losses[s]) << "step " << s;
+  EXPECT_EQ(host.clipped, int(kSteps));
+  EXPECT_EQ(device.clipped, int(kSteps));
+  // The steps saw different data, so a stale input would show.
+  EXPECT_NE(host.losses[1], host.losses[2]);
+  ASSERT_EQ(host.params.size(), device.params.size());
+  for (const auto &[name, value] : host.params) {
+    auto it = device.params.find(name);
+    ASSERT_NE(it, device.params.end()) << name;
+    EXPECT_EQ(value.data, it->second.data) << name;
+  }
+  // Two data arguments (x, labels): the first step uploads them, each
+  // later step's were prefetched during the step before.
+  size_t numData = model->signature().args.size() - host.params.size();
+  EXPECT_EQ(calls.prefetches, int((kSteps - 1) * numData));
+  EXPECT_EQ(calls.awaits, int(kSteps - 1));
+  EXPECT_GE(calls.uploads, int(numData));
+  EXPECT_EQ(calls.live, 0) << "device buffers leaked";
+}
+
+} // namespace
