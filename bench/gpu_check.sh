@@ -4,19 +4,23 @@
 # the machine cannot build), runs the GPU lit tests (the e2e ones must run,
 # not be UNSUPPORTED), trains the MLP and GPT examples a few steps on the GPU
 # and on the CPU and compares the losses, prints the gemm path's TFLOP/s,
-# checks the compiled optimizer update on the device against the host's
-# (zb-gpu-optimizer-check), and prints the GPT step time next to PyTorch eager (when PyTorch is importable);
-# last, a GPT of width 1024 on one GPU next to PyTorch eager and
-# torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py).
+# trains a GPT of width 1024 on one GPU next to PyTorch eager and
+# torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py), checks the compiled
+# optimizer update on the device against the host's
+# (zb-gpu-optimizer-check), prints the gemm path's TFLOP/s and the example
+# GPT's step time next to PyTorch eager; last, the GPU lit tests.
 #
 #   bench/gpu_check.sh     # BUILD_DIR=build-gpu, JOBS=$(nproc)
 #   ZB_BUNDLE=.gpu-bundle.tar.xz bench/gpu_check.sh
 #
-# Budget: 8 minutes in all without the last step, which may take 7 more;
-# every step has its own timeout. Every step runs
-# even when an earlier one failed (a GPU machine is precious); the script
-# ends with a summary and exits non-zero when any step failed. LOG_DIR, when
-# set, receives every step's full output.
+# Budget: BUDGET seconds in all (default 450, so that a machine lent for 15
+# minutes, its start included, has time left to rerun what failed); every
+# step has its own timeout, cut to what is left of the budget, and a step
+# that would start after it is reported as not run. The steps the issues'
+# goals need come first. Every step runs even when an earlier one failed
+# (a GPU machine is precious); the script ends with a summary and exits
+# non-zero when any step failed or was not run. LOG_DIR, when set,
+# receives every step's full output.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,18 +34,27 @@ LOG_DIR="${LOG_DIR:-$WORK/logs}"
 mkdir -p "$LOG_DIR"
 trap 'rm -rf "$WORK"' EXIT
 START=$SECONDS
+BUDGET="${BUDGET:-450}"
 FAILED=()
+export PYTHONUNBUFFERED=1
 
 step() { printf '\n== [%3ds] %s\n' "$((SECONDS - START))" "$*"; }
 failed() {
   printf 'gpu_check: FAIL: %s\n' "$*" >&2
   FAILED+=("$*")
 }
-# run NAME SECONDS CMD...: the command under a timeout, its output shown and
-# kept in $LOG_DIR/NAME.log; returns the command's status.
+# run NAME SECONDS CMD...: the command under a timeout (cut to what is left
+# of the budget), its output shown and kept in $LOG_DIR/NAME.log; returns
+# the command's status.
 run() {
-  local name=$1 limit=$2 rc
+  local name=$1 limit=$2 rc left
   shift 2
+  left=$((BUDGET - (SECONDS - START)))
+  if ((left < 10)); then
+    failed "$name: not run, the check's budget of ${BUDGET}s was spent"
+    return 1
+  fi
+  ((limit > left)) && limit=$left
   timeout --signal=TERM --kill-after=10 "$limit" "$@" 2>&1 |
     tee "$LOG_DIR/$name.log"
   rc=${PIPESTATUS[0]}
@@ -170,15 +183,12 @@ if [[ "$GPUS" -ge 2 ]]; then
   train gpt-zbv gpt "$MICROBATCHES" --np 2 --schedule zb-v
 fi
 
-step "lit: test/GPU"
-if run lit 180 "${LIT[@]}" -v "$BUILD_DIR/test" --filter 'GPU/'; then
-  if grep -q '^UNSUPPORTED: .*GPU/run/' "$LOG_DIR/lit.log"; then
-    failed "the GPU e2e tests were UNSUPPORTED: lit did not detect the GPU"
-  fi
-fi
-
-step "gemm path (zbrt_gpu_sgemm_batched): correctness and TFLOP/s"
-run gemm 90 "$BUILD_DIR/bin/zb-gpu-gemm-bench"
+step "GPT at size (width 1024, 12 blocks, context 512, batch 8): zb-run vs PyTorch"
+# Its rows print as they finish: eager and zb-run (f32, bf16) first, then
+# torch.compile's, left out once 200 s have gone.
+run gpt-size 300 env ZB_BIN_DIR="$BUILD_DIR/bin" \
+  python3 "$ROOT/bench/gpu_gpt_bench.py" --steps "${SIZE_STEPS:-8}" \
+  --budget 200
 
 step "the compiled optimizer update (--zb-emit-optimizer) on the GPU against the host's"
 # A bundle brings the updates compiled (its GPU host may have no C compiler).
@@ -188,6 +198,9 @@ if [[ -d "$BUILD_DIR/optimizer-check" ]]; then
 else
   run optimizer 120 "$BUILD_DIR/bin/zb-gpu-optimizer-check"
 fi
+
+step "gemm path (zbrt_gpu_sgemm_batched): correctness and TFLOP/s"
+run gemm 90 "$BUILD_DIR/bin/zb-gpu-gemm-bench"
 
 step "GPT step time"
 # The difference of two runs removes start-up, parameter upload and the
@@ -215,10 +228,11 @@ else
   failed "GPT step time: a timed run failed"
 fi
 
-step "GPT at size (width 1024, 12 blocks, context 512, batch 8): zb-run vs PyTorch"
-# Last, so that its time (two GPU compiles of the model, torch.compile)
-# cannot cost the checks above.
-run gpt-size 420 env ZB_BIN_DIR="$BUILD_DIR/bin" \
-  python3 "$ROOT/bench/gpu_gpt_bench.py" --steps "${SIZE_STEPS:-8}"
+step "lit: test/GPU"
+if run lit 180 "${LIT[@]}" -v "$BUILD_DIR/test" --filter 'GPU/'; then
+  if grep -q '^UNSUPPORTED: .*GPU/run/' "$LOG_DIR/lit.log"; then
+    failed "the GPU e2e tests were UNSUPPORTED: lit did not detect the GPU"
+  fi
+fi
 
 summary

@@ -132,6 +132,10 @@ def parse_args():
                    help="leave out the torch.compile rows")
     p.add_argument("--timeout", type=float, default=240,
                    help="seconds for each zb-run")
+    p.add_argument("--budget", type=float, default=0,
+                   help="seconds for the whole benchmark: a row that "
+                   "would start after them is left out (reported); "
+                   "0: no limit")
     return p.parse_args()
 
 
@@ -153,32 +157,42 @@ def main():
           f"{args.lr}; {flops / 1e12:.3f} TFLOP per step")
 
     rows, failed = [], []
+    started = time.monotonic()
 
     def attempt(label, dtype, run):
-        """Runs one row; a failure (a missing Triton for torch.compile, a
-        GPU error) is reported and the other rows still run."""
+        """Runs one row and prints its step time at once (a run cut short
+        keeps the rows done); a failure (a missing Triton for
+        torch.compile, a GPU error) is reported and the other rows still
+        run."""
+        elapsed = time.monotonic() - started
+        if args.budget and elapsed > args.budget:
+            failed.append(f"{label} {dtype}: not run, the budget of "
+                          f"{args.budget:.0f} s was spent")
+            return
         try:
             times, losses, memory = run()
         except Exception as e:  # noqa: BLE001 - reported, then exit 1
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             failed.append(f"{label} {dtype}: {type(e).__name__}: {first}")
+            print(f"row {label} {dtype}: failed", flush=True)
             return
         rows.append(dict(impl=label, dtype=dtype, times=times,
                          losses=losses, memory=memory))
+        ms = 1e3 * median_after_warmup(times, args.warmup)
+        print(f"row {label} {dtype}: {ms:.2f} ms per step, last loss "
+              f"{losses[-1]:.5f} ({time.monotonic() - started:.0f} s in)",
+              flush=True)
 
     def torch_row(dtype, compiled):
         times, losses, peak = run_torch(model, data, device, dtype,
                                         compiled, args.lr)
         return times, losses, {"peak_memory_bytes": peak}
 
+    # The rows the goals need first (eager f32 is the ground truth), then
+    # torch.compile's, whose compiles take longest.
     for dtype in dtypes:
-        impls = [("torch eager", False), ("torch.compile", True)]
-        if args.no_compile:
-            impls = impls[:1]
-        for label, compiled in impls:
-            attempt(label, dtype,
-                    lambda dtype=dtype, compiled=compiled:
-                    torch_row(dtype, compiled))
+        attempt("torch eager", dtype,
+                lambda dtype=dtype: torch_row(dtype, False))
         if device.type == "cpu" and dtype != "f32":
             print(f"zb-run {dtype}: skipped (on the CPU bf16 stashes need "
                   "a pipeline of two or more ranks)")
@@ -187,6 +201,9 @@ def main():
                 lambda dtype=dtype: run_ours(program, data, device, dtype,
                                              args.lr, args.microbatches,
                                              args.timeout))
+    for dtype in [] if args.no_compile else dtypes:
+        attempt("torch.compile", dtype,
+                lambda dtype=dtype: torch_row(dtype, True))
 
     truth = next((r["losses"] for r in rows
                   if r["impl"] == "torch eager" and r["dtype"] == "f32"),
