@@ -9,6 +9,7 @@
 #include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace zb;
@@ -212,12 +213,15 @@ void PipelineRankProgram::runOnDevice(int64_t step,
     callGradSquares(buffers.grads, static_cast<double *>(deviceResults) + 1);
   // The next step's data into the other set (the previous step's, done),
   // while this one computes.
-  if (step + 1 < data.options().steps) {
+  int64_t end = data.options().steps;
+  if (endStep >= 0)
+    end = std::min(end, endStep);
+  if (step + 1 < end) {
     const std::vector<void *> &next = deviceInputs[(step + 1) % 2];
-    std::vector<zbrt::NpyArray> nextInputs = stepInputs(step + 1);
+    prefetchedInputs = stepInputs(step + 1);
     for (size_t i = 0; i < numData; ++i)
-      check(cuda->prefetchToDevice(next[i], nextInputs[i].data.data(),
-                                   nextInputs[i].data.size(), error));
+      check(cuda->prefetchToDevice(next[i], prefetchedInputs[i].data.data(),
+                                   prefetchedInputs[i].data.size(), error));
     prefetchedStep = step + 1;
   }
   // The step's one wait: its loss and sums (the gradients stay on the
@@ -258,7 +262,11 @@ double PipelineRankProgram::run(int64_t step,
   run::RankStep mine;
   mine.baseBytes = zbrt::liveBytes();
   zbrt::resetPeakLiveBytes();
-  std::vector<zbrt::NpyArray> stepData = stepInputs(step);
+  // On the device a prefetched step's inputs are there already; their
+  // host arrays give the shapes.
+  std::vector<zbrt::NpyArray> stepData = cuda && prefetchedStep == step
+                                             ? std::move(prefetchedInputs)
+                                             : stepInputs(step);
   std::vector<zbrt::NpyArray *> callArgs;
   for (const ModelArg *arg : params)
     callArgs.push_back(&data.values()[arg->position]);

@@ -226,6 +226,7 @@ bool zb::train(StepProgram &program, TrainingContext &context,
                                 context.optimizer);
     update = hostUpdate.get();
   }
+  program.runsUntil(options.steps);
   for (int64_t s = options.firstStep; s < options.steps; ++s) {
     // Every process starts the step together.
     world.barrier();

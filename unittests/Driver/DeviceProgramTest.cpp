@@ -7,9 +7,12 @@
 // next step's inputs prefetched while a step runs, one read-back per step)
 // run against a CUDARuntime whose "device memory" is host memory, with
 // the rank program compiled for the CPU. Its training must equal the host
-// path's (host arrays, zbrt::Optimizer) bit for bit, and it must have used
-// the prefetches: inputs read from the wrong set or a stale step would
-// change the losses. Stream ordering itself needs a GPU (bench/gpu_check.sh).
+// path's (host arrays, zbrt::Optimizer) bit for bit. The fake lands a
+// prefetch only at the next await and zeroes its destination until then,
+// so a step that reads its data before awaiting them, or a buffer freed
+// under a pending prefetch, shows; the two input sets must alternate, and
+// nothing is prefetched past the training loop's last step. The streams'
+// real concurrency needs a GPU (bench/gpu_check.sh).
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,17 +32,27 @@
 #include <cstdlib>
 #include <cstring>
 #include <gtest/gtest.h>
+#include <set>
 
 using namespace zb;
 
 namespace {
 
-/// What the host-memory device was asked to do.
+/// What the host-memory device was asked to do. Prefetches are held back
+/// until the next await (their destinations zeroed meanwhile), as a copy
+/// stream could land them as late as that.
 struct Calls {
   int prefetches = 0;
   int awaits = 0;
-  int uploads = 0;
   int live = 0;
+  /// Per batch of prefetches (those between two awaits): the first
+  /// destination.
+  std::vector<void *> batches;
+  bool batchOpen = false;
+  std::vector<std::pair<void *, std::vector<char>>> pending;
+  std::set<void *> uploaded;
+  /// A buffer freed while a prefetch into it was pending.
+  bool freedPending = false;
 };
 Calls calls;
 
@@ -58,8 +71,11 @@ void *fakeAlloc(size_t bytes, std::string &) {
   return p;
 }
 void fakeFree(void *p) {
-  if (p)
-    --calls.live;
+  if (!p)
+    return;
+  --calls.live;
+  for (auto &[dst, bytes] : calls.pending)
+    calls.freedPending |= dst == p;
   std::free(p);
 }
 bool fakeCopy(void *dst, const void *src, size_t bytes, std::string &) {
@@ -67,7 +83,7 @@ bool fakeCopy(void *dst, const void *src, size_t bytes, std::string &) {
   return true;
 }
 bool fakeUpload(void *dst, const void *src, size_t bytes, std::string &) {
-  ++calls.uploads;
+  calls.uploaded.insert(dst);
   std::memcpy(dst, src, bytes);
   return true;
 }
@@ -78,11 +94,20 @@ bool fakeZero(void *dst, size_t bytes, std::string &) {
 }
 bool fakePrefetch(void *dst, const void *src, size_t bytes, std::string &) {
   ++calls.prefetches;
-  std::memcpy(dst, src, bytes);
+  if (!calls.batchOpen)
+    calls.batches.push_back(dst);
+  calls.batchOpen = true;
+  const char *from = static_cast<const char *>(src);
+  calls.pending.emplace_back(dst, std::vector<char>(from, from + bytes));
+  std::memset(dst, 0, bytes);
   return true;
 }
 bool fakeAwait(std::string &) {
   ++calls.awaits;
+  calls.batchOpen = false;
+  for (auto &[dst, bytes] : calls.pending)
+    std::memcpy(dst, bytes.data(), bytes.size());
+  calls.pending.clear();
   return true;
 }
 
@@ -145,14 +170,19 @@ protected:
 
   void TearDown() override { llvm::sys::fs::remove_directories(cacheDir); }
 
-  /// kSteps of AdamW with every step clipped, on the host path or on the
-  /// host-memory device with the compiled update.
-  Trained train(const zbrt::CUDARuntime *cuda) {
+  ModelData makeData() {
     DataOptions options;
     options.seed = 3;
     options.microbatches = kMicrobatches;
     options.steps = kSteps;
-    ModelData data(model->signature(), options);
+    return ModelData(model->signature(), options);
+  }
+
+  /// `steps` steps (of the data's kSteps) of AdamW with every step clipped,
+  /// on the host path or on the host-memory device with the compiled
+  /// update.
+  Trained train(const zbrt::CUDARuntime *cuda, int64_t steps = kSteps) {
+    ModelData data = makeData();
     std::string error = data.prepare();
     EXPECT_TRUE(error.empty()) << error;
     std::vector<const ModelArg *> params = info.paramArgs(model->signature());
@@ -173,12 +203,12 @@ protected:
         EXPECT_TRUE(compiled) << error;
         run.update = compiled.get();
       }
-      TrainingOptions steps;
-      steps.steps = kSteps;
+      TrainingOptions loop;
+      loop.steps = steps;
       // Every step clipped: the optimistic update is rolled back and redone.
-      steps.check.clipGradNorm = 1e-3;
+      loop.check.clipGradNorm = 1e-3;
       TrainingResult result;
-      EXPECT_TRUE(zb::train(program, run, steps, result, error)) << error;
+      EXPECT_TRUE(zb::train(program, run, loop, result, error)) << error;
       out.losses = result.losses;
       for (const StepCheck &check : result.checks)
         out.clipped += check.clipped;
@@ -199,30 +229,77 @@ protected:
   zbrt::EntryFn step = nullptr, update = nullptr, squares = nullptr;
 };
 
-TEST_F(DeviceProgram, TrainsLikeTheHostPath) {
-  Trained host = train(nullptr);
-  calls = Calls();
-  Trained device = train(&kHostDevice);
-  ASSERT_EQ(host.losses.size(), size_t(kSteps));
-  ASSERT_EQ(device.losses.size(), size_t(kSteps));
-  for (int64_t s = 0; s < kSteps; ++s)
+/// Equal losses and parameters.
+void expectEqual(const Trained &host, const Trained &device, int64_t steps) {
+  ASSERT_EQ(host.losses.size(), size_t(steps));
+  ASSERT_EQ(device.losses.size(), size_t(steps));
+  for (int64_t s = 0; s < steps; ++s)
     EXPECT_EQ(host.losses[s], device.losses[s]) << "step " << s;
-  EXPECT_EQ(host.clipped, int(kSteps));
-  EXPECT_EQ(device.clipped, int(kSteps));
-  // The steps saw different data, so a stale input would show.
-  EXPECT_NE(host.losses[1], host.losses[2]);
+  EXPECT_EQ(host.clipped, int(steps));
+  EXPECT_EQ(device.clipped, int(steps));
   ASSERT_EQ(host.params.size(), device.params.size());
   for (const auto &[name, value] : host.params) {
     auto it = device.params.find(name);
     ASSERT_NE(it, device.params.end()) << name;
     EXPECT_EQ(value.data, it->second.data) << name;
   }
+}
+
+TEST_F(DeviceProgram, TrainsLikeTheHostPath) {
+  Trained host = train(nullptr);
+  calls = Calls();
+  Trained device = train(&kHostDevice);
+  expectEqual(host, device, kSteps);
+  // The steps saw different data, so a stale input would show.
+  EXPECT_NE(host.losses[1], host.losses[2]);
   // Two data arguments (x, labels): the first step uploads them, each
-  // later step's were prefetched during the step before.
+  // later step's are prefetched during the step before, into the set the
+  // step before last used.
   size_t numData = model->signature().args.size() - host.params.size();
   EXPECT_EQ(calls.prefetches, int((kSteps - 1) * numData));
   EXPECT_EQ(calls.awaits, int(kSteps - 1));
-  EXPECT_GE(calls.uploads, int(numData));
+  ASSERT_EQ(calls.batches.size(), size_t(kSteps - 1));
+  EXPECT_FALSE(calls.uploaded.count(calls.batches[0]))
+      << "step 1's data went to step 0's set";
+  EXPECT_TRUE(calls.uploaded.count(calls.batches[1]))
+      << "step 2's data did not go to step 0's set";
+  for (size_t i = 0; i + 1 < calls.batches.size(); ++i)
+    EXPECT_NE(calls.batches[i], calls.batches[i + 1]) << "batch " << i;
+  for (size_t i = 0; i + 2 < calls.batches.size(); ++i)
+    EXPECT_EQ(calls.batches[i], calls.batches[i + 2]) << "batch " << i;
+  EXPECT_EQ(calls.live, 0) << "device buffers leaked";
+}
+
+TEST_F(DeviceProgram, PrefetchesNoStepPastTheLoop) {
+  // The loop runs 3 of the data's 5 steps: nothing is prefetched for step
+  // 3.
+  Trained host = train(nullptr, 3);
+  calls = Calls();
+  Trained device = train(&kHostDevice, 3);
+  expectEqual(host, device, 3);
+  size_t numData = model->signature().args.size() - host.params.size();
+  EXPECT_EQ(calls.prefetches, int(2 * numData));
+  EXPECT_EQ(calls.live, 0) << "device buffers leaked";
+}
+
+TEST_F(DeviceProgram, WaitsForAPrefetchBeforeFreeing) {
+  // Steps run without train(): the program prefetches the next step's data
+  // after each, so one prefetch is pending when it goes.
+  ModelData data = makeData();
+  ASSERT_EQ(data.prepare(), "");
+  std::vector<const ModelArg *> params = info.paramArgs(model->signature());
+  std::unique_ptr<zbrt::Comm> comm = zbrt::createLocalComm();
+  calls = Calls();
+  {
+    PipelineRankProgram program(data, params, step, *comm, &kHostDevice,
+                                /*recordActions=*/false);
+    std::vector<zbrt::NpyArray> grads;
+    program.run(0, grads);
+    program.run(1, grads);
+    EXPECT_EQ(calls.pending.size(), calls.uploaded.size() - params.size());
+  }
+  EXPECT_FALSE(calls.freedPending) << "freed under a pending prefetch";
+  EXPECT_TRUE(calls.pending.empty());
   EXPECT_EQ(calls.live, 0) << "device buffers leaked";
 }
 

@@ -73,6 +73,7 @@ public:
   /// order (none when they stay on the device). Aborts the job on a device
   /// error or malformed records from a rank.
   double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override;
+  void runsUntil(int64_t step) override { endStep = step; }
 
   /// With `cuda`: the last step's gradients, read from the device (in the
   /// step function's parameter order).
@@ -122,8 +123,13 @@ private:
   RankBuffers buffers;
   std::vector<void *> deviceInputs[2];
   void *deviceResults = nullptr;
-  /// The step whose inputs were prefetched into their set; -1 for none.
+  /// The step whose inputs were prefetched into their set (-1 for none),
+  /// and those inputs on the host (run() passes their shapes).
   int64_t prefetchedStep = -1;
+  std::vector<zbrt::NpyArray> prefetchedInputs;
+  /// The end of the steps the training loop runs (runsUntil()); -1: the
+  /// data's.
+  int64_t endStep = -1;
   double firstOrigin = 0.0;
   bool started = false;
   std::vector<std::vector<run::RankStep>> steps;

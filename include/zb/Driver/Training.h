@@ -40,6 +40,9 @@ public:
   /// parameter, a mean over the microbatches (and the replicas, when the
   /// program averages over them).
   virtual double run(int64_t step, std::vector<zbrt::NpyArray> &grads) = 0;
+  /// Called by train() before its first step: the steps it runs end before
+  /// `endStep` (a program may prepare later steps' data ahead).
+  virtual void runsUntil(int64_t endStep) {}
 };
 
 /// What the global check of a step's gradients found.

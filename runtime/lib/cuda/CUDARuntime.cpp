@@ -543,9 +543,13 @@ static bool prefetchToDevice(void *dst, const void *src, size_t bytes,
   Device &state = device();
   // The first prefetch since the last await reuses the staging memory:
   // the copies that read it before must be done (in practice long since).
+  auto failed = [&](CUresult r) {
+    error = "the GPU failed (seen while prefetching step data): " + describe(r);
+    return false;
+  };
   if (!state.prefetchPending) {
     if (CUresult r = cuEventSynchronize(state.prefetched); r != CUDA_SUCCESS)
-      return checkAsync(r, "prefetching", bytes, error);
+      return failed(r);
     state.stagingUsed = 0;
   }
   constexpr size_t kAlign = 256;
@@ -553,8 +557,10 @@ static bool prefetchToDevice(void *dst, const void *src, size_t bytes,
   if (offset + bytes > state.stagingBytes) {
     // Grow it: wait for the copies still reading the old one.
     if (CUresult r = cuStreamSynchronize(state.copy); r != CUDA_SUCCESS)
-      return checkAsync(r, "prefetching", bytes, error);
-    size_t grown = std::max(2 * state.stagingBytes, offset + bytes);
+      return failed(r);
+    // Rarely more than once a run: pinning may wait for the whole device.
+    size_t grown =
+        std::max({2 * state.stagingBytes, offset + bytes, size_t(1) << 20});
     void *pinned = nullptr;
     if (CUresult r = cuMemHostAlloc(&pinned, grown, 0); r != CUDA_SUCCESS)
       return checkAsync(r, "pinning host memory for prefetching", bytes, error);
@@ -581,8 +587,13 @@ static bool awaitPrefetches(std::string &error) {
   if (!state.prefetchPending)
     return true;
   state.prefetchPending = false;
-  return checkAsync(cuStreamWaitEvent(state.compute, state.prefetched, 0),
-                    "waiting for prefetches of", state.stagingUsed, error);
+  if (CUresult r = cuStreamWaitEvent(state.compute, state.prefetched, 0);
+      r != CUDA_SUCCESS) {
+    error =
+        "ordering the step after its prefetched data failed: " + describe(r);
+    return false;
+  }
+  return true;
 }
 
 static bool synchronize(std::string &error) {
