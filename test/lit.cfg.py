@@ -75,3 +75,16 @@ if os.path.exists(os.path.join(_toolkit, "bin", "ptxas")) and os.path.isdir(
     os.path.join(_toolkit, "nvvm", "libdevice")
 ):
     config.available_features.add("cuda-toolkit")
+
+# MLIR's mlir-opt and mlir-runner with the runner utilities, which run a
+# GPU lowering's loops on the CPU (its device buffers made host ones):
+# feature `mlir-runner` (a GPU machine's bundle does not carry them).
+_runner_utils = os.path.join(
+    os.path.dirname(config.llvm_tools_dir), "lib", "libmlir_runner_utils.so"
+)
+if all(
+    os.path.exists(os.path.join(config.llvm_tools_dir, tool))
+    for tool in ("mlir-opt", "mlir-runner")
+) and os.path.exists(_runner_utils):
+    config.available_features.add("mlir-runner")
+    config.substitutions.append(("%mlir_lib_dir", os.path.dirname(_runner_utils)))

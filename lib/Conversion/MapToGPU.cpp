@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Linalg/Utils/Utils.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/Debug.h"
@@ -156,6 +157,26 @@ static gpu::ParallelLoopDimMappingAttr loopMapping(MLIRContext *ctx,
                                               identity);
 }
 
+/// `acc` combined with `op`'s element at loop indices `ivs` (its inputs
+/// loaded there, its body but the combiner cloned).
+static Value foldElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                         const RowReduction &match, ArrayRef<Value> ivs,
+                         Value acc) {
+  IRMapping values;
+  Block *body = op.getBlock();
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    Value element = input->get();
+    if (isa<MemRefType>(element.getType()))
+      element = memref::LoadOp::create(
+          b, loc, element, indicesOf(op.getMatchingIndexingMap(input), ivs));
+    values.map(body->getArgument(input->getOperandNumber()), element);
+  }
+  for (Operation &inner : body->without_terminator())
+    if (&inner != match.combiner)
+      b.clone(inner, values);
+  return combine(b, match, acc, values.lookupOrDefault(match.element));
+}
+
 /// A row reduction as one block per row: the rows (its parallel loops,
 /// collapsed) over blocks, the row's elements over `threads` threads, each
 /// summing a strided share, then a tree over the block (an scf.reduce in a
@@ -197,7 +218,6 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
   if (ranges.size() > 1)
     ivs[0] = rest;
   Value identity = arith::ConstantOp::create(rewriter, loc, match.identity);
-  Block *body = op.getBlock();
   // The output's initial value enters through thread 0's share, read before
   // the block's tree (whose barriers come before any store).
   OpOperand *output = op.getDpsInitOperand(0);
@@ -218,22 +238,8 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
             [&](OpBuilder &fb, Location floc, Value j, ValueRange args) {
               SmallVector<Value> all(ivs);
               all.back() = j;
-              IRMapping values;
-              for (OpOperand *input : op.getDpsInputOperands()) {
-                Value element = input->get();
-                if (isa<MemRefType>(element.getType()))
-                  element = memref::LoadOp::create(
-                      fb, floc, element,
-                      indicesOf(op.getMatchingIndexingMap(input), all));
-                values.map(body->getArgument(input->getOperandNumber()),
-                           element);
-              }
-              for (Operation &inner : body->without_terminator())
-                if (&inner != match.combiner)
-                  fb.clone(inner, values);
-              Value next = combine(fb, match, args[0],
-                                   values.lookupOrDefault(match.element));
-              scf::YieldOp::create(fb, floc, next);
+              scf::YieldOp::create(
+                  fb, floc, foldElement(fb, floc, op, match, all, args[0]));
             });
         // The block's tree over the threads' shares.
         auto reduce = scf::ReduceOp::create(b, nested, share.getResult(0));
@@ -252,13 +258,134 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
                           outIndices);
 }
 
+/// A column reduction (its reduced loop not the innermost: a bias
+/// gradient's sum over the rows) in two kernels, so that short outputs
+/// still fill the device: chunks of kColumnChunk rows fold into a partial
+/// result per chunk and output element (a thread each, over the chunks and
+/// the output's elements, the innermost fastest), then a thread per output
+/// element folds its partial results into the output's initial value, in
+/// chunk order.
+constexpr int64_t kColumnChunk = 64;
+
+static void lowerColumnReduction(RewriterBase &rewriter, linalg::LinalgOp op,
+                                 const RowReduction &match) {
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  ArrayRef<int64_t> ranges = match.ranges;
+  int64_t length = ranges[match.dim];
+  int64_t chunks = (length + kColumnChunk - 1) / kColumnChunk;
+  SmallVector<int64_t> outer;
+  int64_t elements = 1;
+  for (auto [d, range] : llvm::enumerate(ranges))
+    if (d != match.dim) {
+      outer.push_back(range);
+      elements *= range;
+    }
+  auto constant = [&](OpBuilder &b, int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v).getResult();
+  };
+  Value zero = constant(rewriter, 0), one = constant(rewriter, 1);
+  SmallVector<Value> lower(outer.size(), zero), steps(outer.size(), one);
+  SmallVector<Value> upper;
+  for (int64_t range : outer)
+    upper.push_back(constant(rewriter, range));
+  // The loop indices of the op from the output's (`parallel`, in loop
+  // order) and the reduced loop's (`reduced`); and the output element's
+  // row-major position.
+  auto loopIndices = [&](ValueRange parallel, Value reduced) {
+    SmallVector<Value> ivs(parallel.begin(), parallel.end());
+    ivs.insert(ivs.begin() + match.dim, reduced);
+    return ivs;
+  };
+  auto position = [&](OpBuilder &b, ValueRange parallel) {
+    Value linear = zero;
+    for (auto [iv, range] : llvm::zip(parallel, outer))
+      linear = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, linear, constant(b, range)),
+          iv);
+    return linear;
+  };
+  Type type = match.identity.getType();
+  auto partials = gpu::AllocOp::create(
+      rewriter, loc, MemRefType::get({chunks, elements}, type),
+      /*asyncToken=*/Type(), ValueRange(), ValueRange(), ValueRange());
+  Value partial = partials.getMemref();
+
+  SmallVector<Value> chunkLower{zero}, chunkUpper{constant(rewriter, chunks)},
+      chunkSteps{one};
+  chunkLower.append(lower);
+  chunkUpper.append(upper);
+  chunkSteps.append(steps);
+  scf::ParallelOp::create(
+      rewriter, loc, chunkLower, chunkUpper, chunkSteps,
+      [&](OpBuilder &b, Location nested, ValueRange ivs) {
+        Value chunk = ivs.front();
+        ValueRange parallel = ivs.drop_front();
+        Value start =
+            arith::MulIOp::create(b, nested, chunk, constant(b, kColumnChunk));
+        Value end = arith::MinUIOp::create(
+            b, nested,
+            arith::AddIOp::create(b, nested, start, constant(b, kColumnChunk)),
+            constant(b, length));
+        Value identity = arith::ConstantOp::create(b, nested, match.identity);
+        auto fold = scf::ForOp::create(
+            b, nested, start, end, constant(b, 1), ValueRange{identity},
+            [&](OpBuilder &fb, Location floc, Value row, ValueRange acc) {
+              scf::YieldOp::create(fb, floc,
+                                   foldElement(fb, floc, op, match,
+                                               loopIndices(parallel, row),
+                                               acc[0]));
+            });
+        memref::StoreOp::create(b, nested, fold.getResult(0), partial,
+                                ValueRange{chunk, position(b, parallel)});
+      });
+
+  OpOperand *output = op.getDpsInitOperand(0);
+  scf::ParallelOp::create(
+      rewriter, loc, lower, upper, steps,
+      [&](OpBuilder &b, Location nested, ValueRange parallel) {
+        SmallVector<Value> outIndices = indicesOf(
+            op.getMatchingIndexingMap(output), loopIndices(parallel, zero));
+        Value init =
+            memref::LoadOp::create(b, nested, output->get(), outIndices);
+        Value at = position(b, parallel);
+        auto fold = scf::ForOp::create(
+            b, nested, zero, constant(b, chunks), one, ValueRange{init},
+            [&](OpBuilder &fb, Location floc, Value chunk, ValueRange acc) {
+              Value element = memref::LoadOp::create(fb, floc, partial,
+                                                     ValueRange{chunk, at});
+              scf::YieldOp::create(fb, floc,
+                                   combine(fb, match, acc[0], element));
+            });
+        memref::StoreOp::create(b, nested, fold.getResult(0), output->get(),
+                                outIndices);
+      });
+  gpu::DeallocOp::create(rewriter, loc, /*asyncToken=*/Type(), ValueRange(),
+                         partial);
+}
+
 /// Rows shorter than this keep one thread per row.
 constexpr int64_t kMinBlockRowLength = 32;
+
+/// Column reductions of fewer rows than this keep one thread per output
+/// element.
+constexpr int64_t kMinColumns = 2 * kColumnChunk;
+
+/// Whether a column reduction leaves the device idle when lowered as a
+/// thread per output element: fewer of them than 64 blocks' threads.
+static bool columnReductionPays(const RowReduction &match, int64_t blockSize) {
+  int64_t elements = 1;
+  for (auto [d, range] : llvm::enumerate(match.ranges))
+    if (d != match.dim)
+      elements *= range;
+  return elements < 64 * blockSize;
+}
 
 /// Lowers each linalg op to one scf.parallel over its parallel dimensions
 /// (a one-iteration loop when it has none) with its reductions inside; a
 /// reduction of long rows with a tree-shaped combiner to a block per row
-/// (lowerRowReduction).
+/// (lowerRowReduction), one of many rows into few elements to two kernels
+/// (lowerColumnReduction).
 static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
                                                 func::FuncOp fn,
                                                 int64_t blockSize) {
@@ -268,6 +395,12 @@ static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
     if (std::optional<RowReduction> match =
             matchRowReduction(op, kMinBlockRowLength)) {
       lowerRowReduction(rewriter, op, *match, blockSize);
+      rewriter.eraseOp(op);
+      continue;
+    }
+    if (std::optional<RowReduction> match = matchReduction(op, kMinColumns);
+        match && columnReductionPays(*match, blockSize)) {
+      lowerColumnReduction(rewriter, op, *match);
       rewriter.eraseOp(op);
       continue;
     }

@@ -29,24 +29,24 @@ TypedAttr zb::detail::combinerIdentity(Operation *op, Type type) {
   return {};
 }
 
-std::optional<RowReduction> zb::detail::matchRowReduction(linalg::LinalgOp op,
-                                                          int64_t minLength) {
+std::optional<RowReduction> zb::detail::matchReduction(linalg::LinalgOp op,
+                                                       int64_t minLength) {
   if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 1 ||
       op->getNumRegions() != 1 || op.hasIndexSemantics())
     return std::nullopt;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  if (iterators.back() != utils::IteratorType::reduction)
-    return std::nullopt;
   RowReduction match;
+  match.dim =
+      llvm::find(iterators, utils::IteratorType::reduction) - iterators.begin();
   match.ranges = op.getStaticLoopRanges();
   if (llvm::any_of(match.ranges, ShapedType::isDynamic) ||
-      match.ranges.back() < minLength)
+      match.ranges[match.dim] < minLength)
     return std::nullopt;
   for (AffineMap map : op.getIndexingMapsArray())
     if (!map.isProjectedPermutation())
       return std::nullopt;
   if (op.getMatchingIndexingMap(op.getDpsInitOperand(0))
-          .isFunctionOfDim(match.ranges.size() - 1))
+          .isFunctionOfDim(match.dim))
     return std::nullopt;
   Block *body = op.getBlock();
   BlockArgument acc = body->getArguments().back();
@@ -65,6 +65,14 @@ std::optional<RowReduction> zb::detail::matchRowReduction(linalg::LinalgOp op,
                                                  : combiner->getOperand(0);
   match.identity = combinerIdentity(combiner, acc.getType());
   if (!match.identity || match.element == acc)
+    return std::nullopt;
+  return match;
+}
+
+std::optional<RowReduction> zb::detail::matchRowReduction(linalg::LinalgOp op,
+                                                          int64_t minLength) {
+  std::optional<RowReduction> match = matchReduction(op, minLength);
+  if (!match || match->dim + 1 != match->ranges.size())
     return std::nullopt;
   return match;
 }

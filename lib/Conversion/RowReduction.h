@@ -21,24 +21,32 @@
 
 namespace zb::detail {
 
-/// A linalg op that reduces its innermost loop into its one output as
+/// A linalg op that reduces one of its loops into its one output as
 /// `out = combine(out, element(inputs))`, where the combiner is an addf,
-/// mulf or a float max or min.
+/// mulf or a float max or min. A row reduction reduces its innermost loop;
+/// a column reduction another one (a bias gradient: the sum over rows).
 struct RowReduction {
   mlir::Operation *combiner = nullptr;
   /// The output's block argument, and the other operand of `combiner`.
   mlir::Value accumulator, element;
   /// The combiner's identity, of the output's element type.
   mlir::TypedAttr identity;
-  /// The op's static loop ranges; the last is the row's length.
+  /// The op's static loop ranges; ranges[dim] is the reduction's length.
   llvm::SmallVector<int64_t> ranges;
+  /// The reduced loop.
+  unsigned dim = 0;
 };
 
-/// `op` as a row reduction: one output, which does not read the row; one
-/// reduction loop, the innermost; static ranges, a row at least `minLength`
-/// long; projected-permutation indexing maps; no linalg.index; the output's
-/// block argument read by the combiner alone, whose result only the yield
-/// reads.
+/// `op` as a reduction: one output, which does not depend on the reduced
+/// loop; exactly one reduction loop, at least `minLength` long; static
+/// ranges; projected-permutation indexing maps; no linalg.index; the
+/// output's block argument read by the combiner alone, whose result only
+/// the yield reads.
+std::optional<RowReduction> matchReduction(mlir::linalg::LinalgOp op,
+                                           int64_t minLength);
+
+/// matchReduction() of an op whose reduced loop is the innermost: a row
+/// reduction.
 std::optional<RowReduction> matchRowReduction(mlir::linalg::LinalgOp op,
                                               int64_t minLength);
 
