@@ -79,12 +79,13 @@ if os.path.exists(os.path.join(_toolkit, "bin", "ptxas")) and os.path.isdir(
 # MLIR's mlir-opt and mlir-runner with the runner utilities, which run a
 # GPU lowering's loops on the CPU (its device buffers made host ones):
 # feature `mlir-runner` (a GPU machine's bundle does not carry them).
-_runner_utils = os.path.join(
-    os.path.dirname(config.llvm_tools_dir), "lib", "libmlir_runner_utils.so"
-)
+_mlir_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
 if all(
     os.path.exists(os.path.join(config.llvm_tools_dir, tool))
     for tool in ("mlir-opt", "mlir-runner")
-) and os.path.exists(_runner_utils):
+) and all(
+    os.path.exists(os.path.join(_mlir_lib_dir, lib + config.llvm_shlib_ext))
+    for lib in ("libmlir_runner_utils", "libmlir_c_runner_utils")
+):
     config.available_features.add("mlir-runner")
-    config.substitutions.append(("%mlir_lib_dir", os.path.dirname(_runner_utils)))
+    config.substitutions.append(("%mlir_lib_dir", _mlir_lib_dir))

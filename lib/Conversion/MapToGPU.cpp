@@ -260,11 +260,11 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
 
 /// A column reduction (its reduced loop not the innermost: a bias
 /// gradient's sum over the rows) in two kernels, so that short outputs
-/// still fill the device: chunks of kColumnChunk rows fold into a partial
-/// result per chunk and output element (a thread each, over the chunks and
-/// the output's elements, the innermost fastest), then a thread per output
-/// element folds its partial results into the output's initial value, in
-/// chunk order.
+/// still fill the device: chunks of max(kColumnChunk, sqrt(length)) rows
+/// fold into a partial result per chunk and output element (a thread each,
+/// over the chunks and the output's elements, the innermost fastest), then
+/// a thread per output element folds its partial results into the output's
+/// initial value, in chunk order.
 constexpr int64_t kColumnChunk = 64;
 
 static void lowerColumnReduction(RewriterBase &rewriter, linalg::LinalgOp op,
@@ -273,7 +273,11 @@ static void lowerColumnReduction(RewriterBase &rewriter, linalg::LinalgOp op,
   rewriter.setInsertionPoint(op);
   ArrayRef<int64_t> ranges = match.ranges;
   int64_t length = ranges[match.dim];
-  int64_t chunks = (length + kColumnChunk - 1) / kColumnChunk;
+  // Both kernels' sequential loops grow as the square root of the length.
+  int64_t chunkLength = kColumnChunk;
+  while (chunkLength * chunkLength < length)
+    ++chunkLength;
+  int64_t chunks = (length + chunkLength - 1) / chunkLength;
   SmallVector<int64_t> outer;
   int64_t elements = 1;
   for (auto [d, range] : llvm::enumerate(ranges))
@@ -322,10 +326,10 @@ static void lowerColumnReduction(RewriterBase &rewriter, linalg::LinalgOp op,
         Value chunk = ivs.front();
         ValueRange parallel = ivs.drop_front();
         Value start =
-            arith::MulIOp::create(b, nested, chunk, constant(b, kColumnChunk));
+            arith::MulIOp::create(b, nested, chunk, constant(b, chunkLength));
         Value end = arith::MinUIOp::create(
             b, nested,
-            arith::AddIOp::create(b, nested, start, constant(b, kColumnChunk)),
+            arith::AddIOp::create(b, nested, start, constant(b, chunkLength)),
             constant(b, length));
         Value identity = arith::ConstantOp::create(b, nested, match.identity);
         auto fold = scf::ForOp::create(
@@ -371,14 +375,26 @@ constexpr int64_t kMinBlockRowLength = 32;
 /// element.
 constexpr int64_t kMinColumns = 2 * kColumnChunk;
 
-/// Whether a column reduction leaves the device idle when lowered as a
-/// thread per output element: fewer of them than 64 blocks' threads.
-static bool columnReductionPays(const RowReduction &match, int64_t blockSize) {
+/// Whether `op`, a column reduction, takes the two-kernel form: it would
+/// leave the device idle as a thread per output element (fewer of them than
+/// 64 blocks' threads); each output element is one of its parallel
+/// iterations and no input views the output; it sits in the function's
+/// body (not in a loop that may then run in one thread).
+static bool columnReductionPays(linalg::LinalgOp op, const RowReduction &match,
+                                int64_t blockSize) {
   int64_t elements = 1;
   for (auto [d, range] : llvm::enumerate(match.ranges))
     if (d != match.dim)
       elements *= range;
-  return elements < 64 * blockSize;
+  OpOperand *output = op.getDpsInitOperand(0);
+  if (elements >= 64 * blockSize || !isa<func::FuncOp>(op->getParentOp()) ||
+      op.getMatchingIndexingMap(output).getNumResults() + 1 !=
+          match.ranges.size())
+    return false;
+  Value written = viewedBuffer(output->get());
+  return llvm::none_of(op.getDpsInputOperands(), [&](OpOperand *input) {
+    return viewedBuffer(input->get()) == written;
+  });
 }
 
 /// Lowers each linalg op to one scf.parallel over its parallel dimensions
@@ -399,7 +415,7 @@ static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
       continue;
     }
     if (std::optional<RowReduction> match = matchReduction(op, kMinColumns);
-        match && columnReductionPays(*match, blockSize)) {
+        match && columnReductionPays(op, *match, blockSize)) {
       lowerColumnReduction(rewriter, op, *match);
       rewriter.eraseOp(op);
       continue;

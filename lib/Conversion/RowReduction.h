@@ -1,4 +1,4 @@
-//===- RowReduction.h - Reductions along the rows' innermost loop -*- C++
+//===- RowReduction.h - Reductions of one loop with a tree combiner -*- C++
 //-*-===//
 //
 // Part of ZeroBubble MLIR.
@@ -6,9 +6,10 @@
 //===----------------------------------------------------------------------===//
 //
 // Private to lib/Conversion: what the GPU lowering (one thread block per row,
-// MapToGPU.cpp) and the CPU's vector code (VectorizeRowReductions.cpp) both
-// recognise and rebuild: a linalg op that folds its innermost loop into its
-// one output with a combiner that can run as a tree.
+// two kernels per column reduction, MapToGPU.cpp) and the CPU's vector code
+// (VectorizeRowReductions.cpp) recognise and rebuild: a linalg op that folds
+// one loop (a row reduction: its innermost) into its one output with a
+// combiner that can run as a tree.
 //
 //===----------------------------------------------------------------------===//
 

@@ -56,6 +56,14 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
       over the block (an `scf.reduce` in the loop mapped to threads, which
       becomes `gpu.all_reduce`, see `--zb-lower-all-reduce`), combined with
       the output's initial value;
+    - a linalg op that reduces one other loop (not the innermost), of 128
+      elements or more, the same way into fewer output elements than 64
+      blocks hold threads, directly in the function's body (a bias
+      gradient: the sum over the rows), runs as two kernels: chunks of
+      max(64, sqrt(length)) rows fold into a device buffer of partial
+      results, a thread per chunk and output element, then a thread per
+      output element folds the output's initial value and its chunks in
+      order;
     - every other linalg op becomes loops: its parallel dimensions one
       `scf.parallel`, its reductions sequential `scf.for` loops inside (an
       op without parallel dimensions gets a one-iteration `scf.parallel`);
