@@ -189,9 +189,7 @@ static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
   rewriter.setInsertionPoint(op);
   ArrayRef<int64_t> ranges = match.ranges;
   int64_t length = ranges.back();
-  int64_t rows = 1;
-  for (int64_t r : ranges.drop_back())
-    rows *= r;
+  int64_t rows = match.outputElements();
   threads = std::min(threads, length);
   auto constant = [&](int64_t v) {
     return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
@@ -278,13 +276,11 @@ static void lowerColumnReduction(RewriterBase &rewriter, linalg::LinalgOp op,
   while (chunkLength * chunkLength < length)
     ++chunkLength;
   int64_t chunks = (length + chunkLength - 1) / chunkLength;
+  int64_t elements = match.outputElements();
   SmallVector<int64_t> outer;
-  int64_t elements = 1;
   for (auto [d, range] : llvm::enumerate(ranges))
-    if (d != match.dim) {
+    if (d != match.dim)
       outer.push_back(range);
-      elements *= range;
-    }
   auto constant = [&](OpBuilder &b, int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v).getResult();
   };
@@ -333,7 +329,7 @@ static void lowerColumnReduction(RewriterBase &rewriter, linalg::LinalgOp op,
             constant(b, length));
         Value identity = arith::ConstantOp::create(b, nested, match.identity);
         auto fold = scf::ForOp::create(
-            b, nested, start, end, constant(b, 1), ValueRange{identity},
+            b, nested, start, end, one, ValueRange{identity},
             [&](OpBuilder &fb, Location floc, Value row, ValueRange acc) {
               scf::YieldOp::create(fb, floc,
                                    foldElement(fb, floc, op, match,
@@ -382,12 +378,9 @@ constexpr int64_t kMinColumns = 2 * kColumnChunk;
 /// body (not in a loop that may then run in one thread).
 static bool columnReductionPays(linalg::LinalgOp op, const RowReduction &match,
                                 int64_t blockSize) {
-  int64_t elements = 1;
-  for (auto [d, range] : llvm::enumerate(match.ranges))
-    if (d != match.dim)
-      elements *= range;
   OpOperand *output = op.getDpsInitOperand(0);
-  if (elements >= 64 * blockSize || !isa<func::FuncOp>(op->getParentOp()) ||
+  if (match.outputElements() >= 64 * blockSize ||
+      !isa<func::FuncOp>(op->getParentOp()) ||
       op.getMatchingIndexingMap(output).getNumResults() + 1 !=
           match.ranges.size())
     return false;

@@ -77,6 +77,14 @@ std::optional<RowReduction> zb::detail::matchRowReduction(linalg::LinalgOp op,
   return match;
 }
 
+int64_t RowReduction::outputElements() const {
+  int64_t elements = 1;
+  for (auto [d, range] : llvm::enumerate(ranges))
+    if (d != dim)
+      elements *= range;
+  return elements;
+}
+
 Value zb::detail::combine(OpBuilder &b, const RowReduction &match,
                           Value accumulator, Value element) {
   IRMapping pair;

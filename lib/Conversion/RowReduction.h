@@ -36,6 +36,9 @@ struct RowReduction {
   llvm::SmallVector<int64_t> ranges;
   /// The reduced loop.
   unsigned dim = 0;
+
+  /// The output's elements: the product of the other loops' ranges.
+  int64_t outputElements() const;
 };
 
 /// `op` as a reduction: one output, which does not depend on the reduced

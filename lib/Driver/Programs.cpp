@@ -9,7 +9,6 @@
 #include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
-#include <algorithm>
 #include <cstring>
 
 using namespace zb;
@@ -103,7 +102,8 @@ PipelineRankProgram::PipelineRankProgram(
     zbrt::EntryFn step, zbrt::Comm &world, const zbrt::CUDARuntime *cuda,
     bool recordActions)
     : data(data), params(params.begin(), params.end()), entry(step),
-      world(world), cuda(cuda), recordActions(recordActions) {}
+      world(world), cuda(cuda), recordActions(recordActions),
+      endStep(data.options().steps) {}
 
 PipelineRankProgram::~PipelineRankProgram() {
   // The last step's prefetch may still be writing its set.
@@ -213,10 +213,7 @@ void PipelineRankProgram::runOnDevice(int64_t step,
     callGradSquares(buffers.grads, static_cast<double *>(deviceResults) + 1);
   // The next step's data into the other set (the previous step's, done),
   // while this one computes.
-  int64_t end = data.options().steps;
-  if (endStep >= 0)
-    end = std::min(end, endStep);
-  if (step + 1 < end) {
+  if (step + 1 < endStep) {
     const std::vector<void *> &next = deviceInputs[(step + 1) % 2];
     prefetchedInputs = stepInputs(step + 1);
     for (size_t i = 0; i < numData; ++i)

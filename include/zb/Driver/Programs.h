@@ -20,6 +20,8 @@
 #include "zbrt/CUDA.h"
 #include "zbrt/Executable.h"
 
+#include <algorithm>
+
 namespace zb {
 
 /// The whole model on one process.
@@ -73,7 +75,7 @@ public:
   /// order (none when they stay on the device). Aborts the job on a device
   /// error or malformed records from a rank.
   double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override;
-  void runsUntil(int64_t step) override { endStep = step; }
+  void runsUntil(int64_t step) override { endStep = std::min(endStep, step); }
 
   /// With `cuda`: the last step's gradients, read from the device (in the
   /// step function's parameter order).
@@ -127,9 +129,9 @@ private:
   /// and those inputs on the host (run() passes their shapes).
   int64_t prefetchedStep = -1;
   std::vector<zbrt::NpyArray> prefetchedInputs;
-  /// The end of the steps the training loop runs (runsUntil()); -1: the
-  /// data's.
-  int64_t endStep = -1;
+  /// The end of the steps whose data may be prefetched: the data's, or the
+  /// training loop's when it ends sooner (runsUntil()).
+  int64_t endStep;
   double firstOrigin = 0.0;
   bool started = false;
   std::vector<std::vector<run::RankStep>> steps;

@@ -541,12 +541,12 @@ static bool prefetchToDevice(void *dst, const void *src, size_t bytes,
   if (!requireInit(error))
     return false;
   Device &state = device();
-  // The first prefetch since the last await reuses the staging memory:
-  // the copies that read it before must be done (in practice long since).
   auto failed = [&](CUresult r) {
     error = "the GPU failed (seen while prefetching step data): " + describe(r);
     return false;
   };
+  // The first prefetch since the last await reuses the staging memory:
+  // the copies that read it before must be done (in practice long since).
   if (!state.prefetchPending) {
     if (CUresult r = cuEventSynchronize(state.prefetched); r != CUDA_SUCCESS)
       return failed(r);
