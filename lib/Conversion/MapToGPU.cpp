@@ -3,7 +3,9 @@
 // Part of ZeroBubble MLIR.
 //
 // Prepares bufferized host functions for --convert-parallel-loops-to-gpu:
-// device buffers, one collapsed and tiled scf.parallel per linalg op.
+// device buffers, one collapsed and tiled scf.parallel per linalg op, and a
+// gpu.launch of a block per row for each long row reduction with the
+// row-wise ops around it (a row kernel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,8 @@
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/LoopLikeInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/Debug.h"
 
@@ -81,7 +85,7 @@ static bool readOnHost(memref::GetGlobalOp global) {
         values.append(user->result_begin(), user->result_end());
         continue;
       }
-      if (!isa<memref::LoadOp>(user) ||
+      if (!isa<memref::LoadOp>(user) || isDeviceCode(user) ||
           user->getParentOfType<scf::ParallelOp>())
         return false;
     }
@@ -157,103 +161,359 @@ static gpu::ParallelLoopDimMappingAttr loopMapping(MLIRContext *ctx,
                                               identity);
 }
 
-/// `acc` combined with `op`'s element at loop indices `ivs` (its inputs
-/// loaded there, its body but the combiner cloned).
-static Value foldElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
-                         const RowReduction &match, ArrayRef<Value> ivs,
-                         Value acc) {
-  IRMapping values;
-  Block *body = op.getBlock();
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    Value element = input->get();
-    if (isa<MemRefType>(element.getType()))
-      element = memref::LoadOp::create(
-          b, loc, element, indicesOf(op.getMatchingIndexingMap(input), ivs));
-    values.map(body->getArgument(input->getOperandNumber()), element);
+namespace {
+/// How a thread block runs one op of a row kernel for its row.
+enum class StageKind {
+  /// An op over the rows alone (a fill of a row's statistic): thread 0.
+  Row,
+  /// An op with one more parallel loop: the threads stride over it.
+  Elements,
+  /// A reduction of that loop: strided shares, then a block-wide tree.
+  Reduction,
+};
+
+/// One op of a row kernel.
+struct Stage {
+  linalg::LinalgOp op;
+  StageKind kind;
+  std::optional<RowReduction> reduction;
+  /// The range of the loop inside the row (1 for a Row stage).
+  int64_t length = 1;
+};
+
+/// Ops that run as one kernel with a thread block per row: the loop ranges
+/// that every op starts with (the rows), and the ops in program order.
+struct RowKernel {
+  SmallVector<int64_t> rows;
+  SmallVector<Stage> stages;
+};
+} // namespace
+
+/// `op` as a stage of a kernel over `rows`: on buffers with static ranges,
+/// its loops the rows (all parallel) and at most one more loop; projected
+/// permutation maps; a body that touches no memory; the outputs of a Row or
+/// Elements stage written at the identity (one thread per element).
+static std::optional<Stage> matchStage(linalg::LinalgOp op,
+                                       ArrayRef<int64_t> rows) {
+  size_t k = rows.size();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (!op.hasPureBufferSemantics() || op->getNumRegions() != 1 ||
+      (ranges.size() != k && ranges.size() != k + 1) ||
+      !llvm::equal(ArrayRef(ranges).take_front(k), rows) ||
+      llvm::any_of(ranges, ShapedType::isDynamic))
+    return std::nullopt;
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (llvm::any_of(ArrayRef(iterators).take_front(k),
+                   [](utils::IteratorType t) {
+                     return t != utils::IteratorType::parallel;
+                   }) ||
+      llvm::any_of(op.getIndexingMapsArray(),
+                   [](AffineMap map) { return !map.isProjectedPermutation(); }))
+    return std::nullopt;
+  for (Operation &inner : op.getBlock()->without_terminator())
+    if (inner.getNumRegions() != 0 || !isMemoryEffectFree(&inner))
+      return std::nullopt;
+  Stage stage{op, StageKind::Row, std::nullopt, 1};
+  if (ranges.size() == k + 1) {
+    stage.length = ranges[k];
+    stage.kind = iterators[k] == utils::IteratorType::parallel
+                     ? StageKind::Elements
+                     : StageKind::Reduction;
   }
-  for (Operation &inner : body->without_terminator())
-    if (&inner != match.combiner)
-      b.clone(inner, values);
-  return combine(b, match, acc, values.lookupOrDefault(match.element));
+  if (stage.kind == StageKind::Reduction) {
+    stage.reduction = matchRowReduction(op, /*minLength=*/1);
+    if (!stage.reduction)
+      return std::nullopt;
+    return stage;
+  }
+  for (OpOperand &init : op.getDpsInitsMutable())
+    if (!op.getMatchingIndexingMap(&init).isIdentity())
+      return std::nullopt;
+  return stage;
 }
 
-/// A row reduction as one block per row: the rows (its parallel loops,
-/// collapsed) over blocks, the row's elements over `threads` threads, each
-/// summing a strided share, then a tree over the block (an scf.reduce in a
-/// loop mapped to threads: gpu.all_reduce), combined with the output's
-/// initial value.
-static void lowerRowReduction(RewriterBase &rewriter, linalg::LinalgOp op,
-                              const RowReduction &match, int64_t threads) {
-  MLIRContext *ctx = op.getContext();
-  Location loc = op.getLoc();
-  rewriter.setInsertionPoint(op);
-  ArrayRef<int64_t> ranges = match.ranges;
-  int64_t length = ranges.back();
-  int64_t rows = match.outputElements();
-  threads = std::min(threads, length);
+/// Whether `map` addresses a row's elements alone: its results are the
+/// rows' `k` loops in order, then the inner loop or nothing.
+static bool isRowLocal(AffineMap map, size_t k) {
+  if (map.getNumResults() != k && map.getNumResults() != k + 1)
+    return false;
+  for (auto [i, expr] : llvm::enumerate(map.getResults())) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim || dim.getPosition() != i)
+      return false;
+  }
+  return true;
+}
+
+/// Whether `buffer` is known apart from every other buffer of its function
+/// unless it views the same one: a function argument (the runtime passes
+/// distinct, non-overlapping buffers, the arena's slots), a device
+/// allocation or a global's.
+static bool isDistinctBuffer(Value buffer) {
+  if (auto arg = dyn_cast<BlockArgument>(buffer))
+    return isa<func::FuncOp>(arg.getOwner()->getParentOp());
+  return isa_and_nonnull<gpu::AllocOp, memref::GetGlobalOp>(
+      buffer.getDefiningOp());
+}
+
+/// Whether `kernel`'s blocks touch their own rows alone where it matters:
+/// every buffer its ops use is a distinct one (isDistinctBuffer) seen
+/// through views; every one they write, all of them access through one
+/// value and row-locally (isRowLocal), so that block r reads and writes row
+/// r of it and nothing another block writes. Buffers they only read may be
+/// read anywhere. A kernel of one op runs as that op would.
+static bool keepsRowsApart(const RowKernel &kernel) {
+  if (kernel.stages.size() == 1)
+    return true;
+  DenseMap<Value, Value> written;
+  for (Stage stage : kernel.stages)
+    for (Value init : stage.op.getDpsInits())
+      written.try_emplace(viewedBuffer(init), init);
+  for (Stage stage : kernel.stages)
+    for (OpOperand &operand : stage.op->getOpOperands()) {
+      if (!isa<MemRefType>(operand.get().getType()))
+        continue;
+      if (!isDistinctBuffer(viewedBuffer(operand.get())))
+        return false;
+      auto it = written.find(viewedBuffer(operand.get()));
+      if (it != written.end() &&
+          (it->second != operand.get() ||
+           !isRowLocal(stage.op.getMatchingIndexingMap(&operand),
+                       kernel.rows.size())))
+        return false;
+    }
+  return true;
+}
+
+/// Whether `op`, between two ops of a row kernel, lets both run in the
+/// kernel at the later one's place: it touches no buffer's contents (views,
+/// constants, index arithmetic), allocates a buffer, or frees one (then
+/// moved after the kernel).
+static bool mayRunAcross(Operation *op) {
+  if (isa<gpu::AllocOp, gpu::DeallocOp>(op))
+    return true;
+  return op->getNumRegions() == 0 && isMemoryEffectFree(op);
+}
+
+/// A row kernel takes no other ops when it has fewer rows than this and its
+/// reduction is longer than kMaxLoneRowLength.
+constexpr int64_t kMinRowKernelRows = 128;
+constexpr int64_t kMaxLoneRowLength = 1024;
+
+/// Each reduction of rows at least `minLength` long among `ops` (host code
+/// in program order), with the ops around it that fit (matchStage, no
+/// longer rows than its own, rows kept apart), as a row kernel: softmax's
+/// fills, maxima, exponentials, sums and division; LayerNorm's mean,
+/// variance and normalisation, forward or backward.
+static SmallVector<RowKernel> collectRowKernels(ArrayRef<linalg::LinalgOp> ops,
+                                                int64_t minLength) {
+  DenseSet<Operation *> taken;
+  SmallVector<RowKernel> kernels;
+  for (linalg::LinalgOp anchor : ops) {
+    // An op in a loop stays one (wrapSequentialBufferLoops may run the loop
+    // in one thread).
+    if (taken.contains(anchor) ||
+        anchor->getParentOfType<LoopLikeOpInterface>())
+      continue;
+    std::optional<RowReduction> match = matchRowReduction(anchor, minLength);
+    if (!match)
+      continue;
+    RowKernel kernel;
+    kernel.rows.assign(match->ranges.begin(), match->ranges.end() - 1);
+    std::optional<Stage> first = matchStage(anchor, kernel.rows);
+    if (!first)
+      continue;
+    kernel.stages.push_back(*first);
+    // Earlier ops, then later ones, while they fit; unless the kernel has
+    // few rows, each long, when the others would run faster on their own.
+    int64_t rows = 1;
+    for (int64_t range : kernel.rows)
+      rows *= range;
+    for (bool before : {true, false}) {
+      if (rows < kMinRowKernelRows && first->length > kMaxLoneRowLength)
+        break;
+      auto step = [&](Operation *op) {
+        return before ? op->getPrevNode() : op->getNextNode();
+      };
+      for (Operation *op = step(anchor); op; op = step(op)) {
+        if (mayRunAcross(op))
+          continue;
+        auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
+        if (!linalgOp || taken.contains(op))
+          break;
+        std::optional<Stage> stage = matchStage(linalgOp, kernel.rows);
+        if (!stage || stage->length > first->length)
+          break;
+        auto at = before ? kernel.stages.begin() : kernel.stages.end();
+        at = kernel.stages.insert(at, *stage);
+        if (!keepsRowsApart(kernel)) {
+          kernel.stages.erase(at);
+          break;
+        }
+      }
+    }
+    for (const Stage &stage : kernel.stages)
+      taken.insert(stage.op);
+    kernels.push_back(std::move(kernel));
+  }
+  return kernels;
+}
+
+/// The loop indices of the row-major position `linear` in `ranges`.
+static SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
+                                      ArrayRef<int64_t> ranges) {
+  SmallVector<Value> ivs(ranges.size());
+  for (int64_t d = static_cast<int64_t>(ranges.size()) - 1; d > 0; --d) {
+    Value extent = arith::ConstantIndexOp::create(b, loc, ranges[d]);
+    ivs[d] = arith::RemUIOp::create(b, loc, linear, extent);
+    linear = arith::DivUIOp::create(b, loc, linear, extent);
+  }
+  if (!ranges.empty())
+    ivs[0] = linear;
+  return ivs;
+}
+
+/// `op`'s element at loop indices `ivs`: its operands loaded there, its
+/// body cloned (linalg.index the loop index) and its yields stored.
+static void emitElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                        ArrayRef<Value> ivs) {
+  IRMapping values;
+  Block *body = op.getBlock();
+  for (OpOperand &operand : op->getOpOperands()) {
+    BlockArgument arg = op.getMatchingBlockArgument(&operand);
+    if (arg.use_empty())
+      continue;
+    Value element = operand.get();
+    if (isa<MemRefType>(element.getType()))
+      element = memref::LoadOp::create(
+          b, loc, element, indicesOf(op.getMatchingIndexingMap(&operand), ivs));
+    values.map(arg, element);
+  }
+  for (Operation &inner : body->without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(inner))
+      values.map(index.getResult(), ivs[index.getDim()]);
+    else
+      b.clone(inner, values);
+  }
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  for (auto [value, init] :
+       llvm::zip(yield.getValues(), op.getDpsInitsMutable()))
+    memref::StoreOp::create(b, loc, values.lookupOrDefault(value), init.get(),
+                            indicesOf(op.getMatchingIndexingMap(&init), ivs));
+}
+
+/// `stage` run by thread `thread` of `threads` in the block of the row at
+/// `ivs`. A reduction's output initial value enters through thread 0's
+/// share, read before the block's tree (whose barriers come before any
+/// store); then every thread stores the result, the same value.
+static void emitStage(OpBuilder &b, Location loc, const Stage &stage,
+                      ArrayRef<Value> ivs, Value thread, int64_t threads) {
+  auto constant = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v).getResult();
+  };
+  auto withInner = [&](Value j) {
+    SmallVector<Value> all(ivs);
+    all.push_back(j);
+    return all;
+  };
+  auto isFirst = [&] {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, thread,
+                                 constant(0))
+        .getResult();
+  };
+  linalg::LinalgOp op = stage.op;
+  switch (stage.kind) {
+  case StageKind::Row:
+    scf::IfOp::create(b, loc, isFirst(), [&](OpBuilder &ib, Location nested) {
+      emitElement(ib, nested, op, ivs);
+      scf::YieldOp::create(ib, nested);
+    });
+    return;
+  case StageKind::Elements:
+    scf::ForOp::create(
+        b, loc, thread, constant(stage.length), constant(threads), ValueRange{},
+        [&](OpBuilder &fb, Location nested, Value j, ValueRange) {
+          emitElement(fb, nested, op, withInner(j));
+          scf::YieldOp::create(fb, nested);
+        });
+    return;
+  case StageKind::Reduction: {
+    const RowReduction &match = *stage.reduction;
+    Value identity = arith::ConstantOp::create(b, loc, match.identity);
+    OpOperand *output = op.getDpsInitOperand(0);
+    SmallVector<Value> outIndices =
+        indicesOf(op.getMatchingIndexingMap(output), ivs);
+    Value init = memref::LoadOp::create(b, loc, output->get(), outIndices);
+    Value start = arith::SelectOp::create(b, loc, isFirst(), init, identity);
+    auto share = scf::ForOp::create(
+        b, loc, thread, constant(stage.length), constant(threads),
+        ValueRange{start},
+        [&](OpBuilder &fb, Location nested, Value j, ValueRange acc) {
+          scf::YieldOp::create(
+              fb, nested,
+              foldElement(fb, nested, op, match, withInner(j), acc[0]));
+        });
+    Type type = identity.getType();
+    auto tree = gpu::AllReduceOp::create(b, loc, share.getResult(0),
+                                         gpu::AllReduceOperationAttr(),
+                                         /*uniform=*/true);
+    Block *combiner = new Block();
+    tree.getBody().push_back(combiner);
+    combiner->addArguments({type, type}, {loc, loc});
+    OpBuilder cb = OpBuilder::atBlockEnd(combiner);
+    gpu::YieldOp::create(cb, loc,
+                         ValueRange{combine(cb, match, combiner->getArgument(0),
+                                            combiner->getArgument(1))});
+    memref::StoreOp::create(b, loc, tree.getResult(), output->get(),
+                            outIndices);
+    return;
+  }
+  }
+}
+
+/// `kernel` as one gpu.launch at its last op's place: a block per row (the
+/// rows' indices delinearised, row-major), up to `blockSize` threads; its
+/// ops in program order with a barrier between two. Frees between its ops
+/// move after it.
+static void lowerRowKernel(RewriterBase &rewriter, const RowKernel &kernel,
+                           int64_t blockSize) {
+  Operation *firstOp = kernel.stages.front().op;
+  Operation *lastOp = kernel.stages.back().op;
+  SmallVector<Location> locs;
+  int64_t threads = 1;
+  for (Stage stage : kernel.stages) {
+    locs.push_back(stage.op.getLoc());
+    threads = std::max(threads, std::min(blockSize, stage.length));
+  }
+  Location loc = rewriter.getFusedLoc(locs);
+  int64_t rows = 1;
+  for (int64_t range : kernel.rows)
+    rows *= range;
+  rewriter.setInsertionPoint(lastOp);
   auto constant = [&](int64_t v) {
     return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
   };
-  auto mapping = [&](gpu::Processor processor) {
-    return ArrayAttr::get(ctx, {loopMapping(ctx, processor)});
-  };
-  Value zero = constant(0), one = constant(1);
-  Value lengthValue = constant(length), threadsValue = constant(threads);
-  auto rowLoop =
-      scf::ParallelOp::create(rewriter, loc, ValueRange{zero},
-                              ValueRange{constant(rows)}, ValueRange{one});
-  rowLoop->setAttr(gpu::getMappingAttrName(), mapping(gpu::Processor::BlockX));
-  OpBuilder::InsertionGuard guard(rewriter);
-  rewriter.setInsertionPoint(rowLoop.getBody()->getTerminator());
-  // The row's indices, delinearised (row-major over the parallel loops).
-  SmallVector<Value> ivs(ranges.size());
-  Value rest = rowLoop.getInductionVars()[0];
-  for (int64_t d = static_cast<int64_t>(ranges.size()) - 2; d > 0; --d) {
-    Value extent = constant(ranges[d]);
-    ivs[d] = arith::RemUIOp::create(rewriter, loc, rest, extent);
-    rest = arith::DivUIOp::create(rewriter, loc, rest, extent);
+  Value one = constant(1);
+  auto launch = gpu::LaunchOp::create(rewriter, loc, constant(rows), one, one,
+                                      constant(threads), one, one);
+  for (Operation *op = firstOp; op != lastOp;) {
+    Operation *next = op->getNextNode();
+    if (isa<gpu::DeallocOp>(op))
+      rewriter.moveOpAfter(op, launch);
+    op = next;
   }
-  if (ranges.size() > 1)
-    ivs[0] = rest;
-  Value identity = arith::ConstantOp::create(rewriter, loc, match.identity);
-  // The output's initial value enters through thread 0's share, read before
-  // the block's tree (whose barriers come before any store).
-  OpOperand *output = op.getDpsInitOperand(0);
-  SmallVector<Value> outIndices =
-      indicesOf(op.getMatchingIndexingMap(output), ivs);
-  auto threadLoop = scf::ParallelOp::create(
-      rewriter, loc, ValueRange{zero}, ValueRange{threadsValue},
-      ValueRange{one}, ValueRange{identity},
-      [&](OpBuilder &b, Location nested, ValueRange thread, ValueRange) {
-        Value first = arith::CmpIOp::create(b, nested, arith::CmpIPredicate::eq,
-                                            thread[0], zero);
-        Value init =
-            memref::LoadOp::create(b, nested, output->get(), outIndices);
-        Value start = arith::SelectOp::create(b, nested, first, init, identity);
-        // The thread's share: elements thread, thread + threads, ...
-        auto share = scf::ForOp::create(
-            b, nested, thread[0], lengthValue, threadsValue, ValueRange{start},
-            [&](OpBuilder &fb, Location floc, Value j, ValueRange args) {
-              SmallVector<Value> all(ivs);
-              all.back() = j;
-              scf::YieldOp::create(
-                  fb, floc, foldElement(fb, floc, op, match, all, args[0]));
-            });
-        // The block's tree over the threads' shares.
-        auto reduce = scf::ReduceOp::create(b, nested, share.getResult(0));
-        Block &tree = reduce.getReductions()[0].front();
-        OpBuilder tb = OpBuilder::atBlockEnd(&tree);
-        scf::ReduceReturnOp::create(
-            tb, nested,
-            combine(tb, match, tree.getArgument(0), tree.getArgument(1)));
-      });
-  threadLoop->setAttr(gpu::getMappingAttrName(),
-                      mapping(gpu::Processor::ThreadX));
-
-  // Every thread stores the block's result, the same value.
-  rewriter.setInsertionPoint(rowLoop.getBody()->getTerminator());
-  memref::StoreOp::create(rewriter, loc, threadLoop.getResult(0), output->get(),
-                          outIndices);
+  OpBuilder b = OpBuilder::atBlockEnd(&launch.getBody().front());
+  SmallVector<Value> ivs =
+      delinearize(b, loc, launch.getBlockIds().x, kernel.rows);
+  for (auto [i, stage] : llvm::enumerate(kernel.stages)) {
+    if (i != 0)
+      gpu::BarrierOp::create(b, loc);
+    emitStage(b, stage.op->getLoc(), stage, ivs, launch.getThreadIds().x,
+              threads);
+  }
+  gpu::TerminatorOp::create(b, loc);
+  for (const Stage &stage : kernel.stages)
+    rewriter.eraseOp(stage.op);
 }
 
 /// A column reduction (its reduced loop not the innermost: a bias
@@ -390,23 +650,21 @@ static bool columnReductionPays(linalg::LinalgOp op, const RowReduction &match,
   });
 }
 
-/// Lowers each linalg op to one scf.parallel over its parallel dimensions
-/// (a one-iteration loop when it has none) with its reductions inside; a
-/// reduction of long rows with a tree-shaped combiner to a block per row
-/// (lowerRowReduction), one of many rows into few elements to two kernels
-/// (lowerColumnReduction).
+/// Lowers each long row reduction, with the row-wise ops around it, to a
+/// kernel of a block per row (collectRowKernels, lowerRowKernel); a
+/// reduction of many rows into few elements to two kernels
+/// (lowerColumnReduction); every other linalg op to one scf.parallel over
+/// its parallel dimensions (a one-iteration loop when it has none) with its
+/// reductions inside.
 static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
                                                 func::FuncOp fn,
                                                 int64_t blockSize) {
+  for (const RowKernel &kernel : collectRowKernels(
+           collectHostOps<linalg::LinalgOp>(fn), kMinBlockRowLength))
+    lowerRowKernel(rewriter, kernel, blockSize);
   for (auto op : collectHostOps<linalg::LinalgOp>(fn)) {
     if (!op.hasPureBufferSemantics())
       return op->emitOpError("zb-map-to-gpu: expected an op on buffers");
-    if (std::optional<RowReduction> match =
-            matchRowReduction(op, kMinBlockRowLength)) {
-      lowerRowReduction(rewriter, op, *match, blockSize);
-      rewriter.eraseOp(op);
-      continue;
-    }
     if (std::optional<RowReduction> match = matchReduction(op, kMinColumns);
         match && columnReductionPays(op, *match, blockSize)) {
       lowerColumnReduction(rewriter, op, *match);
@@ -475,10 +733,8 @@ static void wrapSequentialBufferLoops(RewriterBase &rewriter, func::FuncOp fn) {
 static void tileAndMapParallelLoops(RewriterBase &rewriter, func::FuncOp fn,
                                     int64_t blockSize) {
   SmallVector<scf::ParallelOp> roots;
-  // Loops mapped already (a block per row) stay as they are.
   for (auto loop : collectHostOps<scf::ParallelOp>(fn))
-    if (!loop->getParentOfType<scf::ParallelOp>() &&
-        !loop->hasAttr(gpu::getMappingAttrName()))
+    if (!loop->getParentOfType<scf::ParallelOp>())
       roots.push_back(loop);
   MLIRContext *ctx = fn.getContext();
   auto mapping = [&](gpu::Processor processor) {

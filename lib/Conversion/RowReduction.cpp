@@ -7,6 +7,7 @@
 #include "RowReduction.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -100,4 +101,22 @@ SmallVector<Value> zb::detail::indicesOf(AffineMap map, ArrayRef<Value> ivs) {
   for (AffineExpr expr : map.getResults())
     indices.push_back(ivs[cast<AffineDimExpr>(expr).getPosition()]);
   return indices;
+}
+
+Value zb::detail::foldElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
+                              const RowReduction &match, ArrayRef<Value> ivs,
+                              Value acc) {
+  IRMapping values;
+  Block *body = op.getBlock();
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    Value element = input->get();
+    if (isa<MemRefType>(element.getType()))
+      element = memref::LoadOp::create(
+          b, loc, element, indicesOf(op.getMatchingIndexingMap(input), ivs));
+    values.map(body->getArgument(input->getOperandNumber()), element);
+  }
+  for (Operation &inner : body->without_terminator())
+    if (&inner != match.combiner)
+      b.clone(inner, values);
+  return combine(b, match, acc, values.lookupOrDefault(match.element));
 }

@@ -63,6 +63,13 @@ mlir::TypedAttr combinerIdentity(mlir::Operation *op, mlir::Type type);
 mlir::Value combine(mlir::OpBuilder &b, const RowReduction &match,
                     mlir::Value accumulator, mlir::Value element);
 
+/// `acc` combined with `op`'s element at loop indices `ivs`: its inputs
+/// loaded there (scalar inputs used as they are) and its body but the
+/// combiner cloned.
+mlir::Value foldElement(mlir::OpBuilder &b, mlir::Location loc,
+                        mlir::linalg::LinalgOp op, const RowReduction &match,
+                        llvm::ArrayRef<mlir::Value> ivs, mlir::Value acc);
+
 /// The values of `map`'s results (a projected permutation) for loop
 /// indices `ivs`.
 llvm::SmallVector<mlir::Value> indicesOf(mlir::AffineMap map,

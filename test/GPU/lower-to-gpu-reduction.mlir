@@ -32,45 +32,51 @@ func.func @short_rows(%x: tensor<64x16xf32>) -> tensor<64xf32> {
 }
 
 // CHECK-LABEL: llvm.func @rowsum(
-// The fill, then the reduction: 64 blocks (one per row) of 256 threads.
-// CHECK: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
-// CHECK: %[[ROWS:.*]] = llvm.mlir.constant(64 : index) : i64
-// CHECK: gpu.launch_func
+// The fill and the reduction, one kernel: 64 blocks (one per row) of 256
+// threads.
+// CHECK-DAG: %[[ROWS:.*]] = llvm.mlir.constant(64 : index) : i64
+// CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(256 : index) : i64
 // CHECK: gpu.launch_func {{.*}} blocks in (%[[ROWS]], %{{.*}}, %{{.*}}) threads in (%[[THREADS]],
+// CHECK-NOT: gpu.launch_func
 // CHECK: gpu.binary @rowsum_kernel [
+// Thread 0's fill, then each thread's strided share (a loop of loads and
+// adds), then the block's tree: shuffles within a warp, shared memory and
+// a barrier between warps.
 // CHECK-SAME: .target sm_90
 // CHECK-SAME: st.global
-// Each thread's strided share (a loop of loads and adds), then the block's
-// tree: shuffles within a warp, shared memory and a barrier between warps.
-// CHECK: gpu.binary @rowsum_kernel_0 [
-// CHECK-SAME: .target sm_90
+// CHECK-SAME: bar.sync
 // CHECK-SAME: ld.global
 // CHECK-SAME: add.rn.f32
 // CHECK-SAME: shfl.sync.bfly.b32
 // CHECK-SAME: bar.sync
 // CHECK-SAME: st.global
 // CHECK-LABEL: llvm.func @short_rows(
-// CHECK: gpu.binary @short_rows_kernel_1 [
+// CHECK: gpu.binary @short_rows_kernel_0 [
 // CHECK-SAME: .target sm_90
 // CHECK-NOT: shfl.sync
 // CHECK-SAME: bra
 
-// The structure zb-map-to-gpu gives the long rows: rows over blocks,
-// threads over the row with an scf.reduce (gpu.all_reduce once launched).
-// Thread 0's share starts from the output's initial value, read before the
-// tree; after it every thread stores the same result.
+// The structure zb-map-to-gpu gives the long rows: a launch of a block per
+// row. Thread 0 fills the row's output; after a barrier, thread 0's share
+// starts from it, read before the tree (gpu.all_reduce); after it every
+// thread stores the same result.
 // MAP-LABEL: func.func @rowsum(
-// MAP: scf.parallel (%[[ROW:.*]]) = (%{{.*}}) to (%c64{{.*}}) step
-// MAP: scf.parallel (%[[T:.*]]) = (%{{.*}}) to (%c256{{.*}}) step (%{{.*}}) init (%[[ID:.*]]) -> f32
+// MAP: gpu.launch blocks(%[[ROW:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c64{{.*}}, %{{.*}} = %c1{{.*}}, %{{.*}} = %c1{{.*}}) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c256{{.*}},
+// MAP: %[[FILL:.*]] = arith.cmpi eq, %[[T]], %{{.*}} : index
+// MAP: scf.if %[[FILL]] {
+// MAP-NEXT: memref.store %{{.*}}, %[[OUT:.*]][%[[ROW]]] : memref<64xf32>
+// MAP: gpu.barrier
+// MAP: %[[ID:.*]] = arith.constant 0.0
+// MAP: %[[INIT:.*]] = memref.load %[[OUT]][%[[ROW]]] : memref<64xf32>
 // MAP: %[[FIRST:.*]] = arith.cmpi eq, %[[T]], %{{.*}} : index
-// MAP: %[[INIT:.*]] = memref.load %[[OUT:.*]][%[[ROW]]] : memref<64xf32>
 // MAP: %[[START:.*]] = arith.select %[[FIRST]], %[[INIT]], %[[ID]] : f32
-// MAP: scf.for %{{.*}} = %[[T]] to %c300{{.*}} step %c256{{.*}} iter_args(%{{.*}} = %[[START]])
+// MAP: %[[SHARE:.*]] = scf.for %{{.*}} = %[[T]] to %c300{{.*}} step %c256{{.*}} iter_args(%{{.*}} = %[[START]])
 // MAP: memref.load %{{.*}}[%[[ROW]], %{{.*}}]
 // MAP: arith.addf
-// MAP: scf.reduce(%{{.*}} : f32)
+// MAP: %[[SUM:.*]] = gpu.all_reduce %[[SHARE]] uniform {
 // MAP: arith.addf
-// MAP: scf.reduce.return
-// MAP: processor = thread_x
-// MAP-NEXT: memref.store %{{.*}}, %[[OUT]][%[[ROW]]] : memref<64xf32>
-// MAP: processor = block_x
+// MAP: gpu.yield
+// MAP: memref.store %[[SUM]], %[[OUT]][%[[ROW]]] : memref<64xf32>
+// MAP-NEXT: gpu.terminator
+// MAP-LABEL: func.func @short_rows(
+// MAP-NOT: gpu.launch

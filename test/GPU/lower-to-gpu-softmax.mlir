@@ -1,6 +1,7 @@
 // REQUIRES: cuda-toolkit
-// linalg.softmax: decomposed into a max reduction, exp and a sum reduction
-// and the division, each a kernel.
+// linalg.softmax: decomposed into a fill and a max reduction, exp, a fill
+// and a sum reduction, and the division: one kernel, a block per row, the
+// steps separated by barriers.
 // RUN: zb-opt %s --zb-lower-to-gpu="format=isa" | FileCheck %s
 
 func.func @softmax(%x: tensor<32x64xf32>) -> tensor<32x64xf32> {
@@ -11,15 +12,20 @@ func.func @softmax(%x: tensor<32x64xf32>) -> tensor<32x64xf32> {
 }
 
 // CHECK-LABEL: llvm.func @softmax(
-// CHECK-COUNT-6: gpu.launch_func
-// The row maxima (after a fill with -inf), exp(x - max), the row sums (after
-// a fill with 0) and the division.
-// CHECK: gpu.binary @softmax_kernel_0 [
+// CHECK-DAG: %[[ROWS:.*]] = llvm.mlir.constant(32 : index) : i64
+// CHECK-DAG: %[[THREADS:.*]] = llvm.mlir.constant(64 : index) : i64
+// CHECK: gpu.launch_func {{.*}} blocks in (%[[ROWS]], %{{.*}}, %{{.*}}) threads in (%[[THREADS]],
+// CHECK-NOT: gpu.launch_func
+// The row maximum (a block-wide tree of shuffles), exp(x - max), the row
+// sum (another tree) and the division, in that order in one kernel.
+// CHECK: gpu.binary @softmax_kernel [
 // CHECK-SAME: max.f32
-// CHECK: gpu.binary @softmax_kernel_1 [
+// CHECK-SAME: shfl.sync.bfly.b32
+// CHECK-SAME: bar.sync
 // CHECK-SAME: sub.rn.f32
 // CHECK-SAME: {{ex2.approx|__nv_expf}}
-// CHECK: gpu.binary @softmax_kernel_3 [
+// CHECK-SAME: bar.sync
 // CHECK-SAME: add.rn.f32
-// CHECK: gpu.binary @softmax_kernel_4 [
+// CHECK-SAME: shfl.sync.bfly.b32
+// CHECK-SAME: bar.sync
 // CHECK-SAME: div.rn.f32

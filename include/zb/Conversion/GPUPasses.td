@@ -34,7 +34,7 @@ def ZBLowerGemmToCUBLAS : Pass<"zb-lower-gemm-to-cublas", "mlir::ModuleOp"> {
 
 def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
   let summary = "Put buffers on the device and map linalg ops on buffers to "
-                "GPU-mapped parallel loops";
+                "GPU-mapped parallel loops, row-wise chains to one kernel";
   let description = [{
     Prepares bufferized host functions for `--convert-parallel-loops-to-gpu`
     so that every buffer lives on the device and all computation runs in
@@ -50,12 +50,22 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
     - a linalg op that reduces its innermost loop, of 32 elements or more,
       into one output as `out = combine(out, element)` with `addf`, `mulf`,
       or a float max or min (a softmax's row maximum and sum, a norm's
-      statistics, a loss's log-sum-exp) runs a block per row: the rows
-      (its parallel loops, collapsed) over blocks, the row over up to
-      `block-size` threads that each combine a strided share, then a tree
-      over the block (an `scf.reduce` in the loop mapped to threads, which
-      becomes `gpu.all_reduce`, see `--zb-lower-all-reduce`), combined with
-      the output's initial value;
+      statistics, a loss's log-sum-exp) becomes a `gpu.launch` with a
+      block per row (its parallel loops, delinearised row-major) and up to
+      `block-size` threads that each combine a strided share of the row,
+      then a tree over the block (`gpu.all_reduce`, see
+      `--zb-lower-all-reduce`), combined with the output's initial value.
+      The row-wise linalg ops around it in the same block join that kernel
+      (a row kernel), so that a softmax, a LayerNorm forward or backward,
+      or a loss is one kernel: ops over the same rows with at most one
+      more loop, no longer than the reduction's (fills of a row's
+      statistic run in thread 0; elementwise ops stride their threads
+      over the row; other reductions as above), with a barrier between
+      two. An op joins only while every buffer the kernel writes is
+      accessed, by all its ops, through one value at the row's own
+      elements, so that blocks never share data; only views, constants,
+      allocations and frees may lie between its ops (the frees move after
+      the kernel). A reduction into one element runs alone;
     - a linalg op that reduces one other loop (not the innermost), of 128
       elements or more, the same way into fewer output elements than 64
       blocks hold threads, directly in the function's body (a bias
