@@ -15,6 +15,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SHA256.h"
 
+#include <unistd.h>
+
 using namespace mlir;
 using namespace zb;
 
@@ -67,11 +69,31 @@ zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
                        settings, cache, warn);
 }
 
+/// A loaded object and the descriptor it was loaded through, open while it
+/// is loaded: the dynamic loader takes an object whose path names one
+/// already loaded for that one, so no two loaded programs may share
+/// /proc/self/fd/N.
+struct LoadedProgram::Object {
+  std::unique_ptr<zbrt::SharedObject> code;
+  int fd = -1;
+  ~Object() {
+    code.reset();
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
 llvm::Expected<LoadedProgram> LoadedProgram::load(const CacheEntry &entry) {
+  auto object = std::make_shared<Object>();
+  object->fd = entry.duplicateDescriptor();
+  std::string path = object->fd >= 0
+                         ? "/proc/self/fd/" + std::to_string(object->fd)
+                         : entry.getPath();
+  if (!llvm::sys::fs::exists(path))
+    path = entry.getPath();
   std::string error;
-  std::unique_ptr<zbrt::SharedObject> object =
-      zbrt::SharedObject::open(entry.loadPath(), error);
-  if (!object)
+  object->code = zbrt::SharedObject::open(path, error);
+  if (!object->code)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
   LoadedProgram program;
   program.object = std::move(object);
@@ -81,7 +103,8 @@ llvm::Expected<LoadedProgram> LoadedProgram::load(const CacheEntry &entry) {
 llvm::Expected<zbrt::EntryFn>
 LoadedProgram::entryPoint(StringRef function) const {
   std::string error;
-  zbrt::EntryFn fn = object->lookup((kEntryPrefix + function).str(), error);
+  zbrt::EntryFn fn =
+      object->code->lookup((kEntryPrefix + function).str(), error);
   if (!fn)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), error);
   return fn;

@@ -88,6 +88,10 @@ std::string CacheEntry::loadPath() const {
   return llvm::sys::fs::exists(self) ? self : path;
 }
 
+int CacheEntry::duplicateDescriptor() const {
+  return fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+}
+
 std::string CompileCache::defaultDirectory() {
   if (std::optional<std::string> dir =
           llvm::sys::Process::GetEnv("ZB_CACHE_DIR"))

@@ -64,6 +64,12 @@ void zb::buildLowerToGPUPipeline(OpPassManager &pm,
   ZBMapToGPUOptions map;
   map.blockSize = options.blockSize;
   pm.addPass(createZBMapToGPU(map));
+  if (options.emulate) {
+    // The same code on the host, for testing without a GPU.
+    pm.addPass(createZBEmulateGPU());
+    buildLoopsToLLVMPipeline(pm);
+    return;
+  }
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

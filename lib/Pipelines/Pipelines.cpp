@@ -64,7 +64,10 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   // LLVM vectorises where no order changes.
   pm.addPass(zb::createZBVectorizeRowReductions());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  buildLoopsToLLVMPipeline(pm);
+}
 
+void zb::buildLoopsToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

@@ -103,16 +103,17 @@ static void addPackedEntries(llvm::Module &module) {
 LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
                                         const CPUCompileOptions &options) {
   PassManager pm(module.getContext());
-  if (options.target == "gpu") {
+  if (options.target == "gpu" || options.target == "gpu-emulated") {
     LowerToGPUOptions gpu;
     gpu.chip = options.gpuChip;
     gpu.dtype = options.gpuDtype;
+    gpu.emulate = options.target == "gpu-emulated";
     buildLowerToGPUPipeline(pm, gpu);
   } else if (options.target == "cpu") {
     buildLowerToCPUPipeline(pm, LowerToCPUOptions());
   } else {
     return module.emitError("unknown compile target '")
-           << options.target << "'; known: cpu, gpu";
+           << options.target << "'; known: cpu, gpu, gpu-emulated";
   }
   if (failed(pm.run(module)))
     return failure();

@@ -1,7 +1,8 @@
 // REQUIRES: mlir-runner
 // A row kernel of --zb-map-to-gpu computes what its ops say: the kernel
-// runs on the CPU (--zb-emulate-launches: blocks and threads as loops, the
-// body in phases between its barriers and reductions) against plain loops
+// runs on the CPU (--zb-emulate-gpu: blocks and threads as loops, the body
+// in phases between its barriers and reductions, device buffers as host
+// ones) against plain loops
 // over the same data. Rows of 3 x 5 (delinearised), 40 long, with 16
 // threads (a strided share of 2 or 3 elements each) and with 64 (capped at
 // 40); a fill and a max, an elementwise op, a fill and a sum of squares,
@@ -9,16 +10,14 @@
 // output the caller set (thread 0 folds the initial value). The values are
 // integers, so every summation order gives them exactly: the difference
 // from the loops is 0.
-// RUN: zb-opt %s --zb-map-to-gpu=block-size=16 --zb-emulate-launches \
-// RUN:   | sed -e 's/gpu\.alloc  *()/memref.alloc()/' -e 's/gpu\.dealloc/memref.dealloc/' \
+// RUN: zb-opt %s --zb-map-to-gpu=block-size=16 --zb-emulate-gpu \
 // RUN:   | mlir-opt --convert-scf-to-cf --expand-strided-metadata --lower-affine \
 // RUN:       --finalize-memref-to-llvm --convert-arith-to-llvm --convert-func-to-llvm \
 // RUN:       --convert-cf-to-llvm --reconcile-unrealized-casts \
 // RUN:   | mlir-runner -e main -entry-point-result=void \
 // RUN:       -shared-libs=%mlir_lib_dir/libmlir_runner_utils%shlibext,%mlir_lib_dir/libmlir_c_runner_utils%shlibext \
 // RUN:   | FileCheck %s
-// RUN: zb-opt %s --zb-map-to-gpu=block-size=64 --zb-emulate-launches \
-// RUN:   | sed -e 's/gpu\.alloc  *()/memref.alloc()/' -e 's/gpu\.dealloc/memref.dealloc/' \
+// RUN: zb-opt %s --zb-map-to-gpu=block-size=64 --zb-emulate-gpu \
 // RUN:   | mlir-opt --convert-scf-to-cf --expand-strided-metadata --lower-affine \
 // RUN:       --finalize-memref-to-llvm --convert-arith-to-llvm --convert-func-to-llvm \
 // RUN:       --convert-cf-to-llvm --reconcile-unrealized-casts \

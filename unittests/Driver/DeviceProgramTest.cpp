@@ -29,6 +29,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <gtest/gtest.h>
@@ -122,14 +123,25 @@ struct Trained {
   zbrt::NpzArchive params;
 };
 
+/// A rank program's entry points in one compiled object.
+struct Entries {
+  std::unique_ptr<LoadedProgram> object;
+  zbrt::EntryFn step = nullptr, update = nullptr, squares = nullptr;
+};
+
 class DeviceProgram : public ::testing::Test {
 protected:
-  void SetUp() override {
+  void SetUp() override { prepare(ZB_EXAMPLES_DIR "/mlp.mlir", "cpu"); }
+
+  /// Lowers the model at `path` (one stage, AdamW) and compiles its rank
+  /// program for the CPU (the host path's) and for `deviceTarget` (the
+  /// device path's; the same object when that is "cpu").
+  void prepare(const std::string &path, const std::string &deviceTarget) {
     mlir::DialectRegistry registry;
     ModelFile::registerDialects(registry);
     context = std::make_unique<mlir::MLIRContext>(registry);
     std::string error;
-    model = ModelFile::open(ZB_EXAMPLES_DIR "/mlp.mlir", *context, error);
+    model = ModelFile::open(path, *context, error);
     ASSERT_TRUE(model) << error;
     llvm::SmallString<128> dir;
     ASSERT_FALSE(
@@ -145,28 +157,41 @@ protected:
     lowered = LoweredPipeline::lower(model->module(), pipeline, error);
     ASSERT_TRUE(lowered) << error;
     ASSERT_TRUE(lowered->rankProgram(0, info, error)) << error;
+    ASSERT_NO_FATAL_FAILURE(compile("cpu", host));
+    if (deviceTarget != "cpu")
+      ASSERT_NO_FATAL_FAILURE(compile(deviceTarget, device));
+  }
+
+  /// Rank 0's program compiled for `target`, and its entry points.
+  void compile(const std::string &target, Entries &out) {
+    std::string error;
     mlir::OwningOpRef<mlir::ModuleOp> rank = lowered->keepRank(0, error);
     ASSERT_TRUE(rank) << error;
+    CompileSettings settings;
     settings.cacheDir = cacheDir;
     settings.identity = "DeviceProgramTest";
+    settings.target.target = target;
     llvm::Expected<CompileCache> cache = openCache(settings);
     ASSERT_TRUE(bool(cache)) << llvm::toString(cache.takeError());
     auto warn = [](const llvm::Twine &) {};
-    llvm::Expected<std::unique_ptr<CacheEntry>> entry =
-        compileCached(*rank, "device-program-test", settings, *cache, warn);
+    llvm::Expected<std::unique_ptr<CacheEntry>> entry = compileCached(
+        *rank, "device-program-test-" + target, settings, *cache, warn);
     ASSERT_TRUE(bool(entry)) << llvm::toString(entry.takeError());
     llvm::Expected<LoadedProgram> loaded = LoadedProgram::load(**entry);
     ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
-    object = std::make_unique<LoadedProgram>(std::move(*loaded));
+    out.object = std::make_unique<LoadedProgram>(std::move(*loaded));
     for (auto [fn, name] :
-         {std::pair{&step, info.stepFunction},
-          std::pair{&update, optimizer::updateFunction(0)},
-          std::pair{&squares, optimizer::gradSquaresFunction(0)}}) {
-      llvm::Expected<zbrt::EntryFn> found = object->entryPoint(name);
+         {std::pair{&out.step, info.stepFunction},
+          std::pair{&out.update, optimizer::updateFunction(0)},
+          std::pair{&out.squares, optimizer::gradSquaresFunction(0)}}) {
+      llvm::Expected<zbrt::EntryFn> found = out.object->entryPoint(name);
       ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
       *fn = *found;
     }
   }
+
+  /// The device path's entry points.
+  const Entries &onDevice() const { return device.object ? device : host; }
 
   void TearDown() override { llvm::sys::fs::remove_directories(cacheDir); }
 
@@ -191,15 +216,16 @@ protected:
                                     info.countsInNorm.end());
     std::unique_ptr<zbrt::Comm> comm = zbrt::createLocalComm();
     Trained out;
+    const Entries &code = cuda ? onDevice() : host;
     {
-      PipelineRankProgram program(data, params, step, *comm, cuda,
+      PipelineRankProgram program(data, params, code.step, *comm, cuda,
                                   /*recordActions=*/false);
       TrainingContext run{*comm, *comm, 1, 0, data, params, counted, optimizer};
       std::unique_ptr<ParamUpdate> compiled;
       if (cuda) {
-        program.computeGradSquares(squares);
-        compiled = makeCompiledUpdate(update, data, params, counted, optimizer,
-                                      program.rankBuffers(), error);
+        program.computeGradSquares(code.squares);
+        compiled = makeCompiledUpdate(code.update, data, params, counted,
+                                      optimizer, program.rankBuffers(), error);
         EXPECT_TRUE(compiled) << error;
         run.update = compiled.get();
       }
@@ -222,11 +248,9 @@ protected:
   std::unique_ptr<mlir::MLIRContext> context;
   std::unique_ptr<ModelFile> model;
   std::string cacheDir;
-  CompileSettings settings;
   std::unique_ptr<LoweredPipeline> lowered;
   RankProgramInfo info;
-  std::unique_ptr<LoadedProgram> object;
-  zbrt::EntryFn step = nullptr, update = nullptr, squares = nullptr;
+  Entries host, device;
 };
 
 /// Equal losses and parameters.
@@ -282,6 +306,50 @@ TEST_F(DeviceProgram, PrefetchesNoStepPastTheLoop) {
   EXPECT_EQ(calls.live, 0) << "device buffers leaked";
 }
 
+/// The GPU lowering run on the host (--zb-lower-to-gpu="emulate=true": its
+/// kernels as loops, blocks and threads in order) on the device path
+/// against the CPU lowering on the host path, for the GPT example: its
+/// LayerNorms and loss are row kernels, forward and backward, its
+/// optimizer update and gradient norm compiled for the device. The sums
+/// run in other orders (a block's tree against the CPU's vector lanes), so
+/// losses and parameters agree to rounding, not bit for bit.
+class EmulatedGPU : public DeviceProgram {
+protected:
+  void SetUp() override {
+    prepare(ZB_EXAMPLES_DIR "/gpt.mlir", "gpu-emulated");
+  }
+};
+
+TEST_F(EmulatedGPU, TrainsLikeTheCPULowering) {
+  // Two programs loaded at once stay two (the loader takes an object whose
+  // path names a loaded one for that one).
+  EXPECT_NE(host.step, device.step);
+  Trained cpu = train(nullptr);
+  calls = Calls();
+  Trained gpu = train(&kHostDevice);
+  ASSERT_EQ(cpu.losses.size(), size_t(kSteps));
+  ASSERT_EQ(gpu.losses.size(), size_t(kSteps));
+  for (int64_t s = 0; s < kSteps; ++s)
+    EXPECT_NEAR(cpu.losses[s], gpu.losses[s], 1e-5 * std::abs(cpu.losses[s]))
+        << "step " << s;
+  EXPECT_NE(cpu.losses[0], cpu.losses[kSteps - 1]);
+  EXPECT_EQ(cpu.clipped, int(kSteps));
+  EXPECT_EQ(gpu.clipped, int(kSteps));
+  ASSERT_EQ(cpu.params.size(), gpu.params.size());
+  double worst = 0;
+  for (const auto &[name, value] : cpu.params) {
+    auto it = gpu.params.find(name);
+    ASSERT_NE(it, gpu.params.end()) << name;
+    ASSERT_EQ(value.dtype, zbrt::DType::F32) << name;
+    ASSERT_EQ(value.numElements(), it->second.numElements()) << name;
+    const float *a = value.as<float>(), *b = it->second.as<float>();
+    for (int64_t i = 0; i < value.numElements(); ++i)
+      worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  }
+  EXPECT_LT(worst, 2e-5);
+  EXPECT_EQ(calls.live, 0) << "device buffers leaked";
+}
+
 TEST_F(DeviceProgram, WaitsForAPrefetchBeforeFreeing) {
   // Steps run without train(): the program prefetches the next step's data
   // after each, so one prefetch is pending when it goes.
@@ -291,7 +359,7 @@ TEST_F(DeviceProgram, WaitsForAPrefetchBeforeFreeing) {
   std::unique_ptr<zbrt::Comm> comm = zbrt::createLocalComm();
   calls = Calls();
   {
-    PipelineRankProgram program(data, params, step, *comm, &kHostDevice,
+    PipelineRankProgram program(data, params, host.step, *comm, &kHostDevice,
                                 /*recordActions=*/false);
     std::vector<zbrt::NpyArray> grads;
     program.run(0, grads);

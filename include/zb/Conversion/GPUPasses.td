@@ -119,25 +119,33 @@ def ZBLowerAllReduce : Pass<"zb-lower-all-reduce", "mlir::gpu::GPUModuleOp"> {
                            "mlir::memref::MemRefDialect"];
 }
 
-def ZBEmulateLaunches : Pass<"zb-emulate-launches", "mlir::ModuleOp"> {
-  let summary = "Run each gpu.launch on the host, its blocks and threads as "
-                "loops (for testing kernels on the CPU)";
+def ZBEmulateGPU : Pass<"zb-emulate-gpu", "mlir::ModuleOp"> {
+  let summary = "Run the GPU lowering's code on the host: kernels as loops, "
+                "device buffers and cuBLAS as the host's (for testing)";
   let description = [{
-    Replaces each `gpu.launch` by sequential loops that compute what the
-    kernel computes, so that the kernels `--zb-map-to-gpu` builds can be
-    run and checked on a machine without a GPU (with `gpu.alloc` and
-    `gpu.dealloc` then read as their memref counterparts). The blocks
-    become loops; the launch's body is cut at its top-level `gpu.barrier`
-    and `gpu.all_reduce` ops into phases, and each phase runs every thread
-    of the block, one after the other, before the next phase starts, which
-    is what the barriers guarantee. A `gpu.all_reduce` stores each
-    thread's value, then folds them in thread order with its region. A
-    value a later phase uses is recomputed there when its op is pure;
-    otherwise (or for a barrier or a reduction not at the body's top level,
-    or one with an `op` attribute instead of a region) the pass fails and
-    names the op. Threads of one phase run in order, so a race between
-    them goes unseen: this checks what a kernel computes, not that its
-    barriers suffice.
+    Turns what `--zb-map-to-gpu` leaves into host code that computes the
+    same, so that the GPU lowering can be run and checked on a machine
+    without a GPU (`--zb-lower-to-gpu="emulate=true"` runs it, then the
+    CPU's lowering of loops):
+
+    - each `gpu.launch` becomes loops over its blocks; its body is cut at
+      its top-level `gpu.barrier` and `gpu.all_reduce` ops into phases, and
+      each phase runs every thread of the block, one after the other,
+      before the next phase starts, as the barriers guarantee. A
+      `gpu.all_reduce` stores each thread's value, then folds them in
+      thread order with its region. A value a later phase uses is
+      recomputed there when its op has no memory effects; otherwise (or
+      for a barrier or a reduction not at the body's top level, or one
+      with an `op` attribute instead of a region) the pass fails and names
+      the op. Threads of one phase run in order, so a race between them
+      goes unseen: this checks what a kernel computes, not that its
+      barriers suffice. The mapped `scf.parallel` loops that are to become
+      kernels stay loops;
+    - `gpu.alloc`, `gpu.dealloc` and `gpu.memcpy` become `memref.alloc`,
+      `memref.dealloc` and `memref.copy`;
+    - calls of the runtime's cuBLAS gemm (`zbrt_gpu_sgemm_batched`) call
+      its host BLAS gemm (`zbrt_sgemm_batched`), of the same signature;
+      the bf16 gemm has no host counterpart and is an error.
   }];
   let dependentDialects = ["mlir::arith::ArithDialect",
                            "mlir::memref::MemRefDialect",

@@ -60,7 +60,8 @@ public:
   llvm::Expected<zbrt::EntryFn> entryPoint(llvm::StringRef function) const;
 
 private:
-  std::shared_ptr<zbrt::SharedObject> object;
+  struct Object;
+  std::shared_ptr<Object> object;
 };
 
 } // namespace zb

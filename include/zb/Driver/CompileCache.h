@@ -45,6 +45,8 @@ public:
   const std::string &getPath() const { return path; }
   /// A path that opens the verified file itself (/proc/self/fd/N).
   std::string loadPath() const;
+  /// A new descriptor of the verified file (the caller closes it), or -1.
+  int duplicateDescriptor() const;
 
 private:
   std::string path;

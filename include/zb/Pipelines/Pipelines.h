@@ -45,6 +45,12 @@ void buildLowerToCPUPipeline(mlir::OpPassManager &pm,
 /// deallocation.
 void buildBufferizeModelPipeline(mlir::OpPassManager &pm);
 
+/// Builds the CPU lowering's last part, which the GPU lowering's emulation
+/// on the host shares: loops, memrefs and math on buffers to the LLVM
+/// dialect (inline approximations of exp and its kin, allocations through
+/// the runtime).
+void buildLoopsToLLVMPipeline(mlir::OpPassManager &pm);
+
 /// Options of the GPU lowering pipeline.
 struct LowerToGPUOptions : mlir::PassPipelineOptions<LowerToGPUOptions> {
   Option<std::string> chip{*this, "chip",
@@ -69,6 +75,12 @@ struct LowerToGPUOptions : mlir::PassPipelineOptions<LowerToGPUOptions> {
       llvm::cl::desc("CUDA toolkit for ptxas and libdevice (default: "
                      "$CUDA_ROOT, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda)"),
       llvm::cl::init("")};
+  Option<bool> emulate{
+      *this, "emulate",
+      llvm::cl::desc("Run on the host instead, for testing: after "
+                     "--zb-map-to-gpu, --zb-emulate-gpu and the CPU's "
+                     "lowering of loops (f32 only)"),
+      llvm::cl::init(false)};
 };
 
 /// Builds `--zb-lower-to-gpu`: the shared bufferization, matmul-family ops

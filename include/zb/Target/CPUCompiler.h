@@ -27,7 +27,9 @@ struct CPUCompileOptions {
   /// Where the model's computation runs: "cpu" (--zb-lower-to-cpu) or "gpu"
   /// (--zb-lower-to-gpu: host code for this CPU launching kernels embedded
   /// for `gpuChip`; the shared object then needs libzbrt_cuda.so loaded
-  /// with RTLD_GLOBAL, see zbrt::loadCUDARuntime()).
+  /// with RTLD_GLOBAL, see zbrt::loadCUDARuntime()), or "gpu-emulated"
+  /// (the GPU lowering run on the host, --zb-lower-to-gpu="emulate=true":
+  /// for testing it without a GPU).
   std::string target = "cpu";
   /// The host CPU the code is for, as LLVM names it (x86-64-v3, znver4,
   /// ...); empty: this machine's CPU and features.

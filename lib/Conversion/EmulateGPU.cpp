@@ -1,14 +1,16 @@
-//===- EmulateLaunches.cpp - gpu.launch as loops on the host --------------===//
+//===- EmulateGPU.cpp - The GPU lowering's code run on the host -----------===//
 //
 // Part of ZeroBubble MLIR.
 //
-// --zb-emulate-launches: each kernel as sequential loops, its body cut into
-// phases at its barriers and block-wide reductions, so that what a kernel
+// --zb-emulate-gpu: each kernel as sequential loops (its body cut into
+// phases at its barriers and block-wide reductions), device buffers and
+// the runtime's cuBLAS gemm as the host's, so that what the GPU lowering
 // computes can be checked on a machine without a GPU.
 //
 //===----------------------------------------------------------------------===//
 
 #include "zb/Conversion/GPUPasses.h"
+#include "zb/Conversion/Transforms.h"
 
 #include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/IR/IRMapping.h"
@@ -17,7 +19,7 @@
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace zb {
-#define GEN_PASS_DEF_ZBEMULATELAUNCHES
+#define GEN_PASS_DEF_ZBEMULATEGPU
 #include "zb/Conversion/GPUPasses.h.inc"
 } // namespace zb
 
@@ -40,13 +42,13 @@ static FailureOr<SmallVector<Phase>> splitIntoPhases(gpu::LaunchOp launch) {
       launch.getNumWorkgroupAttributions() ||
       launch.getNumPrivateAttributions())
     return launch.emitOpError(
-        "zb-emulate-launches: expected a synchronous launch without "
+        "zb-emulate-gpu: expected a synchronous launch without "
         "shared memory or private attributions");
   SmallVector<Phase> phases(1);
   for (Operation &op : launch.getBody().front().without_terminator()) {
     WalkResult nested = op.walk([&](Operation *inner) {
       if (inner != &op && isa<gpu::BarrierOp, gpu::AllReduceOp>(inner)) {
-        inner->emitOpError("zb-emulate-launches: expected at the top level "
+        inner->emitOpError("zb-emulate-gpu: expected at the top level "
                            "of the launch's body");
         return WalkResult::interrupt();
       }
@@ -61,7 +63,7 @@ static FailureOr<SmallVector<Phase>> splitIntoPhases(gpu::LaunchOp launch) {
     if (auto reduction = dyn_cast<gpu::AllReduceOp>(op)) {
       if (reduction.getOp() || reduction.getBody().empty())
         return reduction.emitOpError(
-            "zb-emulate-launches: expected a reduction with a region");
+            "zb-emulate-gpu: expected a reduction with a region");
       phases.back().reduction = reduction;
       phases.emplace_back();
       continue;
@@ -83,7 +85,7 @@ static LogicalResult materialize(OpBuilder &b, gpu::LaunchOp launch,
   Operation *def = value.getDefiningOp();
   if (!def || def->getNumRegions() != 0 || !isMemoryEffectFree(def))
     return (def ? def : launch.getOperation())
-        ->emitOpError("zb-emulate-launches: a value crosses a barrier or "
+        ->emitOpError("zb-emulate-gpu: a value crosses a barrier or "
                       "reduction and is not pure to recompute");
   for (Value operand : def->getOperands())
     if (failed(materialize(b, launch, operand, map)))
@@ -205,12 +207,55 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
   return success();
 }
 
+/// Device buffers as host ones: gpu.alloc, gpu.dealloc and gpu.memcpy as
+/// their memref counterparts.
+static void hostBuffers(RewriterBase &rewriter, ModuleOp module) {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<gpu::AllocOp, gpu::DeallocOp, gpu::MemcpyOp>(op))
+      ops.push_back(op);
+  });
+  for (Operation *op : ops) {
+    rewriter.setInsertionPoint(op);
+    if (auto alloc = dyn_cast<gpu::AllocOp>(op))
+      rewriter.replaceOp(alloc, memref::AllocOp::create(
+                                    rewriter, alloc.getLoc(), alloc.getType(),
+                                    alloc.getDynamicSizes(),
+                                    alloc.getSymbolOperands()));
+    else if (auto dealloc = dyn_cast<gpu::DeallocOp>(op))
+      rewriter.replaceOpWithNewOp<memref::DeallocOp>(dealloc,
+                                                     dealloc.getMemref());
+    else if (auto copy = dyn_cast<gpu::MemcpyOp>(op))
+      rewriter.replaceOpWithNewOp<memref::CopyOp>(copy, copy.getSrc(),
+                                                  copy.getDst());
+  }
+}
+
+/// The runtime's cuBLAS gemm as its host BLAS one (the same signature);
+/// failure (reported) for the bf16 one, which the host does not have.
+static LogicalResult hostGemms(ModuleOp module) {
+  if (auto bf16 = module.lookupSymbol<func::FuncOp>(zb::kGPUGemmBF16Fn))
+    return bf16.emitOpError("zb-emulate-gpu: bf16 gemms have no host "
+                            "counterpart");
+  auto gpu = module.lookupSymbol<func::FuncOp>(zb::kGPUGemmFn);
+  if (!gpu)
+    return success();
+  if (module.lookupSymbol(zb::kHostGemmFn))
+    return gpu.emitOpError("zb-emulate-gpu: ")
+           << zb::kHostGemmFn << " is declared already";
+  if (failed(SymbolTable::replaceAllSymbolUses(
+          gpu, StringAttr::get(module.getContext(), zb::kHostGemmFn), module)))
+    return gpu.emitOpError("zb-emulate-gpu: cannot rename the gemm's calls");
+  gpu.setSymName(zb::kHostGemmFn);
+  return success();
+}
+
 namespace {
-struct EmulateLaunchesPass
-    : zb::impl::ZBEmulateLaunchesBase<EmulateLaunchesPass> {
+struct EmulateGPUPass : zb::impl::ZBEmulateGPUBase<EmulateGPUPass> {
   void runOnOperation() override {
+    ModuleOp module = getOperation();
     SmallVector<gpu::LaunchOp> launches;
-    getOperation().walk([&](gpu::LaunchOp launch) {
+    module.walk([&](gpu::LaunchOp launch) {
       if (!launch->getParentOfType<gpu::LaunchOp>())
         launches.push_back(launch);
     });
@@ -218,6 +263,9 @@ struct EmulateLaunchesPass
     for (gpu::LaunchOp launch : launches)
       if (failed(emulate(rewriter, launch)))
         return signalPassFailure();
+    hostBuffers(rewriter, module);
+    if (failed(hostGemms(module)))
+      return signalPassFailure();
   }
 };
 } // namespace
