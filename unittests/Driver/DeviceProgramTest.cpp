@@ -308,15 +308,16 @@ TEST_F(DeviceProgram, PrefetchesNoStepPastTheLoop) {
 
 /// The GPU lowering run on the host (--zb-lower-to-gpu="emulate=true": its
 /// kernels as loops, blocks and threads in order) on the device path
-/// against the CPU lowering on the host path, for the GPT example: its
-/// LayerNorms and loss are row kernels, forward and backward, its
-/// optimizer update and gradient norm compiled for the device. The sums
-/// run in other orders (a block's tree against the CPU's vector lanes), so
-/// losses and parameters agree to rounding, not bit for bit.
+/// against the CPU lowering on the host path, for a GPT of context 64: its
+/// attention softmax, LayerNorms and loss are row kernels, forward and
+/// backward, its bias gradients (256 rows) two-kernel column reductions,
+/// its optimizer update and gradient norm compiled for the device. The
+/// sums run in other orders (a block's tree against the CPU's vector
+/// lanes), so losses and parameters agree to rounding, not bit for bit.
 class EmulatedGPU : public DeviceProgram {
 protected:
   void SetUp() override {
-    prepare(ZB_EXAMPLES_DIR "/gpt.mlir", "gpu-emulated");
+    prepare(ZB_TEST_INPUTS_DIR "/gpt_context64.mlir", "gpu-emulated");
   }
 };
 
