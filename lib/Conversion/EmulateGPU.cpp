@@ -44,12 +44,22 @@ static FailureOr<SmallVector<Phase>> splitIntoPhases(gpu::LaunchOp launch) {
     return launch.emitOpError(
         "zb-emulate-gpu: expected a synchronous launch without "
         "shared memory or private attributions");
+  if (!launch.getBody().hasOneBlock())
+    return launch.emitOpError(
+        "zb-emulate-gpu: expected a launch body of one block");
   SmallVector<Phase> phases(1);
   for (Operation &op : launch.getBody().front().without_terminator()) {
     WalkResult nested = op.walk([&](Operation *inner) {
       if (inner != &op && isa<gpu::BarrierOp, gpu::AllReduceOp>(inner)) {
         inner->emitOpError("zb-emulate-gpu: expected at the top level "
                            "of the launch's body");
+        return WalkResult::interrupt();
+      }
+      // Block and thread ids come from the launch's arguments; other GPU
+      // ops (gpu.thread_id, shuffles, ...) have no host meaning here.
+      if (isa_and_nonnull<gpu::GPUDialect>(inner->getDialect()) &&
+          !isa<gpu::BarrierOp, gpu::AllReduceOp, gpu::YieldOp>(inner)) {
+        inner->emitOpError("zb-emulate-gpu: not supported in a launch");
         return WalkResult::interrupt();
       }
       return WalkResult::advance();
@@ -175,7 +185,7 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
                                               arith::MulIOp::create(tb, inner,
                                                                     block.y,
                                                                     tids[0]))));
-                memref::StoreOp::create(tb, inner, map.lookup(value),
+                memref::StoreOp::create(tb, inner, map.lookupOrDefault(value),
                                         scratch[phase.reduction], linear);
               });
           if (!phase.reduction || failed(result))
@@ -208,7 +218,9 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
 }
 
 /// Device buffers as host ones: gpu.alloc, gpu.dealloc and gpu.memcpy as
-/// their memref counterparts.
+/// their memref counterparts. A new float buffer is filled with NaN, as
+/// device memory holds garbage, so that code reading what it never wrote
+/// shows.
 static void hostBuffers(RewriterBase &rewriter, ModuleOp module) {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
@@ -217,12 +229,19 @@ static void hostBuffers(RewriterBase &rewriter, ModuleOp module) {
   });
   for (Operation *op : ops) {
     rewriter.setInsertionPoint(op);
-    if (auto alloc = dyn_cast<gpu::AllocOp>(op))
-      rewriter.replaceOp(alloc, memref::AllocOp::create(
-                                    rewriter, alloc.getLoc(), alloc.getType(),
-                                    alloc.getDynamicSizes(),
-                                    alloc.getSymbolOperands()));
-    else if (auto dealloc = dyn_cast<gpu::DeallocOp>(op))
+    if (auto alloc = dyn_cast<gpu::AllocOp>(op)) {
+      Location loc = alloc.getLoc();
+      auto host = memref::AllocOp::create(rewriter, loc, alloc.getType(),
+                                          alloc.getDynamicSizes(),
+                                          alloc.getSymbolOperands());
+      if (auto type = dyn_cast<FloatType>(alloc.getType().getElementType())) {
+        Value poison = arith::ConstantOp::create(
+            rewriter, loc,
+            FloatAttr::get(type, APFloat::getQNaN(type.getFloatSemantics())));
+        linalg::FillOp::create(rewriter, loc, poison, host.getResult());
+      }
+      rewriter.replaceOp(alloc, host);
+    } else if (auto dealloc = dyn_cast<gpu::DeallocOp>(op))
       rewriter.replaceOpWithNewOp<memref::DeallocOp>(dealloc,
                                                      dealloc.getMemref());
     else if (auto copy = dyn_cast<gpu::MemcpyOp>(op))

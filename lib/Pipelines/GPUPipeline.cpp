@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
@@ -67,6 +68,7 @@ void zb::buildLowerToGPUPipeline(OpPassManager &pm,
   if (options.emulate) {
     // The same code on the host, for testing without a GPU.
     pm.addPass(createZBEmulateGPU());
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
     buildLoopsToLLVMPipeline(pm);
     return;
   }

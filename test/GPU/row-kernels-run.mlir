@@ -11,14 +11,14 @@
 // integers, so every summation order gives them exactly: the difference
 // from the loops is 0.
 // RUN: zb-opt %s --zb-map-to-gpu=block-size=16 --zb-emulate-gpu \
-// RUN:   | mlir-opt --convert-scf-to-cf --expand-strided-metadata --lower-affine \
+// RUN:   | mlir-opt --convert-linalg-to-loops --convert-scf-to-cf --expand-strided-metadata --lower-affine \
 // RUN:       --finalize-memref-to-llvm --convert-arith-to-llvm --convert-func-to-llvm \
 // RUN:       --convert-cf-to-llvm --reconcile-unrealized-casts \
 // RUN:   | mlir-runner -e main -entry-point-result=void \
 // RUN:       -shared-libs=%mlir_lib_dir/libmlir_runner_utils%shlibext,%mlir_lib_dir/libmlir_c_runner_utils%shlibext \
 // RUN:   | FileCheck %s
 // RUN: zb-opt %s --zb-map-to-gpu=block-size=64 --zb-emulate-gpu \
-// RUN:   | mlir-opt --convert-scf-to-cf --expand-strided-metadata --lower-affine \
+// RUN:   | mlir-opt --convert-linalg-to-loops --convert-scf-to-cf --expand-strided-metadata --lower-affine \
 // RUN:       --finalize-memref-to-llvm --convert-arith-to-llvm --convert-func-to-llvm \
 // RUN:       --convert-cf-to-llvm --reconcile-unrealized-casts \
 // RUN:   | mlir-runner -e main -entry-point-result=void \

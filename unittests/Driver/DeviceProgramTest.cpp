@@ -7,7 +7,9 @@
 // next step's inputs prefetched while a step runs, one read-back per step)
 // run against a CUDARuntime whose "device memory" is host memory, with
 // the rank program compiled for the CPU. Its training must equal the host
-// path's (host arrays, zbrt::Optimizer) bit for bit. The fake lands a
+// path's (host arrays, zbrt::Optimizer) bit for bit. With the rank program
+// compiled by the GPU lowering run on the host (EmulatedGPU), it must
+// train like the CPU lowering, to rounding. The fake lands a
 // prefetch only at the next await and zeroes its destination until then,
 // so a step that reads its data before awaiting them, or a buffer freed
 // under a pending prefetch, shows; the two input sets must alternate, and
@@ -337,17 +339,26 @@ TEST_F(EmulatedGPU, TrainsLikeTheCPULowering) {
   EXPECT_EQ(cpu.clipped, int(kSteps));
   EXPECT_EQ(gpu.clipped, int(kSteps));
   ASSERT_EQ(cpu.params.size(), gpu.params.size());
+  // NaN counts as the worst.
   double worst = 0;
+  std::string worstName;
   for (const auto &[name, value] : cpu.params) {
     auto it = gpu.params.find(name);
     ASSERT_NE(it, gpu.params.end()) << name;
     ASSERT_EQ(value.dtype, zbrt::DType::F32) << name;
     ASSERT_EQ(value.numElements(), it->second.numElements()) << name;
     const float *a = value.as<float>(), *b = it->second.as<float>();
-    for (int64_t i = 0; i < value.numElements(); ++i)
-      worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    for (int64_t i = 0; i < value.numElements(); ++i) {
+      double diff = std::abs(double(a[i]) - double(b[i]));
+      if (!(diff <= worst)) {
+        worst = diff;
+        worstName = name;
+      }
+    }
   }
-  EXPECT_LT(worst, 2e-5);
+  // AdamW's update is steep in gradients near its epsilon, so a rounding
+  // difference there moves a parameter by more than elsewhere.
+  EXPECT_LT(worst, 1e-4) << "in " << worstName;
   EXPECT_EQ(calls.live, 0) << "device buffers leaked";
 }
 

@@ -138,16 +138,23 @@ def ZBEmulateGPU : Pass<"zb-emulate-gpu", "mlir::ModuleOp"> {
       for a barrier or a reduction not at the body's top level, or one
       with an `op` attribute instead of a region) the pass fails and names
       the op. Threads of one phase run in order, so a race between them
-      goes unseen: this checks what a kernel computes, not that its
-      barriers suffice. The mapped `scf.parallel` loops that are to become
-      kernels stay loops;
+      goes unseen, and so does a block reading what an earlier block
+      wrote (blocks run in order): this checks what a kernel computes, not
+      that its barriers suffice or that its blocks are independent. The
+      mapped `scf.parallel` loops that are to become kernels stay plain
+      loops (their mapping to blocks and threads is not emulated). A
+      launch body of more than one block, or GPU ops in it other than
+      barriers and reductions, are errors;
     - `gpu.alloc`, `gpu.dealloc` and `gpu.memcpy` become `memref.alloc`,
-      `memref.dealloc` and `memref.copy`;
+      `memref.dealloc` and `memref.copy`; a new float buffer is filled with
+      NaN (a `linalg.fill`), as device memory holds garbage, so that code
+      reading what it never wrote shows;
     - calls of the runtime's cuBLAS gemm (`zbrt_gpu_sgemm_batched`) call
       its host BLAS gemm (`zbrt_sgemm_batched`), of the same signature;
       the bf16 gemm has no host counterpart and is an error.
   }];
   let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::linalg::LinalgDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::scf::SCFDialect"];
 }

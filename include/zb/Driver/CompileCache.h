@@ -31,9 +31,11 @@
 
 namespace zb {
 
-/// A verified cache entry, held open: load it through loadPath(), which
-/// names the open file (so it is the bytes that were checked), and keep the
-/// entry alive until the object is loaded.
+/// A verified cache entry, held open: load it through a duplicate of its
+/// descriptor (LoadedProgram::load, by /proc/self/fd/N, so it is the bytes
+/// that were checked), held open while the object is loaded, since the
+/// dynamic loader takes a path naming an object already loaded for that
+/// object; keep the entry alive until the object is loaded.
 class CacheEntry {
 public:
   CacheEntry(std::string path, int fd) : path(std::move(path)), fd(fd) {}
@@ -43,7 +45,8 @@ public:
 
   /// The entry's file in the cache directory.
   const std::string &getPath() const { return path; }
-  /// A path that opens the verified file itself (/proc/self/fd/N).
+  /// A path that opens the verified file itself (/proc/self/fd/N), for
+  /// reading it; loading goes through duplicateDescriptor().
   std::string loadPath() const;
   /// A new descriptor of the verified file (the caller closes it), or -1.
   int duplicateDescriptor() const;
