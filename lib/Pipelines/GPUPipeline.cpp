@@ -65,14 +65,14 @@ void zb::buildLowerToGPUPipeline(OpPassManager &pm,
   ZBMapToGPUOptions map;
   map.blockSize = options.blockSize;
   pm.addPass(createZBMapToGPU(map));
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   if (options.emulate) {
-    // The same code on the host, for testing without a GPU.
+    // The same kernels run on the host, for testing without a GPU.
     pm.addPass(createZBEmulateGPU());
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
     buildLoopsToLLVMPipeline(pm);
     return;
   }
-  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());

@@ -123,10 +123,11 @@ def ZBEmulateGPU : Pass<"zb-emulate-gpu", "mlir::ModuleOp"> {
   let summary = "Run the GPU lowering's code on the host: kernels as loops, "
                 "device buffers and cuBLAS as the host's (for testing)";
   let description = [{
-    Turns what `--zb-map-to-gpu` leaves into host code that computes the
-    same, so that the GPU lowering can be run and checked on a machine
-    without a GPU (`--zb-lower-to-gpu="emulate=true"` runs it, then the
-    CPU's lowering of loops):
+    Turns the kernels of the GPU lowering, before outlining, into host code
+    that computes the same, so that the GPU lowering can be run and
+    checked on a machine without a GPU (`--zb-lower-to-gpu="emulate=true"`
+    runs it after `--convert-parallel-loops-to-gpu`, then the CPU's
+    lowering of loops):
 
     - each `gpu.launch` becomes loops over its blocks; its body is cut at
       its top-level `gpu.barrier` and `gpu.all_reduce` ops into phases, and
@@ -140,11 +141,10 @@ def ZBEmulateGPU : Pass<"zb-emulate-gpu", "mlir::ModuleOp"> {
       the op. Threads of one phase run in order, so a race between them
       goes unseen, and so does a block reading what an earlier block
       wrote (blocks run in order): this checks what a kernel computes, not
-      that its barriers suffice or that its blocks are independent. The
-      mapped `scf.parallel` loops that are to become kernels stay plain
-      loops (their mapping to blocks and threads is not emulated). A
-      launch body of more than one block, or GPU ops in it other than
-      barriers and reductions, are errors;
+      that its barriers suffice or that its blocks are independent. Mapped
+      `scf.parallel` loops not yet launches stay plain loops. A launch
+      body of more than one block, or GPU ops in it other than barriers
+      and reductions, are errors;
     - `gpu.alloc`, `gpu.dealloc` and `gpu.memcpy` become `memref.alloc`,
       `memref.dealloc` and `memref.copy`; a new float buffer is filled with
       NaN (a `linalg.fill`), as device memory holds garbage, so that code

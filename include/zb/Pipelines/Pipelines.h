@@ -78,8 +78,8 @@ struct LowerToGPUOptions : mlir::PassPipelineOptions<LowerToGPUOptions> {
   Option<bool> emulate{
       *this, "emulate",
       llvm::cl::desc("Run on the host instead, for testing: after "
-                     "--zb-map-to-gpu, --zb-emulate-gpu and the CPU's "
-                     "lowering of loops (f32 only)"),
+                     "--convert-parallel-loops-to-gpu, --zb-emulate-gpu and "
+                     "the CPU's lowering of loops (f32 only)"),
       llvm::cl::init(false)};
 };
 
