@@ -186,6 +186,14 @@ struct Stage {
 struct RowKernel {
   SmallVector<int64_t> rows;
   SmallVector<Stage> stages;
+
+  /// The rows' count: the product of their loop ranges.
+  int64_t numRows() const {
+    int64_t count = 1;
+    for (int64_t range : rows)
+      count *= range;
+    return count;
+  }
 };
 } // namespace
 
@@ -266,22 +274,25 @@ static bool keepsRowsApart(const RowKernel &kernel) {
   if (kernel.stages.size() == 1)
     return true;
   DenseMap<Value, Value> written;
-  for (Stage stage : kernel.stages)
-    for (Value init : stage.op.getDpsInits())
+  for (const Stage &stage : kernel.stages)
+    for (Value init : linalg::LinalgOp(stage.op).getDpsInits())
       written.try_emplace(viewedBuffer(init), init);
-  for (Stage stage : kernel.stages)
-    for (OpOperand &operand : stage.op->getOpOperands()) {
+  for (const Stage &stage : kernel.stages) {
+    linalg::LinalgOp op = stage.op;
+    for (OpOperand &operand : op->getOpOperands()) {
       if (!isa<MemRefType>(operand.get().getType()))
         continue;
-      if (!isDistinctBuffer(viewedBuffer(operand.get())))
+      Value buffer = viewedBuffer(operand.get());
+      if (!isDistinctBuffer(buffer))
         return false;
-      auto it = written.find(viewedBuffer(operand.get()));
+      auto it = written.find(buffer);
       if (it != written.end() &&
           (it->second != operand.get() ||
-           !isRowLocal(stage.op.getMatchingIndexingMap(&operand),
+           !isRowLocal(op.getMatchingIndexingMap(&operand),
                        kernel.rows.size())))
         return false;
     }
+  }
   return true;
 }
 
@@ -326,11 +337,9 @@ static SmallVector<RowKernel> collectRowKernels(ArrayRef<linalg::LinalgOp> ops,
     kernel.stages.push_back(*first);
     // Earlier ops, then later ones, while they fit; unless the kernel has
     // few rows, each long, when the others would run faster on their own.
-    int64_t rows = 1;
-    for (int64_t range : kernel.rows)
-      rows *= range;
     for (bool before : {true, false}) {
-      if (rows < kMinRowKernelRows && first->length > kMaxLoneRowLength)
+      if (kernel.numRows() < kMinRowKernelRows &&
+          first->length > kMaxLoneRowLength)
         break;
       auto step = [&](Operation *op) {
         return before ? op->getPrevNode() : op->getNextNode();
@@ -373,29 +382,14 @@ static SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value linear,
   return ivs;
 }
 
-/// `op`'s element at loop indices `ivs`: its operands loaded there, its
-/// body cloned (linalg.index the loop index) and its yields stored.
+/// `op`'s element at loop indices `ivs`: its body cloned there on its
+/// operands (cloneBodyAt) and its yields stored.
 static void emitElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
                         ArrayRef<Value> ivs) {
-  IRMapping values;
-  Block *body = op.getBlock();
-  for (OpOperand &operand : op->getOpOperands()) {
-    BlockArgument arg = op.getMatchingBlockArgument(&operand);
-    if (arg.use_empty())
-      continue;
-    Value element = operand.get();
-    if (isa<MemRefType>(element.getType()))
-      element = memref::LoadOp::create(
-          b, loc, element, indicesOf(op.getMatchingIndexingMap(&operand), ivs));
-    values.map(arg, element);
-  }
-  for (Operation &inner : body->without_terminator()) {
-    if (auto index = dyn_cast<linalg::IndexOp>(inner))
-      values.map(index.getResult(), ivs[index.getDim()]);
-    else
-      b.clone(inner, values);
-  }
-  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  SmallVector<OpOperand *> operands = llvm::to_vector(
+      llvm::map_range(op->getOpOperands(), [](OpOperand &o) { return &o; }));
+  IRMapping values = cloneBodyAt(b, loc, op, operands, ivs);
+  auto yield = cast<linalg::YieldOp>(op.getBlock()->getTerminator());
   for (auto [value, init] :
        llvm::zip(yield.getValues(), op.getDpsInitsMutable()))
     memref::StoreOp::create(b, loc, values.lookupOrDefault(value), init.get(),
@@ -481,21 +475,18 @@ static void lowerRowKernel(RewriterBase &rewriter, const RowKernel &kernel,
   Operation *lastOp = kernel.stages.back().op;
   SmallVector<Location> locs;
   int64_t threads = 1;
-  for (Stage stage : kernel.stages) {
-    locs.push_back(stage.op.getLoc());
+  for (const Stage &stage : kernel.stages) {
+    locs.push_back(stage.op->getLoc());
     threads = std::max(threads, std::min(blockSize, stage.length));
   }
   Location loc = rewriter.getFusedLoc(locs);
-  int64_t rows = 1;
-  for (int64_t range : kernel.rows)
-    rows *= range;
   rewriter.setInsertionPoint(lastOp);
   auto constant = [&](int64_t v) {
     return arith::ConstantIndexOp::create(rewriter, loc, v).getResult();
   };
   Value one = constant(1);
-  auto launch = gpu::LaunchOp::create(rewriter, loc, constant(rows), one, one,
-                                      constant(threads), one, one);
+  auto launch = gpu::LaunchOp::create(rewriter, loc, constant(kernel.numRows()),
+                                      one, one, constant(threads), one, one);
   for (Operation *op = firstOp; op != lastOp;) {
     Operation *next = op->getNextNode();
     if (isa<gpu::DeallocOp>(op))

@@ -103,20 +103,36 @@ SmallVector<Value> zb::detail::indicesOf(AffineMap map, ArrayRef<Value> ivs) {
   return indices;
 }
 
+IRMapping zb::detail::cloneBodyAt(OpBuilder &b, Location loc,
+                                  linalg::LinalgOp op,
+                                  ArrayRef<OpOperand *> operands,
+                                  ArrayRef<Value> ivs, Operation *skip) {
+  IRMapping values;
+  for (OpOperand *operand : operands) {
+    BlockArgument arg = op.getMatchingBlockArgument(operand);
+    if (arg.use_empty())
+      continue;
+    Value element = operand->get();
+    if (isa<MemRefType>(element.getType()))
+      element = memref::LoadOp::create(
+          b, loc, element, indicesOf(op.getMatchingIndexingMap(operand), ivs));
+    values.map(arg, element);
+  }
+  for (Operation &inner : op.getBlock()->without_terminator()) {
+    if (&inner == skip)
+      continue;
+    if (auto index = dyn_cast<linalg::IndexOp>(inner))
+      values.map(index.getResult(), ivs[index.getDim()]);
+    else
+      b.clone(inner, values);
+  }
+  return values;
+}
+
 Value zb::detail::foldElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
                               const RowReduction &match, ArrayRef<Value> ivs,
                               Value acc) {
-  IRMapping values;
-  Block *body = op.getBlock();
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    Value element = input->get();
-    if (isa<MemRefType>(element.getType()))
-      element = memref::LoadOp::create(
-          b, loc, element, indicesOf(op.getMatchingIndexingMap(input), ivs));
-    values.map(body->getArgument(input->getOperandNumber()), element);
-  }
-  for (Operation &inner : body->without_terminator())
-    if (&inner != match.combiner)
-      b.clone(inner, values);
+  IRMapping values =
+      cloneBodyAt(b, loc, op, op.getDpsInputOperands(), ivs, match.combiner);
   return combine(b, match, acc, values.lookupOrDefault(match.element));
 }

@@ -17,6 +17,7 @@
 #define ZB_LIB_CONVERSION_ROWREDUCTION_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <optional>
 
@@ -63,9 +64,18 @@ mlir::TypedAttr combinerIdentity(mlir::Operation *op, mlir::Type type);
 mlir::Value combine(mlir::OpBuilder &b, const RowReduction &match,
                     mlir::Value accumulator, mlir::Value element);
 
-/// `acc` combined with `op`'s element at loop indices `ivs`: its inputs
-/// loaded there (scalar inputs used as they are) and its body but the
-/// combiner cloned.
+/// `op`'s body cloned at loop indices `ivs`, every op but `skip`: the block
+/// arguments of `operands` that the body uses bound to their elements there
+/// (buffers loaded, scalars as they are), linalg.index to the loop index.
+/// Returns the mapping of the body's values to the clones'.
+mlir::IRMapping cloneBodyAt(mlir::OpBuilder &b, mlir::Location loc,
+                            mlir::linalg::LinalgOp op,
+                            llvm::ArrayRef<mlir::OpOperand *> operands,
+                            llvm::ArrayRef<mlir::Value> ivs,
+                            mlir::Operation *skip = nullptr);
+
+/// `acc` combined with `op`'s element at loop indices `ivs`: its body but
+/// the combiner cloned there on its inputs (cloneBodyAt).
 mlir::Value foldElement(mlir::OpBuilder &b, mlir::Location loc,
                         mlir::linalg::LinalgOp op, const RowReduction &match,
                         llvm::ArrayRef<mlir::Value> ivs, mlir::Value acc);
