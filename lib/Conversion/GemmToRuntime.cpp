@@ -55,13 +55,17 @@ static FailureOr<SmallVector<unsigned>> resultDims(AffineMap map) {
   return dims;
 }
 
-/// Whether `type` is a statically shaped f32 memref of `rank` whose
-/// innermost stride is 1.
+/// Whether `type` is a statically shaped f32 tensor or memref of `rank`;
+/// a memref's innermost stride must be 1.
 static bool isGemmOperandType(Type type, unsigned rank) {
-  auto memref = dyn_cast<MemRefType>(type);
-  if (!memref || !memref.getElementType().isF32() ||
-      memref.getRank() != rank || !memref.hasStaticShape())
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !isa<MemRefType, RankedTensorType>(shaped) ||
+      !shaped.getElementType().isF32() || shaped.getRank() != rank ||
+      !shaped.hasStaticShape())
     return false;
+  auto memref = dyn_cast<MemRefType>(shaped);
+  if (!memref)
+    return true;
   SmallVector<int64_t> strides;
   int64_t offset;
   if (failed(memref.getStridesAndOffset(strides, offset)))
@@ -69,20 +73,28 @@ static bool isGemmOperandType(Type type, unsigned rank) {
   return strides.back() == 1;
 }
 
-/// Recognises `op` as a GEMM, or says why not.
-static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op))
+namespace {
+/// How a contraction maps onto a (batched) row-major GEMM: its
+/// contraction dimensions and each operand's transposition.
+struct GemmShape {
+  linalg::ContractionDimensions dims;
+  bool transA = false, transB = false, transC = false;
+};
+} // namespace
+
+/// The GEMM `op` is, on tensors or buffers, or failure.
+static FailureOr<GemmShape> gemmShapeOf(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !linalg::isaContractionOpInterface(op))
     return failure();
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->m.size() != 1 || dims->n.size() != 1 ||
       dims->k.size() != 1 || dims->batch.size() > 1)
     return failure();
-
-  GemmPlan plan;
-  plan.hasBatch = !dims->batch.empty();
-  unsigned rank = plan.hasBatch ? 3 : 2;
+  GemmShape shape{*dims};
+  bool hasBatch = !dims->batch.empty();
+  unsigned rank = hasBatch ? 3 : 2;
   for (OpOperand &operand : op->getOpOperands())
     if (!isGemmOperandType(operand.get().getType(), rank))
       return failure();
@@ -95,7 +107,7 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
     if (failed(ds) || ds->size() != rank)
       return false;
     unsigned first = 0;
-    if (plan.hasBatch) {
+    if (hasBatch) {
       if ((*ds)[0] != dims->batch[0])
         return false;
       first = 1;
@@ -105,11 +117,29 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
     return transposed || (d0 == row && d1 == col);
   };
   unsigned m = dims->m[0], n = dims->n[0], k = dims->k[0];
-  bool transC;
-  if (!layout(maps[0], m, k, plan.transA) ||
-      !layout(maps[1], k, n, plan.transB) || !layout(maps[2], m, n, transC))
+  if (!layout(maps[0], m, k, shape.transA) ||
+      !layout(maps[1], k, n, shape.transB) ||
+      !layout(maps[2], m, n, shape.transC))
     return failure();
+  return shape;
+}
 
+bool zb::isGemm(linalg::LinalgOp op) { return succeeded(gemmShapeOf(op)); }
+
+/// Recognises `op` as a GEMM on buffers, or says why not.
+static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics())
+    return failure();
+  FailureOr<GemmShape> shape = gemmShapeOf(op);
+  if (failed(shape))
+    return failure();
+  const linalg::ContractionDimensions &dims = shape->dims;
+  unsigned m = dims.m[0], n = dims.n[0], k = dims.k[0];
+  GemmPlan plan;
+  plan.hasBatch = !dims.batch.empty();
+  plan.transA = shape->transA;
+  plan.transB = shape->transB;
+  bool transC = shape->transC;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   plan.a = op.getDpsInputOperand(0)->get();
   plan.b = op.getDpsInputOperand(1)->get();
@@ -117,7 +147,7 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
   plan.m = ranges[m];
   plan.n = ranges[n];
   plan.k = ranges[k];
-  plan.batch = plan.hasBatch ? ranges[dims->batch[0]] : 1;
+  plan.batch = plan.hasBatch ? ranges[dims.batch[0]] : 1;
   if (transC) {
     // C is stored as (n, m): compute C^T = op(B)^T * op(A)^T instead.
     std::swap(plan.a, plan.b);

@@ -207,6 +207,11 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
     }
     program.erase();
     model.erase();
+    // A stage function whose calls all became its accumulating form's.
+    for (const StageFunctions &fns : stages)
+      for (const Outlined *o : {&fns.backward, &fns.backwardWeight})
+        if (o->accumulating && SymbolTable::symbolKnownUseEmpty(o->fn, module))
+          o->fn.erase();
   }
 };
 } // namespace

@@ -34,14 +34,12 @@ using namespace zb::detail;
 // What both forms build
 //===----------------------------------------------------------------------===//
 
-/// The stage's `zb_stage<s>_add_grads`, created before `before` on first
-/// use. `inPlace`: the sums are the `outs` of the additions, so that
-/// bufferization adds into the caller's sum buffers (the loop form);
-/// otherwise each sum is a new tensor (the unrolled form, whose chains of
-/// sums bufferization would otherwise have to analyse for in-place writes
-/// across the whole step).
+/// The stage's `zb_stage<s>_add_grads` (the unrolled form's), created
+/// before `before` on first use. Each sum is a new tensor: bufferization
+/// would otherwise have to analyse the unrolled step's chains of sums for
+/// in-place writes across the whole step.
 static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
-                                int64_t s, Operation *before, bool inPlace) {
+                                int64_t s, Operation *before) {
   if (fns.addGrads)
     return fns.addGrads;
   ValueRange params = fns.stage.getParams();
@@ -58,13 +56,62 @@ static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
   Block *entry = fns.addGrads.addEntryBlock();
   b.setInsertionPointToStart(entry);
   SmallVector<Value> sums;
-  for (size_t i = 0, e = types.size(); i < e; ++i) {
-    Value sum = entry->getArgument(i), grad = entry->getArgument(e + i);
-    sums.push_back(inPlace ? autodiff::buildAddInto(b, loc, sum, grad)
-                           : autodiff::buildAdd(b, loc, sum, grad));
-  }
+  for (size_t i = 0, e = types.size(); i < e; ++i)
+    sums.push_back(autodiff::buildAdd(b, loc, entry->getArgument(i),
+                                      entry->getArgument(e + i)));
   func::ReturnOp::create(b, loc, sums);
   return fns.addGrads;
+}
+
+/// `o`'s accumulating form (Outlined::accumulating) for the stage of
+/// `fns`, whose gradients start at `o`'s yielded value `gradsFrom`,
+/// created after `o` on first use. Each sum is the `outs` of its
+/// addition, so that bufferization adds into the caller's sum buffers
+/// (and --zb-accumulate-in-gemms can let the GEMM computing the gradient
+/// add into the sum itself).
+static func::FuncOp getAccumulating(OpBuilder &b, const StageFunctions &fns,
+                                    const Outlined &o, int64_t gradsFrom) {
+  if (o.accumulating)
+    return o.accumulating;
+  ValueRange params = fns.stage.getParams();
+  assert(o.sources.size() == gradsFrom + params.size() &&
+         "one gradient per parameter");
+  // A result stays a result unless it is only ever a gradient (every
+  // result is yielded somewhere).
+  SmallVector<bool> kept(o.fn.getNumResults(), false);
+  for (auto [isArg, index] : ArrayRef(o.sources).take_front(gradsFrom))
+    if (!isArg)
+      kept[index] = true;
+  o.kept.clear();
+  for (auto [ri, keep] : llvm::enumerate(kept))
+    if (keep)
+      o.kept.push_back(ri);
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfter(o.fn);
+  auto fn = cast<func::FuncOp>(b.clone(*o.fn));
+  fn.setSymName((o.fn.getSymName() + "_acc").str());
+  Block &entry = fn.front();
+  Location loc = fn.getLoc();
+  SmallVector<Value> sums;
+  for (Value p : params)
+    sums.push_back(entry.addArgument(p.getType(), p.getLoc()));
+  auto ret = cast<func::ReturnOp>(entry.getTerminator());
+  b.setInsertionPoint(ret);
+  SmallVector<Value> results;
+  for (unsigned ri : o.kept)
+    results.push_back(ret.getOperand(ri));
+  for (auto [p, sum] : llvm::enumerate(sums)) {
+    auto [isArg, index] = o.sources[gradsFrom + p];
+    Value grad = isArg ? entry.getArgument(index) : ret.getOperand(index);
+    results.push_back(autodiff::buildAddInto(b, loc, sum, grad));
+  }
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  fn.setFunctionType(FunctionType::get(b.getContext(), entry.getArgumentTypes(),
+                                       ValueRange(results).getTypes()));
+  o.accumulating = fn;
+  return fn;
 }
 
 namespace {
@@ -269,22 +316,45 @@ static const Outlined &outlinedOf(const StageFunctions &fns, Call::Fn fn) {
 }
 
 /// Calls `c`'s function; its results become the values of `local` and, where
-/// `outs` has a slot for one, are written there.
+/// `outs` has a slot for one, are written there. With `accumulate`, a call
+/// that yields gradients calls the accumulating form, which adds them to
+/// the sums in place.
 void RankLowering::emitCall(const Action &a, const Call &c,
-                            ArrayRef<Value> outs) {
+                            ArrayRef<Value> outs, bool accumulate) {
   Location loc = a.op->getLoc();
+  const StageFunctions &fns = stages[a.stage];
+  const Outlined &o = outlinedOf(fns, c.fn);
   SmallVector<Value> args;
   for (const Ref &r : c.args)
     args.push_back(tensorOf(r, a));
-  auto call =
-      func::CallOp::create(b, loc, outlinedOf(stages[a.stage], c.fn).fn, args);
-  for (auto [ri, id] : llvm::enumerate(c.results)) {
-    local[id] = call.getResult(ri);
+  accumulate = accumulate && c.gradsFrom >= 0;
+  func::FuncOp callee = o.fn;
+  SmallVector<unsigned> kept =
+      llvm::to_vector(llvm::seq<unsigned>(0, c.results.size()));
+  ValueRange params = fns.stage.getParams();
+  if (accumulate) {
+    callee = getAccumulating(b, fns, o, c.gradsFrom);
+    kept = o.kept;
+    for (Value p : params)
+      args.push_back(bufferization::ToTensorOp::create(
+          b, loc, cast<RankedTensorType>(p.getType()), sums.lookup(p),
+          /*restrict=*/true, /*writable=*/true));
+  }
+  auto call = func::CallOp::create(b, loc, callee, args);
+  for (auto [i, ri] : llvm::enumerate(kept)) {
+    local[c.results[ri]] = call.getResult(i);
     if (!outs.empty() && outs[ri])
       bufferization::MaterializeInDestinationOp::create(
-          b, loc, Type(), call.getResult(ri), outs[ri], /*restrict=*/true,
+          b, loc, Type(), call.getResult(i), outs[ri], /*restrict=*/true,
           /*writable=*/true);
   }
+  if (!accumulate)
+    return;
+  for (auto [p, sum] :
+       llvm::zip(params, call.getResults().drop_front(kept.size())))
+    bufferization::MaterializeInDestinationOp::create(
+        b, loc, Type(), sum, sums.lookup(p), /*restrict=*/true,
+        /*writable=*/true);
 }
 
 /// The record of a computation: phase, stage, microbatch.
@@ -367,7 +437,6 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
   SmallVector<Value> record =
       actionRecord(b, loc, a.phase, a.stage, [&] { return mbI64; });
   func::CallOp::create(b, loc, beginFn, record);
-  const StageFunctions &fns = stages[a.stage];
   for (auto [ci, c] : llvm::enumerate(a.calls)) {
     // The slots results go to, before the call that fills them.
     SmallVector<Value> outs;
@@ -380,25 +449,8 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
                 static_cast<int64_t>(ri), id};
       outs.push_back(viewOf(values[id], offsetOf(slot), /*out=*/true));
     }
-    emitCall(a, c, outs);
-    if (c.gradsFrom < 0)
-      continue;
-    // Add this microbatch's gradients to the sums, in place.
-    ValueRange params = fns.stage.getParams();
-    func::FuncOp addGrads =
-        getAddGrads(b, fns, a.stage, step, /*inPlace=*/true);
-    SmallVector<Value> addArgs;
-    for (Value p : params)
-      addArgs.push_back(bufferization::ToTensorOp::create(
-          b, loc, cast<RankedTensorType>(p.getType()), sums.lookup(p),
-          /*restrict=*/true, /*writable=*/true));
-    for (const Ref &r : ArrayRef<Ref>(c.yielded).drop_front(c.gradsFrom))
-      addArgs.push_back(tensorOf(r, a));
-    auto add = func::CallOp::create(b, loc, addGrads, addArgs);
-    for (auto [p, sum] : llvm::zip(params, add.getResults()))
-      bufferization::MaterializeInDestinationOp::create(
-          b, loc, Type(), sum, sums.lookup(p), /*restrict=*/true,
-          /*writable=*/true);
+    // A call that yields gradients adds them to the sums in place.
+    emitCall(a, c, outs, /*accumulate=*/true);
   }
   if (a.loss) {
     Value sum = bufferization::ToTensorOp::create(
@@ -492,8 +544,8 @@ void RankLowering::emitUnrolledAction(const Action &a) {
       args.push_back(sum);
     }
     args.append(grads);
-    auto add = func::CallOp::create(
-        b, loc, getAddGrads(b, fns, a.stage, step, /*inPlace=*/false), args);
+    auto add =
+        func::CallOp::create(b, loc, getAddGrads(b, fns, a.stage, step), args);
     for (auto [param, sum] : llvm::zip(params, add.getResults()))
       gradSums[param] = sum;
   }

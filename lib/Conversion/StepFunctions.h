@@ -32,6 +32,13 @@ namespace zb::detail {
 struct Outlined {
   mutable mlir::func::FuncOp fn;
   llvm::SmallVector<std::pair<bool, unsigned>> sources;
+  /// For a function that yields the stage's parameter gradients, built by
+  /// the loop form on first use: `<fn>_acc`, which takes the gradient sums
+  /// after `fn`'s arguments and returns `fn`'s results other than the
+  /// gradients (`kept`: their numbers in `fn`) followed by the sums with
+  /// the gradients added, computed in place.
+  mutable mlir::func::FuncOp accumulating;
+  mutable llvm::SmallVector<unsigned> kept;
 
   explicit operator bool() const { return static_cast<bool>(fn); }
 };
@@ -40,9 +47,9 @@ struct Outlined {
 struct StageFunctions {
   mutable pipe::StageOp stage;
   Outlined forward, backward, backwardInput, backwardWeight;
-  /// `(sums..., grads...) -> sums + grads` over the stage's parameters,
-  /// computed in place on the sums: built on first use, so that a step
-  /// function accumulates one microbatch's gradients with one call.
+  /// `(sums..., grads...) -> sums + grads` over the stage's parameters:
+  /// built on first use, so that the unrolled form accumulates one
+  /// microbatch's gradients with one call.
   mutable mlir::func::FuncOp addGrads;
   unsigned numResults = 0, numStash = 0, numWStash = 0;
 };

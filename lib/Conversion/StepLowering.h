@@ -123,7 +123,7 @@ private:
       llvm::function_ref<void(mlir::Value, mlir::Value)> after = nullptr);
   void emitWaitForReductions();
   void emitCall(const Action &a, const Call &c,
-                llvm::ArrayRef<mlir::Value> outs = {});
+                llvm::ArrayRef<mlir::Value> outs = {}, bool accumulate = false);
   mlir::Value offsetOf(const Slot &slot);
   mlir::Value viewOf(const PlannedValue &v, mlir::Value offset, bool out);
   mlir::Value tensorOf(const Ref &ref, const Action &a);

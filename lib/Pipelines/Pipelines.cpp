@@ -34,6 +34,8 @@ void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
   pm.addPass(createCSEPass());
   // After CSE, which merges them: a fill per writer, not a copy per writer.
   pm.addPass(zb::createZBUniqueFills());
+  // The weight gradients a step adds to its sums, added by their gemms.
+  pm.addNestedPass<func::FuncOp>(zb::createZBAccumulateInGemms());
   // Before bufferization: the record calls take tensors.
   pm.addPass(zb::createZBLowerRunningStats());
   pm.addPass(zb::createZBPrepareEntryPoints());

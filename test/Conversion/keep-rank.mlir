@@ -8,7 +8,7 @@
 // CHECK-DAG: memref.global "private" constant @zb_rank1_actions
 // CHECK-DAG: func.func private @zb_stage1_forward(
 // CHECK-DAG: func.func private @zb_stage1_backward_input(
-// CHECK-DAG: func.func private @zb_stage1_backward_weight(
+// CHECK-DAG: func.func private @zb_stage1_backward_weight_acc(
 // CHECK-DAG: func.func private @zbrt_recv_f32(
 // CHECK-DAG: func.func @zb_rank1_step(
 // CHECK-NOT: @zb_rank0_

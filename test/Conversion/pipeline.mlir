@@ -48,16 +48,16 @@
 // CHECK-NOT: sched.program
 // CHECK: func.func private @zb_stage0_forward(
 // CHECK: func.func private @zb_stage0_backward_input(
-// CHECK: func.func private @zb_stage0_backward_weight(
-// ONE: func.func private @zb_stage7_backward_weight(
+// CHECK: func.func private @zb_stage0_backward_weight_acc(
+// ONE: func.func private @zb_stage7_backward_weight_acc(
 // ONE-NOT: @zb_stage8_
-// TWO: func.func private @zb_stage15_backward_weight(
+// TWO: func.func private @zb_stage15_backward_weight_acc(
 // TWO-NOT: @zb_stage16_
 // CHECK-LABEL: func.func @zb_rank0_step(
 // CHECK-SAME: attributes {zb.arena_bytes = {{[0-9]+}} : i64, zb.microbatches = 32 : i64, zb.params = [{{.*}}], zb.rank = 0 : i64}
 // ONE-NOT: call @zb_stage{{[1-9][0-9]*}}_
 // ONE: call @zb_stage0_forward(
-// ONE: call @zb_stage0_backward_weight(
+// ONE: call @zb_stage0_backward_weight_acc(
 // ONE-NOT: call @zb_stage{{[1-9][0-9]*}}_
 // LOOP: call @zb_stage0_forward(
 // LOOP: call @zb_stage8_forward(

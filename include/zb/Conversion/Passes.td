@@ -34,6 +34,37 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def ZBAccumulateInGemms : Pass<"zb-accumulate-in-gemms",
+                                "mlir::func::FuncOp"> {
+  let summary = "Let a GEMM add its product to a sum argument in place";
+  let description = [{
+    On tensors, before bufferization. Where a function adds `x` to one of
+    its arguments in place (an elementwise `linalg.generic` with `x` as its
+    input, the argument as its output and `out + in` as its body: the
+    accumulating stage functions of `--zb-lower-to-runtime`'s loop form add
+    a microbatch's weight gradients to the step's sums so), and `x` is a
+    GEMM (as `--zb-lower-gemm-to-runtime` recognises one) that starts from
+    a zero `linalg.fill` and that nothing else reads, the GEMM starts from
+    the argument instead and the addition goes. The runtime gemm then adds
+    its products to the sum (beta = 1): no separate pass over the sum, no
+    zeroed gradient buffer. The sum is the same, bit for bit, where the
+    BLAS adds each element's whole k-sum to C at once (OpenBLAS does for k
+    up to its block depth); otherwise it differs in rounding only.
+
+    ```mlir
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+    %g = linalg.matmul ins(%a, %b : ...) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+    %s = linalg.generic {...} ins(%g : tensor<4x4xf32>) outs(%sum : tensor<4x4xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %r = arith.addf %out, %in : f32
+      linalg.yield %r : f32
+    } -> tensor<4x4xf32>
+    // becomes
+    %s = linalg.matmul ins(%a, %b : ...) outs(%sum : tensor<4x4xf32>) -> tensor<4x4xf32>
+    ```
+  }];
+}
+
 def ZBExpandBF16 : Pass<"zb-expand-bf16"> {
   let summary = "Lower f32<->bf16 conversions to integer arithmetic";
   let description = [{
@@ -230,8 +261,7 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
       stashes live from F to B and B→W stashes from B to W; the last
       stage's backward is seeded with 1/M, so the gradients and the
       returned loss are means; each microbatch's gradients are added to
-      the running sums with one call of
-      `@zb_stage<s>_add_grads(sums..., grads...) -> (sums...)`;
+      the running sums (how: below);
       `sched.send` and `sched.recv` become calls of the runtime's
       `zbrt_send_f32` / `zbrt_recv_f32` (tag = channel); every F, B, W and
       BW is bracketed by `zbrt_action_begin` / `zbrt_action_end` (phase,
@@ -254,10 +284,17 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
       size grows with the number of distinct actions, not with the number
       of microbatches, and its stash memory is allocated once. The arena's
       size is the step function's `zb.arena_bytes`. The gradient sums and
-      the loss sum are buffers zeroed at the start of the step;
+      the loss sum are buffers zeroed at the start of the step. A W (or BW)
+      calls the function's accumulating form,
+      `@zb_stage<s>_backward_weight_acc(w_stash, sums...) -> (sums...)`
+      (`_backward_acc(stash, cotangents, sums...) -> (d_inputs, sums...)`),
+      which adds its gradients to the sums in place (the plain function,
+      no longer called, goes), so that `--zb-accumulate-in-gemms` can let
+      a weight's gemm add into its sum directly;
     - with `unroll`, every action inline in the program's order, each value
-      an SSA value of its own (the GPU pipeline's form: its device code
-      cannot read a host table).
+      an SSA value of its own, each microbatch's gradients added to the
+      sums with one call of
+      `@zb_stage<s>_add_grads(sums..., grads...) -> (sums...)`.
 
     The module attribute `zb.stages` records per stage its rank, the cost
     model's `cost_f/b/w` and the split's `mem_b/w` (0 where absent), which

@@ -10,6 +10,7 @@
 #ifndef ZB_CONVERSION_TRANSFORMS_H
 #define ZB_CONVERSION_TRANSFORMS_H
 
+#include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/ADT/StringRef.h"
@@ -30,6 +31,12 @@ inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
 /// needed. Other linalg ops are left alone. Returns the number of ops
 /// rewritten.
 unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee);
+
+/// Whether `op`, on tensors or on buffers, has the shape of a plain f32
+/// (batched) GEMM: one m, n and k dimension, at most one batch dimension,
+/// each operand stored [batch,] row-major or transposed, static shapes (the
+/// buffers of `lowerGemmsToCalls` must also be unit-stride innermost).
+bool isGemm(mlir::linalg::LinalgOp op);
 
 /// Declares the runtime function `name` of `type` privately in `module` at
 /// `builder`'s insertion point, unless `module` has it already; with
