@@ -16,6 +16,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/Support/Debug.h"
@@ -176,9 +177,10 @@ static func::FuncOp declareGemm(ModuleOp module, StringRef name) {
   return fn;
 }
 
-/// Emits the call that replaces `op`.
+/// Emits the call that replaces `op`: C = op(A) op(B) + beta C.
 static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
-                         const GemmPlan &plan, func::FuncOp callee) {
+                         const GemmPlan &plan, func::FuncOp callee,
+                         float beta) {
   Location loc = op.getLoc();
   Type i64 = rewriter.getI64Type(), f32 = rewriter.getF32Type();
   Type ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
@@ -206,14 +208,15 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
   auto [pc, ldc, sc] = describe(plan.c);
   Value one = arith::ConstantOp::create(rewriter, loc, f32,
                                         rewriter.getF32FloatAttr(1.0f));
+  Value betaValue = arith::ConstantOp::create(rewriter, loc, f32,
+                                              rewriter.getF32FloatAttr(beta));
   Value transA = arith::ConstantIntOp::create(rewriter, loc, plan.transA, 32);
   Value transB = arith::ConstantIntOp::create(rewriter, loc, plan.transB, 32);
-  // linalg contractions accumulate into C: alpha = beta = 1.
   func::CallOp::create(rewriter, loc, callee,
                        ValueRange{transA, transB, i64Const(plan.batch),
                                   i64Const(plan.m), i64Const(plan.n),
                                   i64Const(plan.k), one, pa, lda, sa, pb, ldb,
-                                  sb, one, pc, ldc, sc});
+                                  sb, betaValue, pc, ldc, sc});
 }
 
 unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee) {
@@ -231,8 +234,20 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee) {
   func::FuncOp fn = declareGemm(module, callee);
   IRRewriter rewriter(module.getContext());
   for (auto &[op, plan] : gemms) {
+    // linalg contractions accumulate into C (beta = 1), unless C was zeroed
+    // just before: the gemm then overwrites it (beta = 0; C covers the
+    // product's m x n, so every element is written) and the fill goes.
+    float beta = 1.0f;
+    Value c = op.getDpsInitOperand(0)->get();
+    if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+        fill && fill.hasPureBufferSemantics() &&
+        fill.getDpsInitOperand(0)->get() == c &&
+        matchPattern(fill.value(), m_AnyZeroFloat())) {
+      rewriter.eraseOp(fill);
+      beta = 0.0f;
+    }
     rewriter.setInsertionPoint(op);
-    emitGemmCall(rewriter, op, plan, fn);
+    emitGemmCall(rewriter, op, plan, fn, beta);
     rewriter.eraseOp(op);
   }
   return gemms.size();

@@ -18,6 +18,36 @@ func.func @matmul(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf
 
 // -----
 
+// C zeroed right before the product: the gemm overwrites it (beta = 0) and
+// the fill goes. A fill with anything between it and the product, or of
+// another value, stays, and the gemm accumulates (beta = 1).
+// CHECK-LABEL: func.func @zeroed
+// CHECK-SAME: (%{{[^:]*}}: memref<8x16xf32>, %{{[^:]*}}: memref<16x32xf32>, %[[C:[^:]*]]: memref<8x32xf32>, %[[D:[^:]*]]: memref<8x32xf32>, %[[E:[^:]*]]: memref<8x32xf32>)
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[TWO:.*]] = arith.constant 2.000000e+00 : f32
+// CHECK-NOT: linalg.fill ins(%{{.*}}) outs(%[[C]]
+// CHECK: call @zbrt_sgemm_batched({{.*}}, %[[ONE]], {{.*}}, %[[ZERO]], {{.*}})
+// CHECK: linalg.fill ins(%[[ZERO]] : f32) outs(%[[D]] : memref<8x32xf32>)
+// CHECK: memref.copy
+// CHECK: call @zbrt_sgemm_batched({{.*}}, %[[ONE]], {{.*}}, %[[ONE]], {{.*}})
+// CHECK: linalg.fill ins(%[[TWO]] : f32) outs(%[[E]] : memref<8x32xf32>)
+// CHECK: call @zbrt_sgemm_batched({{.*}}, %[[ONE]], {{.*}}, %[[ONE]], {{.*}})
+func.func @zeroed(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>, %d: memref<8x32xf32>, %e: memref<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %two = arith.constant 2.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>)
+  linalg.fill ins(%zero : f32) outs(%d : memref<8x32xf32>)
+  memref.copy %d, %c : memref<8x32xf32> to memref<8x32xf32>
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%d : memref<8x32xf32>)
+  linalg.fill ins(%two : f32) outs(%e : memref<8x32xf32>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%e : memref<8x32xf32>)
+  return
+}
+
+// -----
+
 // Pointers come from the aligned pointer plus the offset; leading dims from
 // the strides.
 // CHECK-LABEL: func.func @pointers

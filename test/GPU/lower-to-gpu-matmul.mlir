@@ -13,11 +13,12 @@ func.func @mm(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
 }
 
 // CHECK-LABEL: llvm.func @mm(
-// The fill is a kernel, the matmul a call on the same stream.
-// CHECK: gpu.launch_func
-// CHECK: llvm.call @zbrt_gpu_sgemm_batched({{.*}}) : (i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64) -> ()
-// CHECK: gpu.binary
-// CHECK-SAME: .target sm_90
-// CHECK-SAME: st.global
+// The matmul overwrites its zeroed output (beta = 0): no fill kernel.
+// CHECK-DAG: %[[ZERO:.*]] = llvm.mlir.constant(0.000000e+00 : f32) : f32
+// CHECK-DAG: %[[ONE:.*]] = llvm.mlir.constant(1.000000e+00 : f32) : f32
+// CHECK-NOT: gpu.launch_func
+// CHECK: llvm.call @zbrt_gpu_sgemm_batched({{.*}}, %[[ONE]], {{.*}}, %[[ZERO]], {{.*}}) : (i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64) -> ()
+// CHECK-NOT: gpu.launch_func
+// CHECK-NOT: gpu.binary
 
 // BF16: llvm.call @zbrt_gpu_sgemm_batched_bf16(
