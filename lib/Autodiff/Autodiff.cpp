@@ -75,6 +75,19 @@ Value zb::autodiff::buildAddInto(OpBuilder &b, Location loc, Value sum,
   return buildElementwiseAdd(b, loc, sum, addend, /*intoLhs=*/true);
 }
 
+Operation *zb::autodiff::mulAddProduct(Block *body) {
+  Operation *yield = body->getTerminator();
+  if (body->getOperations().size() != 3 || body->getNumArguments() == 0 ||
+      yield->getNumOperands() != 1)
+    return nullptr;
+  Value out = body->getArguments().back();
+  auto add = yield->getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || (add.getLhs() != out && add.getRhs() != out))
+    return nullptr;
+  return (add.getLhs() == out ? add.getRhs() : add.getLhs())
+      .getDefiningOp<arith::MulFOp>();
+}
+
 /// Whether gradients flow through values of `type`: float tensors and
 /// float scalars.
 static bool isDifferentiable(Type type) {

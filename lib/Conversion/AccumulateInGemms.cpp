@@ -34,7 +34,7 @@ static Value addendOf(linalg::GenericOp add, func::FuncOp fn) {
   Block *body = add.getBody();
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   auto addf = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
-  if (!addf || addf->getBlock() != body || &body->front() != addf)
+  if (!addf || &body->front() != addf)
     return {};
   Value in = body->getArgument(0), out = body->getArgument(1);
   if (!((addf.getLhs() == out && addf.getRhs() == in) ||

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Autodiff/Autodiff.h"
 #include "zb/Conversion/GPUPasses.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Conversion/Transforms.h"
@@ -34,7 +35,7 @@ using namespace mlir;
 
 namespace {
 /// A contraction recognised as a (batched) row-major GEMM
-/// C = op(A) * op(B) + C.
+/// C = op(A) * op(B) + C (or, over a C zeroed just before, = op(A) * op(B)).
 struct GemmPlan {
   Value a, b, c;
   bool transA = false, transB = false;
@@ -83,10 +84,23 @@ struct GemmShape {
 };
 } // namespace
 
+/// Whether `op`'s body is exactly `out + in0 * in1` (either order of each):
+/// linalg::isaContractionOpInterface also accepts unary ops around them,
+/// which a gemm call would drop.
+static bool hasMulAddBody(linalg::LinalgOp op) {
+  Block *body = op.getBlock();
+  Operation *mul = zb::autodiff::mulAddProduct(body);
+  if (!mul)
+    return false;
+  Value in0 = body->getArgument(0), in1 = body->getArgument(1);
+  return (mul->getOperand(0) == in0 && mul->getOperand(1) == in1) ||
+         (mul->getOperand(0) == in1 && mul->getOperand(1) == in0);
+}
+
 /// The GEMM `op` is, on tensors or buffers, or failure.
 static FailureOr<GemmShape> gemmShapeOf(linalg::LinalgOp op) {
   if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
-      !linalg::isaContractionOpInterface(op))
+      !linalg::isaContractionOpInterface(op) || !hasMulAddBody(op))
     return failure();
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
@@ -237,12 +251,13 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee) {
     // linalg contractions accumulate into C (beta = 1), unless C was zeroed
     // just before: the gemm then overwrites it (beta = 0; C covers the
     // product's m x n, so every element is written) and the fill goes.
+    // (The fill must not zero an input as well.)
     float beta = 1.0f;
     Value c = op.getDpsInitOperand(0)->get();
     if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
         fill && fill.hasPureBufferSemantics() &&
-        fill.getDpsInitOperand(0)->get() == c &&
-        matchPattern(fill.value(), m_AnyZeroFloat())) {
+        fill.getDpsInitOperand(0)->get() == c && plan.a != c &&
+        plan.b != c && matchPattern(fill.value(), m_AnyZeroFloat())) {
       rewriter.eraseOp(fill);
       beta = 0.0f;
     }

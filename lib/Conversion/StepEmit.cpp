@@ -318,7 +318,8 @@ static const Outlined &outlinedOf(const StageFunctions &fns, Call::Fn fn) {
 /// Calls `c`'s function; its results become the values of `local` and, where
 /// `outs` has a slot for one, are written there. With `accumulate`, a call
 /// that yields gradients calls the accumulating form, which adds them to
-/// the sums in place.
+/// the sums in place: the gradients themselves (read by this action alone,
+/// so never in a slot) are then no values of `local`.
 void RankLowering::emitCall(const Action &a, const Call &c,
                             ArrayRef<Value> outs, bool accumulate) {
   Location loc = a.op->getLoc();
@@ -341,6 +342,12 @@ void RankLowering::emitCall(const Action &a, const Call &c,
           /*restrict=*/true, /*writable=*/true));
   }
   auto call = func::CallOp::create(b, loc, callee, args);
+  assert((outs.empty() || llvm::all_of(llvm::seq<unsigned>(0, outs.size()),
+                                       [&](unsigned ri) {
+                                         return !outs[ri] ||
+                                                llvm::is_contained(kept, ri);
+                                       })) &&
+         "a gradient has an arena slot");
   for (auto [i, ri] : llvm::enumerate(kept)) {
     local[c.results[ri]] = call.getResult(i);
     if (!outs.empty() && outs[ri])

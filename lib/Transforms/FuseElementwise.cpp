@@ -6,6 +6,8 @@
 
 #include "zb/Transforms/Passes.h"
 
+#include "zb/Autodiff/Autodiff.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -38,20 +40,11 @@ static bool isContraction(linalg::LinalgOp op) {
     return true;
   if (op.getNumReductionLoops() == 0 || op.getNumDpsInits() != 1)
     return false;
-  Block *body = op.getBlock();
-  if (body->getOperations().size() != 3)
-    return false;
-  Value out = body->getArguments().back();
-  auto add = cast<linalg::YieldOp>(body->getTerminator())
-                 .getOperand(0)
-                 .getDefiningOp<arith::AddFOp>();
-  if (!add || (add.getLhs() != out && add.getRhs() != out))
-    return false;
-  auto mul = (add.getLhs() == out ? add.getRhs() : add.getLhs())
-                 .getDefiningOp<arith::MulFOp>();
-  return mul && isa<BlockArgument>(mul.getLhs()) &&
-         isa<BlockArgument>(mul.getRhs()) && mul.getLhs() != out &&
-         mul.getRhs() != out;
+  Operation *mul = zb::autodiff::mulAddProduct(op.getBlock());
+  Value out = op.getBlock()->getArguments().back();
+  return mul && llvm::all_of(mul->getOperands(), [&](Value v) {
+           return isa<BlockArgument>(v) && v != out;
+         });
 }
 
 namespace {

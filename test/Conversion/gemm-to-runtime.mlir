@@ -155,3 +155,25 @@ func.func @not_gemm(%a: memref<8x16xf64>, %b: memref<16x32xf64>, %c: memref<8x32
   %r = linalg.matmul ins(%g, %h : tensor<8x16xf32>, tensor<16x32xf32>) outs(%i : tensor<8x32xf32>) -> tensor<8x32xf32>
   return %r : tensor<8x32xf32>
 }
+
+// -----
+
+// Not a gemm either: a contraction whose body negates the product (linalg's
+// contraction interface skips such unary ops; a gemm call would drop it).
+#mA = affine_map<(m, n, k) -> (m, k)>
+#mB = affine_map<(m, n, k) -> (k, n)>
+#mC = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @negated_product
+// CHECK-NOT: zbrt_sgemm_batched
+// CHECK: arith.negf
+func.func @negated_product(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>) {
+  linalg.generic {indexing_maps = [#mA, #mB, #mC], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %n = arith.negf %p : f32
+    %s = arith.addf %acc, %n : f32
+    linalg.yield %s : f32
+  }
+  return
+}

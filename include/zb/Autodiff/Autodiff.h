@@ -42,6 +42,11 @@ mlir::Value buildAdd(mlir::OpBuilder &builder, mlir::Location loc,
 mlir::Value buildAddInto(mlir::OpBuilder &builder, mlir::Location loc,
                          mlir::Value sum, mlir::Value addend);
 
+/// The product of a linalg op's body that is exactly `yield(out + a * b)`
+/// (either order of each; `out` the body's last argument), as the
+/// contractions autodiff builds are; null otherwise.
+mlir::Operation *mulAddProduct(mlir::Block *body);
+
 } // namespace zb::autodiff
 
 #endif // ZB_AUTODIFF_AUTODIFF_H

@@ -17,6 +17,8 @@ def ZBLowerGemmToCUBLAS : Pass<"zb-lower-gemm-to-cublas", "mlir::ModuleOp"> {
     recognised (by the same code) and become calls of the runtime's
     `zbrt_gpu_sgemm_batched`, which runs cuBLAS on the compute stream, with
     the signature of `zbrt_sgemm_batched`. The operands are device pointers.
+    A zero fill of C right before the op becomes beta = 0 the same way, so
+    no fill kernel runs before the call.
 
     With `dtype=bf16` the callee is `zbrt_gpu_sgemm_batched_bf16`: the
     operands stay f32 in memory, the products use bf16 tensor cores and

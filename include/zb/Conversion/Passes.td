@@ -16,9 +16,13 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
     one M, one N, one K and at most one batch dimension (`linalg.matmul` with
     any operand transposition, `linalg.batch_matmul`, and equivalent
     `linalg.generic` ops) into a call of the runtime's
-    `zbrt_sgemm_batched`, which runs the host BLAS. Operands must have a
-    unit innermost stride; their leading-dimension and batch strides are
-    read at run time. Other linalg ops are left for loop lowering.
+    `zbrt_sgemm_batched`, which runs the host BLAS. The op's body must be
+    exactly `out + a * b`. Operands must have a unit innermost stride;
+    their leading-dimension and batch strides are read at run time. The
+    call accumulates into C (beta = 1), as the op does; where the op right
+    before is a `linalg.fill` of zero into the same C (and C is not an
+    input), the call overwrites C instead (beta = 0) and the fill goes.
+    Other linalg ops are left for loop lowering.
 
     ```mlir
     linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>)
