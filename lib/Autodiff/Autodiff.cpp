@@ -75,6 +75,45 @@ Value zb::autodiff::buildAddInto(OpBuilder &b, Location loc, Value sum,
   return buildElementwiseAdd(b, loc, sum, addend, /*intoLhs=*/true);
 }
 
+func::FuncOp zb::autodiff::buildAccumulating(OpBuilder &b, func::FuncOp fn,
+                                             StringRef name,
+                                             ArrayRef<GradientSource> grads,
+                                             ArrayRef<unsigned> kept) {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointAfter(fn);
+  auto acc = cast<func::FuncOp>(b.clone(*fn));
+  acc.setSymName(name);
+  Block &entry = acc.front();
+  Location loc = acc.getLoc();
+  auto ret = cast<func::ReturnOp>(entry.getTerminator());
+  auto gradOf = [&](GradientSource source) -> Value {
+    auto [isArg, index] = source;
+    return isArg ? entry.getArgument(index) : ret.getOperand(index);
+  };
+  SmallVector<Value> sums;
+  for (GradientSource source : grads) {
+    Value grad = gradOf(source);
+    unsigned index = acc.getNumArguments();
+    // Through the function, which keeps its argument attributes in step.
+    [[maybe_unused]] LogicalResult inserted = acc.insertArgument(
+        index, grad.getType(), DictionaryAttr(), grad.getLoc());
+    assert(succeeded(inserted) && "a func.func takes any argument");
+    sums.push_back(acc.getArgument(index));
+  }
+  b.setInsertionPoint(ret);
+  SmallVector<Value> results;
+  for (unsigned ri : kept)
+    results.push_back(ret.getOperand(ri));
+  for (auto [source, sum] : llvm::zip_equal(grads, sums))
+    results.push_back(buildAddInto(b, loc, sum, gradOf(source)));
+  func::ReturnOp::create(b, ret.getLoc(), results);
+  ret.erase();
+  acc.setFunctionType(FunctionType::get(b.getContext(),
+                                        entry.getArgumentTypes(),
+                                        ValueRange(results).getTypes()));
+  return acc;
+}
+
 Operation *zb::autodiff::mulAddProduct(Block *body) {
   Operation *yield = body->getTerminator();
   if (body->getOperations().size() != 3 || body->getNumArguments() == 0 ||

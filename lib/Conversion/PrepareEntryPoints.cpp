@@ -40,7 +40,12 @@ struct PrepareEntryPointsPass
       // An optimizer update writes its parameters and state in place.
       if (fn->hasAttr(zb::ZBDialect::kOptimizerAttrName))
         continue;
-      for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+      // Gradient sums are updated in place.
+      unsigned e = fn.getNumArguments();
+      if (auto sums =
+              fn->getAttrOfType<IntegerAttr>(zb::ZBDialect::kGradSumsAttrName))
+        e -= sums.getInt();
+      for (unsigned i = 0; i < e; ++i)
         if (isa<TensorType>(fn.getArgument(i).getType()))
           fn.setArgAttr(i,
                         bufferization::BufferizationDialect::kWritableAttrName,

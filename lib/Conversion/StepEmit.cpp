@@ -63,18 +63,14 @@ static func::FuncOp getAddGrads(OpBuilder &b, const StageFunctions &fns,
   return fns.addGrads;
 }
 
-/// `o`'s accumulating form (Outlined::accumulating) for the stage of
-/// `fns`, whose gradients start at `o`'s yielded value `gradsFrom`,
-/// created after `o` on first use. Each sum is the `outs` of its
-/// addition, so that bufferization adds into the caller's sum buffers
-/// (and --zb-accumulate-in-gemms can let the GEMM computing the gradient
-/// add into the sum itself).
+/// `o`'s accumulating form (Outlined::accumulating,
+/// autodiff::buildAccumulating) for the stage of `fns`, whose gradients
+/// start at `o`'s yielded value `gradsFrom`, created after `o` on first use.
 static func::FuncOp getAccumulating(OpBuilder &b, const StageFunctions &fns,
                                     const Outlined &o, int64_t gradsFrom) {
   if (o.accumulating)
     return o.accumulating;
-  ValueRange params = fns.stage.getParams();
-  assert(o.sources.size() == gradsFrom + params.size() &&
+  assert(o.sources.size() == gradsFrom + fns.stage.getParams().size() &&
          "one gradient per parameter");
   // A result stays a result unless it is only ever a gradient (every
   // result is yielded somewhere).
@@ -87,31 +83,10 @@ static func::FuncOp getAccumulating(OpBuilder &b, const StageFunctions &fns,
     if (keep)
       o.kept.push_back(ri);
 
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointAfter(o.fn);
-  auto fn = cast<func::FuncOp>(b.clone(*o.fn));
-  fn.setSymName((o.fn.getSymName() + "_acc").str());
-  Block &entry = fn.front();
-  Location loc = fn.getLoc();
-  SmallVector<Value> sums;
-  for (Value p : params)
-    sums.push_back(entry.addArgument(p.getType(), p.getLoc()));
-  auto ret = cast<func::ReturnOp>(entry.getTerminator());
-  b.setInsertionPoint(ret);
-  SmallVector<Value> results;
-  for (unsigned ri : o.kept)
-    results.push_back(ret.getOperand(ri));
-  for (auto [p, sum] : llvm::enumerate(sums)) {
-    auto [isArg, index] = o.sources[gradsFrom + p];
-    Value grad = isArg ? entry.getArgument(index) : ret.getOperand(index);
-    results.push_back(autodiff::buildAddInto(b, loc, sum, grad));
-  }
-  func::ReturnOp::create(b, ret.getLoc(), results);
-  ret.erase();
-  fn.setFunctionType(FunctionType::get(b.getContext(), entry.getArgumentTypes(),
-                                       ValueRange(results).getTypes()));
-  o.accumulating = fn;
-  return fn;
+  o.accumulating = autodiff::buildAccumulating(
+      b, o.fn, (o.fn.getSymName() + "_acc").str(),
+      ArrayRef(o.sources).drop_front(gradsFrom), o.kept);
+  return o.accumulating;
 }
 
 namespace {

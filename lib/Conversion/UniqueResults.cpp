@@ -42,25 +42,32 @@ static void copyRepeatedResults(func::FuncOp fn) {
   });
 }
 
-/// An optimizer update (--zb-emit-optimizer) returns its parameters and
-/// state, which bufferization updated in place: it returns its own
-/// arguments, and stops returning them. Fails (with an error) where a
-/// result is not an argument, which would leave the caller's buffers
+/// A function's last `count` results that bufferization updated in place:
+/// they return its own arguments (the last `count` of them when `matching`),
+/// and stop being returned. Fails (with an error naming `what`) where such
+/// a result is not its argument, which would leave the caller's buffers
 /// unchanged.
-static LogicalResult dropInPlaceResults(func::FuncOp fn) {
+static LogicalResult dropInPlaceResults(func::FuncOp fn, unsigned count,
+                                        bool matching, StringRef what) {
   SmallVector<func::ReturnOp> returns;
   fn.walk([&](func::ReturnOp r) { returns.push_back(r); });
+  Block &entry = fn.getBody().front();
+  unsigned firstResult = fn.getNumResults() - count;
+  unsigned firstArg = fn.getNumArguments() - count;
   for (func::ReturnOp ret : returns)
-    for (Value v : ret.getOperands()) {
-      auto arg = dyn_cast<BlockArgument>(v);
-      if (!arg || arg.getOwner() != &fn.getBody().front())
-        return fn.emitError("optimizer update: a result was not updated in "
-                            "place (it is not one of the arguments)");
+    for (unsigned i = firstResult, e = ret.getNumOperands(); i < e; ++i) {
+      auto arg = dyn_cast<BlockArgument>(ret.getOperand(i));
+      if (!arg || arg.getOwner() != &entry ||
+          (matching && arg.getArgNumber() != firstArg + i - firstResult))
+        return fn.emitError(what)
+               << ": result " << i << " was not updated in place (it is not "
+               << (matching ? "its argument" : "one of the arguments") << ")";
     }
   for (func::ReturnOp ret : returns)
-    ret->setOperands({});
+    ret->setOperands(ret.getOperands().take_front(firstResult));
   fn.setFunctionType(
-      FunctionType::get(fn.getContext(), fn.getArgumentTypes(), {}));
+      FunctionType::get(fn.getContext(), fn.getArgumentTypes(),
+                        fn.getResultTypes().take_front(firstResult)));
   return success();
 }
 
@@ -73,8 +80,23 @@ struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      // An optimizer update (--zb-emit-optimizer) returns its parameters
+      // and state, a gradient function its sums (`zb.grad_sums`).
       if (fn->hasAttr(zb::ZBDialect::kOptimizerAttrName)) {
-        if (failed(dropInPlaceResults(fn)))
+        if (failed(dropInPlaceResults(fn, fn.getNumResults(),
+                                      /*matching=*/false, "optimizer update")))
+          return signalPassFailure();
+        continue;
+      }
+      if (auto sums = fn->getAttrOfType<IntegerAttr>(
+              zb::ZBDialect::kGradSumsAttrName)) {
+        if (sums.getInt() > fn.getNumResults()) {
+          fn.emitError("gradient sums: ") << sums.getInt() << " sums but "
+                                          << fn.getNumResults() << " results";
+          return signalPassFailure();
+        }
+        if (failed(dropInPlaceResults(fn, sums.getInt(), /*matching=*/true,
+                                      "gradient sums")))
           return signalPassFailure();
         continue;
       }

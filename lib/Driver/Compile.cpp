@@ -59,7 +59,9 @@ zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
   OwningOpRef<ModuleOp> clone = model.clone();
   if (withGradients) {
     PassManager pm(model.getContext());
-    pm.addPass(createZBAutodiff());
+    ZBAutodiffOptions autodiff;
+    autodiff.accumulate = true;
+    pm.addPass(createZBAutodiff(autodiff));
     if (failed(pm.run(*clone)))
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                      "differentiating the model failed");

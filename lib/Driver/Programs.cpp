@@ -17,17 +17,6 @@ ModelProgram::ModelProgram(ModelData &data, zbrt::EntryFn forward,
                            zbrt::EntryFn gradient, zbrt::DType lossType)
     : data(data), forward(forward), gradient(gradient), lossType(lossType) {}
 
-/// sum[j] += x[j] over float arrays of one dtype (f32 or f64). (In f32 the
-/// sum is the same as through doubles: a float sum or quotient computed in
-/// double and rounded to float is the correctly rounded float result.)
-template <typename T>
-static void addInto(zbrt::NpyArray &sum, const zbrt::NpyArray &x) {
-  T *out = sum.as<T>();
-  const T *in = x.as<T>();
-  for (int64_t j = 0, e = sum.numElements(); j < e; ++j)
-    out[j] += in[j];
-}
-
 /// values[j] /= divisor.
 template <typename T> static void divide(zbrt::NpyArray &values, T divisor) {
   T *out = values.as<T>();
@@ -42,31 +31,15 @@ double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
   std::vector<zbrt::NpyArray *> callArgs;
   for (zbrt::NpyArray &value : values)
     callArgs.push_back(&value);
+  // The gradient sums (updated in place) follow the model's arguments; the
+  // loss, the one result, comes last.
+  if (grads)
+    for (zbrt::NpyArray &sum : *grads)
+      callArgs.push_back(&sum);
   zbrt::NpyArray loss{
       lossType, {}, std::vector<char>(zbrt::dtypeSize(lossType))};
   callArgs.push_back(&loss);
-  if (!grads) {
-    zbrt::callEntry(forward, callArgs);
-    return loadScalar(loss, 0);
-  }
-  std::vector<zbrt::NpyArray> out;
-  for (const ModelArg &arg : data.signature().args)
-    if (arg.isParam())
-      out.push_back(
-          zbrt::NpyArray{values[arg.position].dtype, arg.shape(),
-                         std::vector<char>(values[arg.position].data.size())});
-  for (zbrt::NpyArray &g : out)
-    callArgs.push_back(&g);
-  zbrt::callEntry(gradient, callArgs);
-  if (grads->empty())
-    *grads = std::move(out);
-  else
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (out[i].dtype == zbrt::DType::F64)
-        addInto<double>((*grads)[i], out[i]);
-      else
-        addInto<float>((*grads)[i], out[i]);
-    }
+  zbrt::callEntry(grads ? gradient : forward, callArgs);
   return loadScalar(loss, 0);
 }
 
@@ -74,6 +47,15 @@ double ModelProgram::run(int64_t step, std::vector<zbrt::NpyArray> &grads) {
   int64_t microbatches = data.options().microbatches;
   losses.clear();
   grads.clear();
+  // Zeroed sums, which every microbatch's gradients are added into, as a
+  // pipelined step adds them.
+  if (gradient)
+    for (const ModelArg &arg : data.signature().args)
+      if (arg.isParam()) {
+        const zbrt::NpyArray &value = data.values()[arg.position];
+        grads.push_back(zbrt::NpyArray{value.dtype, arg.shape(),
+                                       std::vector<char>(value.data.size())});
+      }
   for (int64_t mb = 0; mb < microbatches; ++mb)
     losses.push_back(runMicrobatch(step, mb, gradient ? &grads : nullptr));
   double mean = 0;

@@ -117,6 +117,14 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
   }
   if (failed(pm.run(module)))
     return failure();
+  // The model convention's argument attributes (zb.param, ...) mean nothing
+  // to LLVM, which would warn about each.
+  module.walk([](FunctionOpInterface fn) {
+    for (unsigned i = 0, e = fn.getNumArguments(); i < e; ++i)
+      for (NamedAttribute attr : fn.getArgAttrs(i))
+        if (attr.getName().getValue().starts_with("zb."))
+          fn.removeArgAttr(i, attr.getName());
+  });
 
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -163,8 +171,7 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
           "zb-model", "o", objectPath))
     return module.emitError("cannot create a temporary object file: ")
            << ec.message();
-  auto removeObject = llvm::make_scope_exit(
-      [&] { llvm::sys::fs::remove(objectPath); });
+  llvm::scope_exit removeObject([&] { llvm::sys::fs::remove(objectPath); });
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(objectPath, ec);

@@ -64,11 +64,17 @@ static LogicalResult differentiateStage(pipe::StageOp stage) {
   return success();
 }
 
-/// Adds `@<name>_grad` returning the loss and every parameter's gradient.
-static LogicalResult differentiateFunction(func::FuncOp fn,
-                                           SymbolTable &symbols) {
+/// The name of `fn`'s companion (see the pass description).
+static std::string companionName(func::FuncOp fn, bool accumulate) {
+  return (fn.getSymName() + (accumulate ? "_grad_acc" : "_grad")).str();
+}
+
+/// Adds `@<name>_grad` returning the loss and every parameter's gradient,
+/// or with `accumulate` `@<name>_grad_acc` adding them into sums.
+static LogicalResult
+differentiateFunction(func::FuncOp fn, SymbolTable &symbols, bool accumulate) {
   func::FuncOp grad = fn.clone();
-  grad.setSymName((fn.getSymName() + "_grad").str());
+  grad.setSymName(companionName(fn, /*accumulate=*/false));
   grad->setAttr(ZBDialect::kGradientOfAttrName, FlatSymbolRefAttr::get(fn));
   symbols.insert(grad, std::next(Block::iterator(fn)));
 
@@ -104,11 +110,25 @@ static LogicalResult differentiateFunction(func::FuncOp fn,
   ret.erase();
   grad.setFunctionType(FunctionType::get(
       fn.getContext(), grad.getArgumentTypes(), ValueRange(results).getTypes()));
+  if (!accumulate)
+    return success();
+  SmallVector<autodiff::GradientSource> sources;
+  for (unsigned i = 1; i < results.size(); ++i)
+    sources.emplace_back(/*isArg=*/false, i);
+  OpBuilder builder(fn.getContext());
+  func::FuncOp acc = autodiff::buildAccumulating(
+      builder, grad, companionName(fn, /*accumulate=*/true), sources, {0});
+  acc->setAttr(ZBDialect::kGradSumsAttrName,
+               builder.getI64IntegerAttr(sources.size()));
+  symbols.erase(grad);
+  symbols.insert(acc);
   return success();
 }
 
 namespace {
 struct AutodiffPass : zb::impl::ZBAutodiffBase<AutodiffPass> {
+  using ZBAutodiffBase::ZBAutodiffBase;
+
   void getDependentDialects(DialectRegistry &registry) const override {
     ZBAutodiffBase::getDependentDialects(registry);
     autodiff::registerGradientExternalModels(registry);
@@ -128,9 +148,9 @@ struct AutodiffPass : zb::impl::ZBAutodiffBase<AutodiffPass> {
             return signalPassFailure();
         continue;
       }
-      if (!fn.isPublic() || symbols.lookup((fn.getSymName() + "_grad").str()))
+      if (!fn.isPublic() || symbols.lookup(companionName(fn, accumulate)))
         continue;
-      if (failed(differentiateFunction(fn, symbols)))
+      if (failed(differentiateFunction(fn, symbols, accumulate)))
         return signalPassFailure();
     }
   }

@@ -1,5 +1,6 @@
 // RUN: zb-opt %s --split-input-file --zb-accumulate-in-gemms | FileCheck %s
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-strip-cuts --zb-pipeline="stages=2 microbatches=2 schedule=zb-h1" -mlir-print-ir-after=zb-lower-gemm-to-runtime -o /dev/null 2>&1 | FileCheck %s --check-prefix=MLP
+// RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-autodiff=accumulate=true --zb-lower-to-cpu -mlir-print-ir-after=zb-lower-gemm-to-runtime -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
 
 // In the pipeline: the last stage's W takes the sums of its four
 // gradients (two weights, two biases) after its own arguments. The weights'
@@ -14,6 +15,30 @@
 // MLP: linalg.generic {{.*}} outs(%[[DB1]] : memref<32xf32>)
 // MLP: linalg.generic {{.*}} outs(%[[DB2]] : memref<10xf32>)
 // MLP: return
+
+// On one process (what zb-run runs): @mlp_grad_acc takes the six sums after
+// the model's arguments and returns nothing but the loss (an out-parameter,
+// last). The gemms of l3 and l2's weight gradients write into their sums;
+// l1's, which has the ReLU's derivative fused into its body, and the
+// biases' are added to their sums after.
+// ONE-LABEL: func.func @mlp_grad_acc(
+// ONE-SAME: %{{[^:]*}}: memref<10xf32> {zb.param = "l3.bias"}, %[[S1:[^:]*]]: memref<16x32xf32>, %[[SB1:[^:]*]]: memref<32xf32>, %[[S2:[^:]*]]: memref<32x32xf32>, %[[SB2:[^:]*]]: memref<32xf32>, %[[S3:[^:]*]]: memref<32x10xf32>, %[[SB3:[^:]*]]: memref<10xf32>, %{{[^:]*}}: memref<f32>)
+// ONE-SAME: attributes {llvm.emit_c_interface, zb.grad_sums = 6 : i64
+// ONE: memref.extract_aligned_pointer_as_index %[[S3]]
+// ONE: call @zbrt_sgemm_batched(
+// ONE: memref.extract_aligned_pointer_as_index %[[S2]]
+// ONE: call @zbrt_sgemm_batched(
+// ONE: linalg.generic {{.*}} outs(%[[S1]] : memref<16x32xf32>)
+// ONE: linalg.generic {{.*}} outs(%[[SB1]] : memref<32xf32>)
+// ONE: linalg.generic {{.*}} outs(%[[SB2]] : memref<32xf32>)
+// ONE: linalg.generic {{.*}} outs(%[[SB3]] : memref<10xf32>)
+// ONE-NEXT: ^bb0
+// ONE-NEXT: arith.addf
+// ONE-NEXT: linalg.yield
+// ONE-NEXT: }
+// ONE-NEXT: memref.dealloc
+// ONE-NEXT: return
+// ONE-NEXT: }
 
 // A gradient sum updated in place by a matmul's product: the matmul starts
 // from the sum, and the zero fill and the addition go.

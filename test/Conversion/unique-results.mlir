@@ -33,3 +33,13 @@ func.func @caller(%a: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
 func.func @public_twice(%a: memref<4xf32>) -> (memref<4xf32>, memref<4xf32>) {
   return %a, %a : memref<4xf32>, memref<4xf32>
 }
+
+// A gradient function with zb.grad_sums = 2 returns its last two arguments,
+// updated in place: it stops returning them and keeps the loss.
+// CHECK-LABEL: func.func @model_grad_acc
+// CHECK-SAME: (%{{.*}}: memref<4xf32>, %{{.*}}: memref<4xf32>, %{{.*}}: memref<2xf32>) -> memref<f32>
+// CHECK: return %{{.*}} : memref<f32>
+func.func @model_grad_acc(%w: memref<4xf32>, %s0: memref<4xf32>, %s1: memref<2xf32>) -> (memref<f32>, memref<4xf32>, memref<2xf32>) attributes {zb.grad_sums = 2} {
+  %loss = memref.alloc() : memref<f32>
+  return %loss, %s0, %s1 : memref<f32>, memref<4xf32>, memref<2xf32>
+}

@@ -1,4 +1,5 @@
 // RUN: zb-opt %s --zb-autodiff -split-input-file | FileCheck %s
+// RUN: zb-opt %s --zb-autodiff=accumulate=true -split-input-file | FileCheck %s --check-prefix=SUMS
 
 // A plain model function gets @f_grad: the loss, then one gradient per
 // {zb.param} in argument order (w before b, although the reverse sweep
@@ -26,6 +27,23 @@
 // CHECK-NEXT: linalg.yield %[[ACC]]
 // CHECK-NEXT: } -> tensor<8x16xf32>
 // CHECK-NEXT: return %[[LOSS]], %[[DW]], %[[DB]] : tensor<f32>, tensor<8x16xf32>, tensor<16xf32>
+
+// With accumulate=true the companion is @f_grad_acc instead: one sum per
+// parameter after the arguments, each gradient added into its sum (the
+// addition's outs), the sums returned after the loss.
+// SUMS-NOT: @f_grad(
+// SUMS-LABEL: func.func @f_grad_acc(
+// SUMS-SAME: %{{[^:]*}}: tensor<4x8xf32>, %{{[^:]*}}: tensor<8x16xf32> {zb.param = "w"}, %{{[^:]*}}: tensor<16xf32> {zb.param = "b"}, %[[SW:[^:]*]]: tensor<8x16xf32>, %[[SB:[^:]*]]: tensor<16xf32>)
+// SUMS-SAME: -> (tensor<f32>, tensor<8x16xf32>, tensor<16xf32>) attributes {zb.grad_sums = 2 : i64, zb.gradient_of = @f}
+// SUMS: %[[LOSS:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]
+// SUMS: %[[DB:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// SUMS: %[[DW:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel", "parallel"]
+// SUMS: %[[NW:.*]] = linalg.generic {{.*}} ins(%[[DW]] : tensor<8x16xf32>) outs(%[[SW]] : tensor<8x16xf32>)
+// SUMS-NEXT: ^bb0(%[[G:.*]]: f32, %[[S:.*]]: f32):
+// SUMS-NEXT: %[[ADD:.*]] = arith.addf %[[S]], %[[G]]
+// SUMS-NEXT: linalg.yield %[[ADD]]
+// SUMS: %[[NB:.*]] = linalg.generic {{.*}} ins(%[[DB]] : tensor<16xf32>) outs(%[[SB]] : tensor<16xf32>)
+// SUMS: return %[[LOSS]], %[[NW]], %[[NB]] : tensor<f32>, tensor<8x16xf32>, tensor<16xf32>
 func.func @f(%x: tensor<4x8xf32>, %w: tensor<8x16xf32> {zb.param = "w"}, %b: tensor<16xf32> {zb.param = "b"}) -> tensor<f32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<4x16xf32>

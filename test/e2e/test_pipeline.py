@@ -152,6 +152,30 @@ def test_split_backward_has_the_same_bits(zb_run, examples_dir, references,
         assert np.array_equal(params[name], ref_params[name]), name
 
 
+def test_same_bits_at_a_deep_sum(zb_run, examples_dir, tmp_path):
+    """The MLP with 1024 samples a microbatch: each weight gradient is a sum
+    over 1024 products, deeper than a BLAS adds into its result at once
+    (OpenBLAS sgemm splits k into blocks of a few hundred). Pipelined and
+    one-process steps both add each microbatch's weight gradients into the
+    step's sums through the gemm itself, so the blocks land on the same
+    running sums: the gradients stay the same bits."""
+    text = (examples_dir / "mlp.mlir").read_text()
+    deep = text.replace("tensor<8x", "tensor<1024x").replace(
+        "0.125 : f32", "0.0009765625 : f32")
+    assert deep.count("tensor<1024x") > 20 and "0.125" not in deep
+    model = tmp_path / "deep-mlp.mlir"
+    model.write_text(deep)
+    _, ref_params, ref_grads = train(zb_run, model, tmp_path, "one")
+    _, params, grads = train(zb_run, model, tmp_path, "zb-h1", "--np", 2,
+                             "--schedule", "zb-h1")
+    for name in ref_grads.files:
+        if name != "loss":
+            assert grads[name].shape == ref_grads[name].shape
+            assert np.array_equal(grads[name], ref_grads[name]), name
+    for name in ref_params.files:
+        assert np.array_equal(params[name], ref_params[name]), name
+
+
 def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
                                             references, tmp_path,
                                             outside_mpirun):

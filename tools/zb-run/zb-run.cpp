@@ -432,7 +432,7 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
     return fail(llvm::toString(forward.takeError()));
   zbrt::EntryFn gradient = nullptr;
   if (withGradients) {
-    llvm::Expected<zbrt::EntryFn> fn = object->entryPoint(fnName + "_grad");
+    llvm::Expected<zbrt::EntryFn> fn = object->entryPoint(fnName + "_grad_acc");
     if (!fn)
       return fail(llvm::toString(fn.takeError()));
     gradient = *fn;

@@ -160,8 +160,9 @@ protected:
     ASSERT_TRUE(lowered) << error;
     ASSERT_TRUE(lowered->rankProgram(0, info, error)) << error;
     ASSERT_NO_FATAL_FAILURE(compile("cpu", host));
-    if (deviceTarget != "cpu")
+    if (deviceTarget != "cpu") {
       ASSERT_NO_FATAL_FAILURE(compile(deviceTarget, device));
+    }
   }
 
   /// Rank 0's program compiled for `target`, and its entry points.

@@ -11,6 +11,7 @@
 #ifndef ZB_AUTODIFF_AUTODIFF_H
 #define ZB_AUTODIFF_AUTODIFF_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 
@@ -41,6 +42,22 @@ mlir::Value buildAdd(mlir::OpBuilder &builder, mlir::Location loc,
 /// place; the same additions, in the same order, as `buildAdd`.
 mlir::Value buildAddInto(mlir::OpBuilder &builder, mlir::Location loc,
                          mlir::Value sum, mlir::Value addend);
+
+/// Where a gradient function's gradient is: its argument (`first` true) or
+/// its result number `second`.
+using GradientSource = std::pair<bool, unsigned>;
+
+/// The accumulating form of gradient function `fn`, inserted after it under
+/// the name `name`: `fn`'s arguments followed by one sum per gradient
+/// (`grads`, in order), returning `fn`'s results numbered `kept` followed
+/// by each sum with its gradient added (buildAddInto, so that bufferization
+/// updates the caller's sum buffers in place and --zb-accumulate-in-gemms
+/// can let the gemm computing a gradient add into its sum).
+mlir::func::FuncOp buildAccumulating(mlir::OpBuilder &builder,
+                                     mlir::func::FuncOp fn,
+                                     llvm::StringRef name,
+                                     llvm::ArrayRef<GradientSource> grads,
+                                     llvm::ArrayRef<unsigned> kept);
 
 /// The product of a linalg op's body that is exactly `yield(out + a * b)`
 /// (either order of each; `out` the body's last argument), as the

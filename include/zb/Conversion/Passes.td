@@ -166,7 +166,9 @@ def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
     one value for two parameters, such as two biases whose gradients are
     the same sum). An optimizer update (`zb.optimizer`) returns its own
     arguments, updated in place: it stops returning anything (an error if
-    a result is not an argument).
+    a result is not an argument). So does a gradient function with
+    `zb.grad_sums` = N for its last N results, each of which must be the
+    matching one of its last N arguments.
   }];
 }
 
@@ -238,7 +240,8 @@ def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
     `_mlir_ciface_<name>` taking memref descriptors by pointer: the entry
     the runtime and `zb-run` call. An optimizer update (`zb.optimizer`,
     `--zb-emit-optimizer`) keeps its arguments writable: it updates the
-    parameters and state in place. Private functions with a body get
+    parameters and state in place; so do a gradient function's sums
+    (`zb.grad_sums`, `--zb-autodiff=accumulate=true`). Private functions with a body get
     internal linkage (`llvm.linkage`), so that LLVM can drop the memref
     descriptor fields their callers pass as constants or that they never
     read (a step function's calls of its stage functions carry thousands of

@@ -44,7 +44,8 @@ compileCached(mlir::ModuleOp module, llvm::StringRef key,
 
 /// The whole model for one process: a clone of `model` (the text of which
 /// is `modelText`), differentiated when `withGradients` (its forward and
-/// gradient entry points; else the forward alone), through `cache`.
+/// `<name>_grad_acc` entry points, see --zb-autodiff=accumulate=true; else
+/// the forward alone), through `cache`.
 llvm::Expected<std::unique_ptr<CacheEntry>>
 compileModel(mlir::ModuleOp model, llvm::StringRef modelText,
              bool withGradients, const CompileSettings &settings,

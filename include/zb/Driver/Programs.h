@@ -27,7 +27,9 @@ namespace zb {
 /// The whole model on one process.
 class ModelProgram : public StepProgram {
 public:
-  /// `gradient` null: forward only (run() leaves the gradients empty).
+  /// `gradient`: the model's `<name>_grad_acc` entry point (adding a
+  /// microbatch's gradients into sums it takes); null: forward only (run()
+  /// leaves the gradients empty).
   ModelProgram(ModelData &data, zbrt::EntryFn forward, zbrt::EntryFn gradient,
                zbrt::DType lossType);
 
@@ -42,8 +44,8 @@ public:
   llvm::ArrayRef<double> microbatchLosses() const { return losses; }
 
 private:
-  /// The loss of microbatch `mb` of step `step`; with `grads`, also adds
-  /// the microbatch's gradients into it.
+  /// The loss of microbatch `mb` of step `step`; with `grads` (one sum per
+  /// parameter), also adds the microbatch's gradients into them.
   double runMicrobatch(int64_t step, int64_t mb,
                        std::vector<zbrt::NpyArray> *grads);
 

@@ -99,10 +99,24 @@ def ZBAutodiff : Pass<"zb-autodiff", "mlir::ModuleOp"> {
     - A public function without stages that returns the scalar loss gets a
       companion `@<name>_grad` (attribute `zb.gradient_of`) returning the
       loss and the gradient of every `{zb.param}` argument, in order.
+      With `accumulate`, the companion is `@<name>_grad_acc(args...,
+      sums...) -> (loss, sums...)` instead: one sum per parameter, each
+      returned with its gradient added, computed into the sum (the function
+      is marked `zb.grad_sums`, so that after bufferization it updates the
+      caller's buffers in place, and
+      --zb-accumulate-in-gemms lets the gemm computing a weight gradient add
+      into the sum itself). A caller summing the gradients of several
+      microbatches then needs no addition of its own, and adds them as a
+      pipelined step does.
 
     An op without a rule is an error naming the op and the value whose
     gradient needed it.
   }];
+  let options = [
+    Option<"accumulate", "accumulate", "bool", /*default=*/"false",
+           "Give a function without stages `@<name>_grad_acc`, which adds "
+           "the gradients into sums it takes, instead of `@<name>_grad`">,
+  ];
   let dependentDialects = ["zb::ZBDialect", "mlir::linalg::LinalgDialect",
                            "mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",

@@ -48,6 +48,17 @@ LogicalResult ZBDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
+  if (name == kGradSumsAttrName) {
+    if (failed(onFunction()) || failed(verifyInteger(op, attr, 1)))
+      return failure();
+    int64_t sums = cast<IntegerAttr>(attr.getValue()).getInt();
+    unsigned numArgs = cast<FunctionOpInterface>(op).getNumArguments();
+    if (sums > numArgs)
+      return op->emitError("'")
+             << name << "' counts " << sums << " sums but the function takes "
+             << numArgs << " arguments";
+    return success();
+  }
   if (name == kRankAttrName || name == kArenaBytesAttrName)
     return failure(failed(onFunction()) || failed(verifyInteger(op, attr, 0)));
   if (name == kMicrobatchesAttrName)

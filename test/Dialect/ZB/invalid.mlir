@@ -70,6 +70,16 @@ func.func private @gradient_of_string() attributes {zb.gradient_of = "f"}
 
 // -----
 
+// expected-error @below {{'zb.grad_sums' must be an integer of at least 1, got 0}}
+func.func private @no_sums(tensor<4xf32>) attributes {zb.grad_sums = 0}
+
+// -----
+
+// expected-error @below {{'zb.grad_sums' counts 2 sums but the function takes 1 arguments}}
+func.func private @more_sums_than_arguments(tensor<4xf32>) attributes {zb.grad_sums = 2}
+
+// -----
+
 // expected-error @below {{'zb.param' belongs on an argument of the model function}}
 func.func private @param_on_function() attributes {zb.param}
 

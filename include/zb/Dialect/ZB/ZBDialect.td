@@ -26,6 +26,10 @@ def ZB_Dialect : Dialect {
 
     On functions:
     - `zb.gradient_of` (symbol): the function `--zb-autodiff` derived it from.
+    - `zb.grad_sums` (integer ≥ 1, at most the number of arguments): a
+      gradient function's last N arguments are gradient sums, which it
+      returns last with the gradients added, updated in place
+      (`--zb-autodiff=accumulate=true`).
     - `zb.rank` (integer ≥ 0), `zb.params` (array of strings),
       `zb.microbatches` (integer ≥ 1), `zb.arena_bytes` (integer ≥ 0): a
       rank's step function (`--zb-lower-to-runtime`).
@@ -47,6 +51,8 @@ def ZB_Dialect : Dialect {
     constexpr const static ::llvm::StringLiteral kRangeAttrName = "zb.range";
     constexpr const static ::llvm::StringLiteral kGradientOfAttrName =
         "zb.gradient_of";
+    constexpr const static ::llvm::StringLiteral kGradSumsAttrName =
+        "zb.grad_sums";
     constexpr const static ::llvm::StringLiteral kRankAttrName = "zb.rank";
     constexpr const static ::llvm::StringLiteral kParamsAttrName = "zb.params";
     constexpr const static ::llvm::StringLiteral kMicrobatchesAttrName =
