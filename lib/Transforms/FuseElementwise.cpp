@@ -20,17 +20,6 @@ namespace zb {
 
 using namespace mlir;
 
-/// Whether `op`'s payload only converts its one input's element type (the
-/// widening of a bf16 stash).
-static bool isConversion(linalg::LinalgOp op) {
-  Block *body = op.getBlock();
-  if (op.getNumDpsInputs() != 1 || body->getOperations().size() != 2)
-    return false;
-  Operation *first = &body->front();
-  return isa<arith::ExtFOp, arith::TruncFOp>(first) &&
-         first->getOperand(0) == body->getArgument(0);
-}
-
 /// Whether `op` computes a contraction, out + a * b over a reduction loop
 /// of two of its inputs, whatever unused inputs it still carries (the
 /// canonicalizer drops them later; linalg::isaContractionOpInterface wants
@@ -51,22 +40,27 @@ namespace {
 struct FuseElementwisePass
     : zb::impl::ZBFuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
+    // Folded bodies first (autodiff's `x * 1.0`, its dead primal
+    // recomputations), so that a contraction reads as one below.
+    if (failed(applyPatternsGreedily(getOperation(),
+                                     RewritePatternSet(&getContext()))))
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     // Fuse only single-use producers: fusing a shared producer would
     // recompute it in every consumer. A producer whose body reads its own
     // output is not fused either: in a consumer with more loops that output
-    // would be read back and rewritten once per extra iteration. A widening
-    // (a bf16 stash read back in f32) is not fused into a contraction written
-    // as a generic, such as a weight gradient: it would stop being one and
-    // lower to loops instead of the gemm. (Other producers still fuse as
-    // they always have, which keeps today's bits.)
+    // would be read back and rewritten once per extra iteration. Nothing is
+    // fused into a contraction written as a generic, such as a weight
+    // gradient: it would stop being one and lower to loops instead of the
+    // gemm (a ReLU's derivative, when no input gradient needs it
+    // materialised; a bf16 stash read back in f32).
     linalg::populateElementwiseOpsFusionPatterns(
         patterns, [](OpOperand *fused) {
           auto producer = fused->get().getDefiningOp<linalg::LinalgOp>();
           if (!producer || !producer->hasOneUse())
             return false;
           if (auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
-              consumer && isConversion(producer) && isContraction(consumer))
+              consumer && isContraction(consumer))
             return false;
           return llvm::none_of(
               producer.getDpsInitsMutable(), [&](OpOperand &init) {

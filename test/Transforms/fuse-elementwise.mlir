@@ -121,3 +121,39 @@ func.func @widened_stash(%x: tensor<8x4xbf16>, %y: tensor<8x6xf32>, %unused: ten
   } -> tensor<8x4xf32>
   return %r, %x2 : tensor<4x6xf32>, tensor<8x4xf32>
 }
+
+// Nor is any other producer, here a ReLU's derivative (which the first
+// layer's weight gradient alone reads when no input gradient is needed),
+// into a contraction whose body still holds autodiff's product with 1.0
+// and a dead recomputation: the bodies are folded first, so the
+// contraction is recognised and stays a gemm candidate.
+// CHECK-LABEL: func.func @relu_derivative
+// CHECK: %[[D:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: arith.select
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel", "parallel"]} ins(%[[D]], %{{.*}} : tensor<8x4xf32>, tensor<8x6xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.mulf
+// CHECK-NEXT: arith.addf
+// CHECK-NEXT: linalg.yield
+func.func @relu_derivative(%pre: tensor<8x4xf32>, %g: tensor<8x4xf32>, %x: tensor<8x6xf32>, %w: tensor<4x6xf32>, %init: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<8x4xf32>
+  %d = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]} ins(%pre, %g : tensor<8x4xf32>, tensor<8x4xf32>) outs(%e : tensor<8x4xf32>) {
+  ^bb0(%p: f32, %q: f32, %out: f32):
+    %pos = arith.cmpf ogt, %p, %zero : f32
+    %m = arith.select %pos, %one, %zero : f32
+    %v = arith.mulf %m, %q : f32
+    linalg.yield %v : f32
+  } -> tensor<8x4xf32>
+  %r = linalg.generic {indexing_maps = [#km, #kn, #mn, #mn], iterator_types = ["reduction", "parallel", "parallel"]} ins(%d, %x, %w : tensor<8x4xf32>, tensor<8x6xf32>, tensor<4x6xf32>) outs(%init : tensor<4x6xf32>) {
+  ^bb0(%a: f32, %b: f32, %u: f32, %o: f32):
+    %dead = arith.mulf %b, %u : f32
+    %c1 = arith.constant 1.0 : f32
+    %b1 = arith.mulf %b, %c1 : f32
+    %prod = arith.mulf %b1, %a : f32
+    %s = arith.addf %o, %prod : f32
+    linalg.yield %s : f32
+  } -> tensor<4x6xf32>
+  return %r : tensor<4x6xf32>
+}
