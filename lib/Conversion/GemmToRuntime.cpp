@@ -38,6 +38,8 @@ namespace {
 /// C = op(A) * op(B) + C (or, over a C zeroed just before, = op(A) * op(B)).
 struct GemmPlan {
   Value a, b, c;
+  /// f32 or f64, the same for all three.
+  Type element;
   bool transA = false, transB = false;
   bool hasBatch = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
@@ -57,12 +59,13 @@ static FailureOr<SmallVector<unsigned>> resultDims(AffineMap map) {
   return dims;
 }
 
-/// Whether `type` is a statically shaped f32 tensor or memref of `rank`;
-/// a memref's innermost stride must be 1.
-static bool isGemmOperandType(Type type, unsigned rank) {
+/// Whether `type` is a statically shaped tensor or memref of `rank` with
+/// `element`s (f32 or f64); a memref's innermost stride must be 1.
+static bool isGemmOperandType(Type type, unsigned rank, Type element) {
   auto shaped = dyn_cast<ShapedType>(type);
   if (!shaped || !isa<MemRefType, RankedTensorType>(shaped) ||
-      !shaped.getElementType().isF32() || shaped.getRank() != rank ||
+      !(element.isF32() || element.isF64()) ||
+      shaped.getElementType() != element || shaped.getRank() != rank ||
       !shaped.hasStaticShape())
     return false;
   auto memref = dyn_cast<MemRefType>(shaped);
@@ -110,8 +113,9 @@ static FailureOr<GemmShape> gemmShapeOf(linalg::LinalgOp op) {
   GemmShape shape{*dims};
   bool hasBatch = !dims->batch.empty();
   unsigned rank = hasBatch ? 3 : 2;
+  Type element = getElementTypeOrSelf(op->getOperand(0).getType());
   for (OpOperand &operand : op->getOpOperands())
-    if (!isGemmOperandType(operand.get().getType(), rank))
+    if (!isGemmOperandType(operand.get().getType(), rank, element))
       return failure();
 
   // Each operand must be [batch,] (row, col) or [batch,] (col, row).
@@ -159,6 +163,7 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
   plan.a = op.getDpsInputOperand(0)->get();
   plan.b = op.getDpsInputOperand(1)->get();
   plan.c = op.getDpsInitOperand(0)->get();
+  plan.element = getElementTypeOrSelf(plan.c.getType());
   plan.m = ranges[m];
   plan.n = ranges[n];
   plan.k = ranges[k];
@@ -174,17 +179,19 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
   return plan;
 }
 
-/// Declares the batched gemm `name` in `module` if it is not there yet.
-static func::FuncOp declareGemm(ModuleOp module, StringRef name) {
+/// Declares the batched gemm `name` on `element`s (its alpha and beta too)
+/// in `module` if it is not there yet.
+static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element) {
   if (auto fn = module.lookupSymbol<func::FuncOp>(name))
     return fn;
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
-  Type f32 = Float32Type::get(ctx), ptr = LLVM::LLVMPointerType::get(ctx);
-  auto type = FunctionType::get(ctx,
-                                {i32, i32, i64, i64, i64, i64, f32, ptr, i64,
-                                 i64, ptr, i64, i64, f32, ptr, i64, i64},
-                                {});
+  Type ptr = LLVM::LLVMPointerType::get(ctx);
+  auto type =
+      FunctionType::get(ctx,
+                        {i32, i32, i64, i64, i64, i64, element, ptr, i64, i64,
+                         ptr, i64, i64, element, ptr, i64, i64},
+                        {});
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   auto fn = func::FuncOp::create(b, module.getLoc(), name, type);
   fn.setPrivate();
@@ -194,9 +201,9 @@ static func::FuncOp declareGemm(ModuleOp module, StringRef name) {
 /// Emits the call that replaces `op`: C = op(A) op(B) + beta C.
 static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
                          const GemmPlan &plan, func::FuncOp callee,
-                         float beta) {
+                         double beta) {
   Location loc = op.getLoc();
-  Type i64 = rewriter.getI64Type(), f32 = rewriter.getF32Type();
+  Type i64 = rewriter.getI64Type(), element = plan.element;
   Type ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
   auto i64Const = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(rewriter, loc, i64, v);
@@ -210,7 +217,7 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
     Value base = memref::ExtractAlignedPointerAsIndexOp::create(
         rewriter, loc, memref);
     Value ptr = LLVM::IntToPtrOp::create(rewriter, loc, ptrType, toI64(base));
-    Value first = LLVM::GEPOp::create(rewriter, loc, ptrType, f32, ptr,
+    Value first = LLVM::GEPOp::create(rewriter, loc, ptrType, element, ptr,
                                       ValueRange{toI64(meta.getOffset())});
     auto strides = meta.getStrides();
     Value ld = toI64(strides[strides.size() - 2]);
@@ -220,10 +227,10 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
   auto [pa, lda, sa] = describe(plan.a);
   auto [pb, ldb, sb] = describe(plan.b);
   auto [pc, ldc, sc] = describe(plan.c);
-  Value one = arith::ConstantOp::create(rewriter, loc, f32,
-                                        rewriter.getF32FloatAttr(1.0f));
-  Value betaValue = arith::ConstantOp::create(rewriter, loc, f32,
-                                              rewriter.getF32FloatAttr(beta));
+  Value one = arith::ConstantOp::create(rewriter, loc, element,
+                                        rewriter.getFloatAttr(element, 1.0));
+  Value betaValue = arith::ConstantOp::create(
+      rewriter, loc, element, rewriter.getFloatAttr(element, beta));
   Value transA = arith::ConstantIntOp::create(rewriter, loc, plan.transA, 32);
   Value transB = arith::ConstantIntOp::create(rewriter, loc, plan.transB, 32);
   func::CallOp::create(rewriter, loc, callee,
@@ -233,34 +240,35 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
                                   sb, betaValue, pc, ldc, sc});
 }
 
-unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee) {
+unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
+                               StringRef f64Callee) {
   SmallVector<std::pair<linalg::LinalgOp, GemmPlan>> gemms;
   module.walk([&](linalg::LinalgOp op) {
     FailureOr<GemmPlan> plan = planGemm(op);
-    if (succeeded(plan))
+    if (succeeded(plan) && (plan->element.isF32() || !f64Callee.empty()))
       gemms.emplace_back(op, *plan);
     else
       LLVM_DEBUG(if (linalg::isaContractionOpInterface(op)) llvm::dbgs()
                  << "not a runtime gemm: " << op << "\n");
   });
-  if (gemms.empty())
-    return 0;
-  func::FuncOp fn = declareGemm(module, callee);
   IRRewriter rewriter(module.getContext());
   for (auto &[op, plan] : gemms) {
     // linalg contractions accumulate into C (beta = 1), unless C was zeroed
     // just before: the gemm then overwrites it (beta = 0; C covers the
     // product's m x n, so every element is written) and the fill goes.
     // (The fill must not zero an input as well.)
-    float beta = 1.0f;
+    double beta = 1.0;
     Value c = op.getDpsInitOperand(0)->get();
     if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
         fill && fill.hasPureBufferSemantics() &&
         fill.getDpsInitOperand(0)->get() == c && plan.a != c &&
         plan.b != c && matchPattern(fill.value(), m_AnyZeroFloat())) {
       rewriter.eraseOp(fill);
-      beta = 0.0f;
+      beta = 0.0;
     }
+    func::FuncOp fn = plan.element.isF32()
+                          ? declareGemm(module, callee, plan.element)
+                          : declareGemm(module, f64Callee, plan.element);
     rewriter.setInsertionPoint(op);
     emitGemmCall(rewriter, op, plan, fn, beta);
     rewriter.eraseOp(op);
@@ -272,7 +280,7 @@ namespace {
 struct LowerGemmToRuntimePass
     : zb::impl::ZBLowerGemmToRuntimeBase<LowerGemmToRuntimePass> {
   void runOnOperation() override {
-    zb::lowerGemmsToCalls(getOperation(), zb::kHostGemmFn);
+    zb::lowerGemmsToCalls(getOperation(), zb::kHostGemmFn, zb::kHostGemmF64Fn);
   }
 };
 

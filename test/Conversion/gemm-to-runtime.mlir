@@ -141,16 +141,38 @@ func.func @batch(%a: memref<4x8x16xf32>, %b: memref<4x16x32xf32>, %c: memref<4x8
 
 // -----
 
-// Not gemms: f64, a non-unit inner stride, and tensors stay as they are.
-// CHECK-LABEL: func.func @not_gemm
+// f64 products go to the double-precision gemm, alpha and beta in f64
+// (beta = 0 after a zero fill as in f32).
+// CHECK: func.func private @zbrt_dgemm_batched(i32, i32, i64, i64, i64, i64, f64, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f64, !llvm.ptr, i64, i64)
+// CHECK-LABEL: func.func @f64
+// CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK-NOT: linalg.fill
+// CHECK: call @zbrt_dgemm_batched({{.*}}, %[[ONE]], {{.*}}, %[[ZERO]], {{.*}})
+// CHECK: call @zbrt_dgemm_batched({{.*}}, %[[ONE]], {{.*}}, %[[ONE]], {{.*}})
 // CHECK-NOT: zbrt_sgemm_batched
+// CHECK-NOT: linalg.matmul
+func.func @f64(%a: memref<8x16xf64>, %b: memref<16x32xf64>, %c: memref<8x32xf64>, %d: memref<8x32xf64>) {
+  %zero = arith.constant 0.0 : f64
+  linalg.fill ins(%zero : f64) outs(%c : memref<8x32xf64>)
+  linalg.matmul ins(%a, %b : memref<8x16xf64>, memref<16x32xf64>) outs(%c : memref<8x32xf64>)
+  linalg.matmul ins(%a, %b : memref<8x16xf64>, memref<16x32xf64>) outs(%d : memref<8x32xf64>)
+  return
+}
+
+// -----
+
+// Not gemms: mixed element types, a non-unit inner stride, and tensors stay
+// as they are.
+// CHECK-LABEL: func.func @not_gemm
+// CHECK-NOT: gemm_batched
 // CHECK: linalg.matmul {{.*}}f64
 // CHECK: linalg.matmul {{.*}}strided<[1, 8]>
 // CHECK: linalg.matmul {{.*}}tensor
-func.func @not_gemm(%a: memref<8x16xf64>, %b: memref<16x32xf64>, %c: memref<8x32xf64>,
+func.func @not_gemm(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf64>,
                     %d: memref<8x16xf32, strided<[1, 8]>>, %e: memref<16x32xf32>, %f: memref<8x32xf32>,
                     %g: tensor<8x16xf32>, %h: tensor<16x32xf32>, %i: tensor<8x32xf32>) -> tensor<8x32xf32> {
-  linalg.matmul ins(%a, %b : memref<8x16xf64>, memref<16x32xf64>) outs(%c : memref<8x32xf64>)
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>) outs(%c : memref<8x32xf64>)
   linalg.matmul ins(%d, %e : memref<8x16xf32, strided<[1, 8]>>, memref<16x32xf32>) outs(%f : memref<8x32xf32>)
   %r = linalg.matmul ins(%g, %h : tensor<8x16xf32>, tensor<16x32xf32>) outs(%i : tensor<8x32xf32>) -> tensor<8x32xf32>
   return %r : tensor<8x32xf32>

@@ -14,20 +14,23 @@
 
 namespace {
 
-/// Reference row-major C = alpha*op(A)*op(B) + beta*C by three loops.
+/// Reference row-major C = alpha*op(A)*op(B) + beta*C by three loops (in
+/// long double).
+template <typename T>
 void referenceGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                   float alpha, const std::vector<float> &a, int64_t lda,
-                   const std::vector<float> &b, int64_t ldb, float beta,
-                   std::vector<float> &c, int64_t ldc) {
+                   T alpha, const std::vector<T> &a, int64_t lda,
+                   const std::vector<T> &b, int64_t ldb, T beta,
+                   std::vector<T> &c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
-      double acc = 0;
+      long double acc = 0;
       for (int64_t p = 0; p < k; ++p) {
-        float av = transA ? a[p * lda + i] : a[i * lda + p];
-        float bv = transB ? b[j * ldb + p] : b[p * ldb + j];
-        acc += static_cast<double>(av) * bv;
+        T av = transA ? a[p * lda + i] : a[i * lda + p];
+        T bv = transB ? b[j * ldb + p] : b[p * ldb + j];
+        acc += static_cast<long double>(av) * bv;
       }
-      c[i * ldc + j] = alpha * static_cast<float>(acc) + beta * c[i * ldc + j];
+      c[i * ldc + j] = static_cast<T>(
+          alpha * acc + static_cast<long double>(beta) * c[i * ldc + j]);
     }
 }
 
@@ -54,6 +57,37 @@ TEST_P(GemmTest, MatchesReference) {
   for (size_t i = 0; i < c.size(); ++i)
     EXPECT_NEAR(c[i], expected[i], 1e-5f * (1 + std::fabs(expected[i])))
         << "at " << i;
+}
+
+/// The f64 gemm, batched: two products at once, each against the reference
+/// to f64 rounding (an f32 computation would be off by ~1e-7).
+TEST_P(GemmTest, DoublePrecisionBatched) {
+  auto [transA, transB] = GetParam();
+  const int64_t m = 6, n = 4, k = 11, batch = 2;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  int64_t lda = transA ? m : k, ldb = transB ? k : n, ldc = n;
+  std::vector<double> a(batch * m * k), b(batch * k * n), c(batch * m * n);
+  for (double &v : a)
+    v = dist(rng);
+  for (double &v : b)
+    v = dist(rng);
+  for (double &v : c)
+    v = dist(rng);
+  std::vector<double> expected = c;
+
+  zbrt_dgemm_batched(transA, transB, batch, m, n, k, 0.5, a.data(), lda, m * k,
+                     b.data(), ldb, k * n, 2.0, c.data(), ldc, m * n);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<double> ai(a.begin() + i * m * k, a.begin() + (i + 1) * m * k);
+    std::vector<double> bi(b.begin() + i * k * n, b.begin() + (i + 1) * k * n);
+    std::vector<double> ci(expected.begin() + i * m * n,
+                           expected.begin() + (i + 1) * m * n);
+    referenceGemm(transA, transB, m, n, k, 0.5, ai, lda, bi, ldb, 2.0, ci, ldc);
+    for (int64_t j = 0; j < m * n; ++j)
+      EXPECT_NEAR(c[i * m * n + j], ci[j], 1e-14 * (1 + std::fabs(ci[j])))
+          << "batch " << i << " at " << j;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,

@@ -10,13 +10,14 @@
 include "mlir/Pass/PassBase.td"
 
 def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
-  let summary = "Lower f32 matmul-family linalg ops on buffers to runtime gemm calls";
+  let summary = "Lower f32 and f64 matmul-family linalg ops on buffers to runtime gemm calls";
   let description = [{
-    Rewrites every linalg op on memrefs that is a plain f32 contraction with
-    one M, one N, one K and at most one batch dimension (`linalg.matmul` with
-    any operand transposition, `linalg.batch_matmul`, and equivalent
-    `linalg.generic` ops) into a call of the runtime's
-    `zbrt_sgemm_batched`, which runs the host BLAS. The op's body must be
+    Rewrites every linalg op on memrefs that is a plain f32 or f64
+    contraction (one element type throughout) with one M, one N, one K and
+    at most one batch dimension (`linalg.matmul` with any operand
+    transposition, `linalg.batch_matmul`, and equivalent `linalg.generic`
+    ops) into a call of the runtime's `zbrt_sgemm_batched` (f64:
+    `zbrt_dgemm_batched`), which runs the host BLAS. The op's body must be
     exactly `out + a * b`. Operands must have a unit innermost stride;
     their leading-dimension and batch strides are read at run time. The
     call accumulates into C (beta = 1), as the op does; where the op right

@@ -17,8 +17,10 @@
 
 namespace zb {
 
-/// The runtime's host BLAS gemm (`--zb-lower-gemm-to-runtime`).
+/// The runtime's host BLAS gemms (`--zb-lower-gemm-to-runtime`), f32 and
+/// f64.
 inline constexpr llvm::StringLiteral kHostGemmFn = "zbrt_sgemm_batched";
+inline constexpr llvm::StringLiteral kHostGemmF64Fn = "zbrt_dgemm_batched";
 /// The runtime's cuBLAS gemms (`--zb-lower-gemm-to-cublas`): f32, and f32
 /// storage with bf16 products accumulated in f32.
 inline constexpr llvm::StringLiteral kGPUGemmFn = "zbrt_gpu_sgemm_batched";
@@ -27,13 +29,15 @@ inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
 
 /// Rewrites every linalg op on buffers in `module` that is a plain f32
 /// (batched) GEMM into a call of `callee`, a function with the signature of
-/// `zbrt_sgemm_batched` (zbrt.h), declared privately in `module` when
-/// needed. Other linalg ops are left alone. Returns the number of ops
-/// rewritten.
-unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee);
+/// `zbrt_sgemm_batched` (zbrt.h), and with a non-empty `f64Callee` every f64
+/// one into a call of it (the signature of `zbrt_dgemm_batched`), each
+/// declared privately in `module` when needed. Other linalg ops are left
+/// alone. Returns the number of ops rewritten.
+unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee,
+                           llvm::StringRef f64Callee = {});
 
-/// Whether `op`, on tensors or on buffers, has the shape of a plain f32
-/// (batched) GEMM: one m, n and k dimension, at most one batch dimension,
+/// Whether `op`, on tensors or on buffers, has the shape of a plain f32 or
+/// f64 (batched) GEMM: one m, n and k dimension, at most one batch dimension,
 /// each operand stored [batch,] row-major or transposed, static shapes (the
 /// buffers of `lowerGemmsToCalls` must also be unit-stride innermost).
 bool isGemm(mlir::linalg::LinalgOp op);

@@ -35,6 +35,16 @@ void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
                         const float *b, int64_t ldb, int64_t strideB,
                         float beta, float *c, int64_t ldc, int64_t strideC);
 
+/* The same two in double precision (f64 models, such as gradient checks). */
+void zbrt_dgemm(int32_t transA, int32_t transB, int64_t m, int64_t n, int64_t k,
+                double alpha, const double *a, int64_t lda, const double *b,
+                int64_t ldb, double beta, double *c, int64_t ldc);
+void zbrt_dgemm_batched(int32_t transA, int32_t transB, int64_t batch,
+                        int64_t m, int64_t n, int64_t k, double alpha,
+                        const double *a, int64_t lda, int64_t strideA,
+                        const double *b, int64_t ldb, int64_t strideB,
+                        double beta, double *c, int64_t ldc, int64_t strideC);
+
 /*===----------------------------------------------------------------------===*\
 |* Point-to-point transfers                                                   *|
 \*===----------------------------------------------------------------------===*/
