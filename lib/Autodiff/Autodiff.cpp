@@ -90,16 +90,21 @@ func::FuncOp zb::autodiff::buildAccumulating(OpBuilder &b, func::FuncOp fn,
     auto [isArg, index] = source;
     return isArg ? entry.getArgument(index) : ret.getOperand(index);
   };
-  SmallVector<Value> sums;
+  // Through the function, which keeps its argument attributes in step.
+  unsigned firstSum = acc.getNumArguments();
+  SmallVector<unsigned> indices(grads.size(), firstSum);
+  SmallVector<Type> types;
+  SmallVector<DictionaryAttr> attrs(grads.size());
+  SmallVector<Location> locs;
   for (GradientSource source : grads) {
     Value grad = gradOf(source);
-    unsigned index = acc.getNumArguments();
-    // Through the function, which keeps its argument attributes in step.
-    [[maybe_unused]] LogicalResult inserted = acc.insertArgument(
-        index, grad.getType(), DictionaryAttr(), grad.getLoc());
-    assert(succeeded(inserted) && "a func.func takes any argument");
-    sums.push_back(acc.getArgument(index));
+    types.push_back(grad.getType());
+    locs.push_back(grad.getLoc());
   }
+  [[maybe_unused]] LogicalResult inserted =
+      acc.insertArguments(indices, types, attrs, locs);
+  assert(succeeded(inserted) && "a func.func takes any argument");
+  ValueRange sums = acc.getArguments().drop_front(firstSum);
   b.setInsertionPoint(ret);
   SmallVector<Value> results;
   for (unsigned ri : kept)

@@ -252,6 +252,8 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
                  << "not a runtime gemm: " << op << "\n");
   });
   IRRewriter rewriter(module.getContext());
+  // The f32 and the f64 callee, declared on first use.
+  func::FuncOp callees[2];
   for (auto &[op, plan] : gemms) {
     // linalg contractions accumulate into C (beta = 1), unless C was zeroed
     // just before: the gemm then overwrites it (beta = 0; C covers the
@@ -266,9 +268,10 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
       rewriter.eraseOp(fill);
       beta = 0.0;
     }
-    func::FuncOp fn = plan.element.isF32()
-                          ? declareGemm(module, callee, plan.element)
-                          : declareGemm(module, f64Callee, plan.element);
+    bool f64 = plan.element.isF64();
+    func::FuncOp &fn = callees[f64];
+    if (!fn)
+      fn = declareGemm(module, f64 ? f64Callee : callee, plan.element);
     rewriter.setInsertionPoint(op);
     emitGemmCall(rewriter, op, plan, fn, beta);
     rewriter.eraseOp(op);

@@ -53,7 +53,7 @@ static LogicalResult dropInPlaceResults(func::FuncOp fn, unsigned count,
   fn.walk([&](func::ReturnOp r) { returns.push_back(r); });
   Block &entry = fn.getBody().front();
   unsigned firstResult = fn.getNumResults() - count;
-  unsigned firstArg = fn.getNumArguments() - count;
+  unsigned firstArg = matching ? fn.getNumArguments() - count : 0;
   for (func::ReturnOp ret : returns)
     for (unsigned i = firstResult, e = ret.getNumOperands(); i < e; ++i) {
       auto arg = dyn_cast<BlockArgument>(ret.getOperand(i));

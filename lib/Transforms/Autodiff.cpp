@@ -112,14 +112,16 @@ differentiateFunction(func::FuncOp fn, SymbolTable &symbols, bool accumulate) {
       fn.getContext(), grad.getArgumentTypes(), ValueRange(results).getTypes()));
   if (!accumulate)
     return success();
+  // A model without parameters has no sums (and no zb.grad_sums).
   SmallVector<autodiff::GradientSource> sources;
   for (unsigned i = 1; i < results.size(); ++i)
     sources.emplace_back(/*isArg=*/false, i);
   OpBuilder builder(fn.getContext());
   func::FuncOp acc = autodiff::buildAccumulating(
       builder, grad, companionName(fn, /*accumulate=*/true), sources, {0});
-  acc->setAttr(ZBDialect::kGradSumsAttrName,
-               builder.getI64IntegerAttr(sources.size()));
+  if (!sources.empty())
+    acc->setAttr(ZBDialect::kGradSumsAttrName,
+                 builder.getI64IntegerAttr(sources.size()));
   symbols.erase(grad);
   symbols.insert(acc);
   return success();

@@ -20,20 +20,37 @@ namespace zb {
 
 using namespace mlir;
 
-/// Whether `op` computes a contraction, out + a * b over a reduction loop
-/// of two of its inputs, whatever unused inputs it still carries (the
-/// canonicalizer drops them later; linalg::isaContractionOpInterface wants
-/// exactly two).
+/// Whether `op` computes a matrix product: out + a * b of two distinct
+/// inputs over a reduction loop both index, each with a parallel loop the
+/// other does not index (an m and an n), whatever unused inputs it still
+/// carries (the canonicalizer drops them later). A row reduction such as
+/// sum(dy * y), a contraction to linalg::isaContractionOpInterface, is not
+/// one.
 static bool isContraction(linalg::LinalgOp op) {
-  if (linalg::isaContractionOpInterface(op))
-    return true;
   if (op.getNumReductionLoops() == 0 || op.getNumDpsInits() != 1)
     return false;
   Operation *mul = zb::autodiff::mulAddProduct(op.getBlock());
+  if (!mul)
+    return false;
+  auto a = dyn_cast<BlockArgument>(mul->getOperand(0));
+  auto b = dyn_cast<BlockArgument>(mul->getOperand(1));
   Value out = op.getBlock()->getArguments().back();
-  return mul && llvm::all_of(mul->getOperands(), [&](Value v) {
-           return isa<BlockArgument>(v) && v != out;
-         });
+  if (!a || !b || a == b || a == out || b == out)
+    return false;
+  AffineMap mapA = op.getMatchingIndexingMap(op.getMatchingOpOperand(a));
+  AffineMap mapB = op.getMatchingIndexingMap(op.getMatchingOpOperand(b));
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  bool m = false, n = false, k = false;
+  for (unsigned d = 0, e = op.getNumLoops(); d < e; ++d) {
+    bool inA = mapA.isFunctionOfDim(d), inB = mapB.isFunctionOfDim(d);
+    if (iterators[d] == utils::IteratorType::reduction)
+      k |= inA && inB;
+    else {
+      m |= inA && !inB;
+      n |= inB && !inA;
+    }
+  }
+  return m && n && k;
 }
 
 namespace {
@@ -50,7 +67,7 @@ struct FuseElementwisePass
     // recompute it in every consumer. A producer whose body reads its own
     // output is not fused either: in a consumer with more loops that output
     // would be read back and rewritten once per extra iteration. Nothing is
-    // fused into a contraction written as a generic, such as a weight
+    // fused into a matrix product written as a generic, such as a weight
     // gradient: it would stop being one and lower to loops instead of the
     // gemm (a ReLU's derivative, when no input gradient needs it
     // materialised; a bf16 stash read back in f32).

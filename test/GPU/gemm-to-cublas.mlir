@@ -14,3 +14,13 @@ func.func @mm(%a: memref<8x16xf32>, %b: memref<16x32xf32>, %c: memref<8x32xf32>)
                 outs(%c : memref<8x32xf32>)
   return
 }
+
+// An f64 product stays a loop on the GPU (no double-precision callee).
+// CHECK-LABEL: func.func @mm_f64(
+// CHECK-NOT: gemm_batched
+// CHECK: linalg.matmul
+func.func @mm_f64(%a: memref<8x16xf64>, %b: memref<16x32xf64>, %c: memref<8x32xf64>) {
+  linalg.matmul ins(%a, %b : memref<8x16xf64>, memref<16x32xf64>)
+                outs(%c : memref<8x32xf64>)
+  return
+}

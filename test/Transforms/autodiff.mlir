@@ -329,3 +329,24 @@ func.func @reshaped_stash(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32> {zb.param})
     }
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// A model without parameters: with accumulate=true its companion takes no
+// sums and has no zb.grad_sums (whose least value is 1).
+// SUMS-LABEL: func.func @no_params_grad_acc(
+// SUMS-SAME: %{{[^:]*}}: tensor<4xf32>) -> tensor<f32> attributes {zb.gradient_of = @no_params}
+#v = affine_map<(i) -> (i)>
+#s = affine_map<(i) -> ()>
+func.func @no_params(%x: tensor<4xf32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %l = linalg.generic {indexing_maps = [#v, #s], iterator_types = ["reduction"]}
+      ins(%x : tensor<4xf32>) outs(%z : tensor<f32>) {
+  ^bb0(%p: f32, %acc: f32):
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  } -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -157,3 +157,28 @@ func.func @relu_derivative(%pre: tensor<8x4xf32>, %g: tensor<8x4xf32>, %x: tenso
   } -> tensor<4x6xf32>
   return %r : tensor<4x6xf32>
 }
+
+// A row reduction of a product, sum(dy * y) as a softmax's backward has,
+// is not a matrix product (no m and n of its own to each input): the
+// producer of y still fuses into it.
+#row = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @row_dot
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: math.exp
+// CHECK: arith.mulf
+// CHECK-NOT: linalg.generic
+func.func @row_dot(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>, %init: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]} ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %v = math.exp %in : f32
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %r = linalg.generic {indexing_maps = [#id, #id, #row], iterator_types = ["parallel", "reduction"]} ins(%dy, %y : tensor<4x8xf32>, tensor<4x8xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

@@ -14,7 +14,8 @@ def ZBLowerGemmToCUBLAS : Pass<"zb-lower-gemm-to-cublas", "mlir::ModuleOp"> {
                 "cuBLAS calls through the runtime";
   let description = [{
     The GPU counterpart of `--zb-lower-gemm-to-runtime`: the same ops are
-    recognised (by the same code) and become calls of the runtime's
+    recognised (by the same code), f32 ones only (f64 products stay loops),
+    and become calls of the runtime's
     `zbrt_gpu_sgemm_batched`, which runs cuBLAS on the compute stream, with
     the signature of `zbrt_sgemm_batched`. The operands are device pointers.
     A zero fill of C right before the op becomes beta = 0 the same way, so

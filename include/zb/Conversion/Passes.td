@@ -10,7 +10,8 @@
 include "mlir/Pass/PassBase.td"
 
 def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
-  let summary = "Lower f32 and f64 matmul-family linalg ops on buffers to runtime gemm calls";
+  let summary = "Lower f32 and f64 matmul-family linalg ops on buffers to "
+                "runtime gemm calls";
   let description = [{
     Rewrites every linalg op on memrefs that is a plain f32 or f64
     contraction (one element type throughout) with one M, one N, one K and
@@ -242,8 +243,8 @@ def ZBPrepareEntryPoints : Pass<"zb-prepare-entry-points", "mlir::ModuleOp"> {
     the runtime and `zb-run` call. An optimizer update (`zb.optimizer`,
     `--zb-emit-optimizer`) keeps its arguments writable: it updates the
     parameters and state in place; so do a gradient function's sums
-    (`zb.grad_sums`, `--zb-autodiff=accumulate=true`). Private functions with a body get
-    internal linkage (`llvm.linkage`), so that LLVM can drop the memref
+    (`zb.grad_sums`, `--zb-autodiff=accumulate=true`). Private functions
+    with a body get internal linkage (`llvm.linkage`), so that LLVM can drop the memref
     descriptor fields their callers pass as constants or that they never
     read (a step function's calls of its stage functions carry thousands of
     scalars otherwise). Runs before bufferization.

@@ -33,9 +33,10 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
     elementwise `linalg.generic` into that user, so a chain such as
     bias-add, activation and scaling becomes one loop nest. Unlike
     upstream `--linalg-fuse-elementwise-ops` it does not propagate
-    reshapes into contractions, and fuses nothing into a contraction
-    written as a `linalg.generic` (`out + a * b` over a reduction, once
-    the bodies are folded: autodiff's weight gradients): not a bf16 stash
+    reshapes into contractions, and fuses nothing into a matrix product
+    written as a `linalg.generic` (`out + a * b` of two inputs over a
+    reduction both index, each with a parallel loop of its own, once the
+    bodies are folded: autodiff's weight gradients): not a bf16 stash
     widened back to f32, not a ReLU's derivative that no input gradient
     needs materialised. Matmul-family ops keep their form and still lower
     to the runtime's gemm.
