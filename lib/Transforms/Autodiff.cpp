@@ -16,7 +16,11 @@
 #include "zb/Model/Model.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace zb {
 #define GEN_PASS_DEF_ZBAUTODIFF
@@ -25,6 +29,18 @@ namespace zb {
 
 using namespace mlir;
 using namespace zb;
+
+/// Folds `backward`: constants and dead code, the linalg ops' operands
+/// their bodies do not read, and the ops that only copy an operand.
+static LogicalResult simplifyBackward(Region &backward) {
+  MLIRContext *context = backward.getContext();
+  RewritePatternSet patterns(context);
+  linalg::populateEraseUnusedOperandsAndResultsPatterns(patterns);
+  linalg::GenericOp::getCanonicalizationPatterns(patterns, context);
+  tensor::CollapseShapeOp::getCanonicalizationPatterns(patterns, context);
+  tensor::ExpandShapeOp::getCanonicalizationPatterns(patterns, context);
+  return applyPatternsGreedily(backward, std::move(patterns));
+}
 
 /// Gives `stage` a backward region (see the pass description).
 static LogicalResult differentiateStage(pipe::StageOp stage) {
@@ -53,6 +69,12 @@ static LogicalResult differentiateStage(pipe::StageOp stage) {
   if (failed(grads))
     return failure();
   pipe::YieldOp::create(b, loc, *grads, ValueRange());
+  // What the backward reads decides what the forward stashes: fold it
+  // first, so that an operand a derivative no longer reads (the product
+  // of `x * 1.0` a bias's derivative leaves, once folded) is not stashed,
+  // nor a copy made of what is.
+  if (failed(simplifyBackward(backward)))
+    return stage.emitOpError("cannot simplify its backward");
 
   SmallVector<Value> stash = stashValuesUsedFromAbove(backward, 0);
   yield.getStashMutable().assign(stash);

@@ -97,8 +97,11 @@ def ZBAutodiff : Pass<"zb-autodiff", "mlir::ModuleOp"> {
       reads, now yielded by the forward as `stash(...)`; constants and
       `tensor.empty` are rematerialised instead) and one cotangent per
       result; it yields the gradients of the stage's `inputs`, then of its
-      `params`. The stage gets `cost_f`, `cost_b` (FLOPs) and `mem_b`
-      (stash bytes, parameters excluded).
+      `params`. The backward is folded before the stash is chosen (bodies,
+      operands a body no longer reads, ops that only pass an operand on),
+      so that a value only a folded-away term read, such as the product a
+      bias was added to, is not stashed. The stage gets `cost_f`, `cost_b`
+      (FLOPs) and `mem_b` (stash bytes, parameters excluded).
     - A public function without stages that returns the scalar loss gets a
       companion `@<name>_grad` (attribute `zb.gradient_of`) returning the
       loss and the gradient of every `{zb.param}` argument, in order.
