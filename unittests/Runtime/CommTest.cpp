@@ -501,6 +501,10 @@ int main(int argc, char **argv) {
   gArgv = argv;
   if (!isMPIWorker()) {
     ::testing::InitGoogleTest(&argc, argv);
+    // What a relaunch passes on: the command line without the gtest flags
+    // (a --gtest_filter for the launcher's tests would filter out the
+    // workers'), whose removal leaves argv null-terminated at argc.
+    gArgc = argc;
     return RUN_ALL_TESTS();
   }
 
