@@ -34,21 +34,25 @@ void referenceGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     }
 }
 
+/// `n` values drawn uniformly from [-1, 1) by `rng`.
+template <typename T> std::vector<T> randomValues(size_t n, std::mt19937 &rng) {
+  std::uniform_real_distribution<T> dist(-1, 1);
+  std::vector<T> values(n);
+  for (T &v : values)
+    v = dist(rng);
+  return values;
+}
+
 class GemmTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(GemmTest, MatchesReference) {
   auto [transA, transB] = GetParam();
   const int64_t m = 7, n = 5, k = 9;
   std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(-1, 1);
   int64_t lda = transA ? m : k, ldb = transB ? k : n, ldc = n;
-  std::vector<float> a(m * k), b(k * n), c(m * n), expected(m * n);
-  for (float &v : a)
-    v = dist(rng);
-  for (float &v : b)
-    v = dist(rng);
-  for (size_t i = 0; i < c.size(); ++i)
-    c[i] = expected[i] = dist(rng);
+  std::vector<float> a = randomValues<float>(m * k, rng);
+  std::vector<float> b = randomValues<float>(k * n, rng);
+  std::vector<float> c = randomValues<float>(m * n, rng), expected = c;
 
   zbrt_sgemm(transA, transB, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f,
              c.data(), ldc);
@@ -65,15 +69,10 @@ TEST_P(GemmTest, DoublePrecisionBatched) {
   auto [transA, transB] = GetParam();
   const int64_t m = 6, n = 4, k = 11, batch = 2;
   std::mt19937 rng(7);
-  std::uniform_real_distribution<double> dist(-1, 1);
   int64_t lda = transA ? m : k, ldb = transB ? k : n, ldc = n;
-  std::vector<double> a(batch * m * k), b(batch * k * n), c(batch * m * n);
-  for (double &v : a)
-    v = dist(rng);
-  for (double &v : b)
-    v = dist(rng);
-  for (double &v : c)
-    v = dist(rng);
+  std::vector<double> a = randomValues<double>(batch * m * k, rng);
+  std::vector<double> b = randomValues<double>(batch * k * n, rng);
+  std::vector<double> c = randomValues<double>(batch * m * n, rng);
   std::vector<double> expected = c;
 
   zbrt_dgemm_batched(transA, transB, batch, m, n, k, 0.5, a.data(), lda, m * k,
