@@ -25,15 +25,21 @@ width 256, 8 blocks, context 64, vocabulary 512, batch 4; ``large`` width
 512, 8 blocks, context 128. Beside each row it prints each side's fraction
 of the roofline: the step's FLOPs (counted from the model by
 ``torch.utils.flop_counter`` on one microbatch's forward and backward,
-times M) / (P x threads x the single-thread sgemm rate measured at the start
-of the same run) / the step time: the rate of PyTorch's torch.mm ("roof"
+times M) / (P x threads x the single-thread sgemm rate measured in the
+same run) / the step time: the rate of PyTorch's torch.mm ("roof"
 columns) and, for ours, the faster of that and the OpenBLAS zb-run calls
 (zb-forward-bench's cblas_sgemm row; "ours/faster"), the machine's limit
 where the two libraries differ.
 
+A step's time moves by a few percent from run to run on a shared host.
+``--repeat N`` runs each row N times, ours and theirs alternating, each
+pair after a fresh reading of torch.mm's rate; the row then shows the
+medians (the roofline at the row's median rate) and the range of the
+pairs' ratios and of the rate.
+
     python3 bench/peer_torch.py [--size small|medium|large]
         [--models mlp,gpt] [--ranks 2] [--microbatches 8] [--steps N]
-        [--threads 1] [--quick]
+        [--threads 1] [--repeat N] [--quick]
 
 Tools are found through $ZB_BIN_DIR (default build/bin); the package is
 imported from python/ unless installed.
@@ -263,6 +269,10 @@ def parse_args():
                    "OPENBLAS_NUM_THREADS)")
     p.add_argument("--lr", type=float, default=0.1, help="SGD rate")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of each row, ours and theirs alternating, "
+                   "each after a fresh torch.mm rate; the row shows the "
+                   "medians and the range of the pairs' ratios (default 1)")
     p.add_argument("--quick", action="store_true",
                    help="5 steps, 1 warm-up (a smoke run)")
     args = p.parse_args()
@@ -271,6 +281,8 @@ def parse_args():
     args.warmup = warmup if args.warmup is None else args.warmup
     if args.quick:
         args.steps, args.warmup = min(args.steps, 5), 1
+    if args.repeat < 1:
+        p.error("--repeat must be at least 1")
     if args.models is None:
         args.models = "mlp,gpt" if args.size == "small" else "gpt"
     if args.size != "small" and "mlp" in args.models.split(","):
@@ -312,35 +324,56 @@ def main():
     print("-" * len(header))
     failures = 0
     for kind in args.models.split(","):
-        # PyTorch's rows of this model: schedule -> (ms, losses).
+        # PyTorch's rows of this model: schedule -> (median ms, losses).
         measured = {}
         for schedule in args.schedules.split(","):
-            ours_t, ours_l = run_ours(args, kind, schedule)
-            ours_ms = 1e3 * median_after_warmup(ours_t, args.warmup)
-            if SCHEDULES[schedule][0] is None:
+            # Ours and theirs alternate, each pair after a fresh reading of
+            # torch.mm's rate: a host that speeds up or slows down during
+            # the row moves both sides and the roofline together.
+            ours_runs, theirs_runs, rates = [], [], []
+            own_counterpart = SCHEDULES[schedule][0] is not None
+            for _ in range(args.repeat):
+                rates.append(sgemm_rate() if args.repeat > 1 else rate)
+                ours_t, ours_l = run_ours(args, kind, schedule)
+                ours_runs.append(
+                    1e3 * median_after_warmup(ours_t, args.warmup))
+                if own_counterpart:
+                    ms, theirs_l = run_torch_ms(args, kind, schedule)
+                    theirs_runs.append(ms)
+            ours_ms = statistics.median(ours_runs)
+            row_peak = args.ranks * args.threads * statistics.median(rates)
+            row_limit = args.ranks * args.threads * max(
+                statistics.median(rates), blas or 0.0)
+            if own_counterpart:
+                theirs_ms = statistics.median(theirs_runs)
+                measured[schedule] = (theirs_ms, theirs_l)
+                theirs = SCHEDULES[schedule][0]
+                ratios = [a / b for a, b in zip(ours_runs, theirs_runs)]
+            else:
                 if not measured:
                     measured["1f1b"] = run_torch_ms(args, kind, "1f1b")
                 best = min(measured, key=lambda name: measured[name][0])
                 theirs_ms, theirs_l = measured[best]
                 theirs = "fastest: " + SCHEDULES[best][0]
-            else:
-                theirs_ms, theirs_l = run_torch_ms(args, kind, schedule)
-                measured[schedule] = (theirs_ms, theirs_l)
-                theirs = SCHEDULES[schedule][0]
+                ratios = [a / theirs_ms for a in ours_runs]
             diff = max(abs(a - b) / max(abs(b), 1e-12)
                        for a, b in zip(ours_l, theirs_l))
             agree = len(ours_l) == len(theirs_l) and diff <= LOSS_RTOL
             failures += not agree
-            roof_ours = flops[kind] / peak / (ours_ms / 1e3)
-            roof_theirs = flops[kind] / peak / (theirs_ms / 1e3)
-            roof_limit = flops[kind] / limit / (ours_ms / 1e3)
+            roof_ours = flops[kind] / row_peak / (ours_ms / 1e3)
+            roof_theirs = flops[kind] / row_peak / (theirs_ms / 1e3)
+            roof_limit = flops[kind] / row_limit / (ours_ms / 1e3)
+            spread = (f"   {len(ratios)} runs: ratio {min(ratios):.3f}-"
+                      f"{max(ratios):.3f}, torch.mm "
+                      f"{min(rates) / 1e9:.0f}-{max(rates) / 1e9:.0f} "
+                      "GFLOP/s" if args.repeat > 1 else "")
             print(f"{kind:<5} {schedule:<7} {theirs:<40} "
                   f"{ours_ms:>9.3f} {theirs_ms:>10.3f} "
                   f"{ours_ms / theirs_ms:>12.3f} {roof_ours:>10.1%} "
                   f"{roof_theirs:>12.1%} {roof_limit:>12.1%}  "
                   f"{theirs_l[0]:.4f} -> {theirs_l[-1]:.4f}   "
                   f"{'agree' if agree else 'DIFFER'} "
-                  f"(max rel diff {diff:.1e})", flush=True)
+                  f"(max rel diff {diff:.1e}){spread}", flush=True)
     if failures:
         print(f"{failures} loss curve(s) differ by more than {LOSS_RTOL}")
         sys.exit(1)
