@@ -22,7 +22,7 @@ struct UniqueFillsPass : zb::impl::ZBUniqueFillsBase<UniqueFillsPass> {
   void runOnOperation() override {
     SmallVector<linalg::FillOp> fills;
     getOperation()->walk([&](linalg::FillOp fill) {
-      if (fill.hasPureTensorSemantics() && !fill->getResult(0).hasOneUse())
+      if (fill.hasPureTensorSemantics())
         fills.push_back(fill);
     });
     OpBuilder builder(&getContext());
@@ -33,11 +33,10 @@ struct UniqueFillsPass : zb::impl::ZBUniqueFillsBase<UniqueFillsPass> {
         if (auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner()))
           if (dps.isDpsInit(&use))
             destinations.push_back(&use);
-      // The first writer may keep the original when nothing else reads it.
-      bool keepOne = destinations.size() ==
-                     static_cast<size_t>(llvm::range_size(filled.getUses()));
-      for (OpOperand *use :
-           ArrayRef(destinations).drop_front(keepOne ? 1 : 0)) {
+      // Each writer gets its fill right before it, where the gemm lowering
+      // finds it (and turns it into beta = 0); the original stays only for
+      // the other uses.
+      for (OpOperand *use : destinations) {
         builder.setInsertionPoint(use->getOwner());
         IRMapping mapping;
         Value init = fill.getDpsInitOperand(0)->get();
@@ -45,6 +44,13 @@ struct UniqueFillsPass : zb::impl::ZBUniqueFillsBase<UniqueFillsPass> {
           mapping.map(init, builder.clone(*empty)->getResult(0));
         use->set(builder.clone(*fill, mapping)->getResult(0));
       }
+      if (!filled.use_empty())
+        continue;
+      Value init = fill.getDpsInitOperand(0)->get();
+      fill->erase();
+      if (auto empty = init.getDefiningOp<tensor::EmptyOp>();
+          empty && empty->use_empty())
+        empty->erase();
     }
   }
 };

@@ -56,3 +56,30 @@ func.func @writers_only(%x: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
     }
   return %a, %b : tensor<4xf32>, tensor<4xf32>
 }
+
+// A fill with one writer further down moves right before it (with its
+// empty tensor), where the gemm lowering folds it into the product (beta
+// = 0) instead of zeroing the buffer ahead of time.
+// CHECK-LABEL: func.func @single_writer(
+// CHECK: %[[S:.*]] = linalg.reduce
+// CHECK: %[[E:.*]] = tensor.empty() : tensor<4x4xf32>
+// CHECK-NEXT: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<4x4xf32>)
+// CHECK-NEXT: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<8x4xf32>) outs(%[[Z]] : tensor<4x4xf32>)
+// CHECK-NOT: linalg.fill
+func.func @single_writer(%x: tensor<4x8xf32>, %w: tensor<8x4xf32>)
+    -> (tensor<4xf32>, tensor<4x4xf32>) {
+  %c0 = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %z1 = linalg.fill ins(%c0 : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %s = linalg.reduce ins(%x : tensor<4x8xf32>) outs(%z1 : tensor<4xf32>)
+      dimensions = [1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  %p = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x4xf32>)
+      outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %s, %p : tensor<4xf32>, tensor<4x4xf32>
+}

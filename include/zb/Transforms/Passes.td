@@ -55,7 +55,9 @@ def ZBUniqueFills : Pass<"zb-unique-fills"> {
     before each op that uses the fill's result as a destination (a DPS
     init), so that each writer fills a buffer of its own in place: a write
     instead of an allocation, a read and a write. Other uses (inputs,
-    returned values) keep the original fill.
+    returned values) keep the original fill, which goes when none is
+    left. A fill with a single writer thus moves right before it, where
+    the gemm lowering folds a zero fill into the product (beta = 0).
 
     ```mlir
     %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
