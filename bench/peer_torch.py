@@ -35,7 +35,8 @@ A step's time moves by a few percent from run to run on a shared host.
 ``--repeat N`` runs each row N times, ours and theirs alternating, each
 pair after a fresh reading of torch.mm's rate; the row then shows the
 medians (the roofline at the row's median rate) and the range of the
-pairs' ratios and of the rate.
+pairs' ratios (zb-auto's runs against the fastest PyTorch row's median)
+and of the rate.
 
     python3 bench/peer_torch.py [--size small|medium|large]
         [--models mlp,gpt] [--ranks 2] [--microbatches 8] [--steps N]
@@ -341,9 +342,9 @@ def main():
                     ms, theirs_l = run_torch_ms(args, kind, schedule)
                     theirs_runs.append(ms)
             ours_ms = statistics.median(ours_runs)
-            row_peak = args.ranks * args.threads * statistics.median(rates)
-            row_limit = args.ranks * args.threads * max(
-                statistics.median(rates), blas or 0.0)
+            row_rate = statistics.median(rates)
+            row_peak = args.ranks * args.threads * row_rate
+            row_limit = args.ranks * args.threads * max(row_rate, blas or 0.0)
             if own_counterpart:
                 theirs_ms = statistics.median(theirs_runs)
                 measured[schedule] = (theirs_ms, theirs_l)

@@ -36,17 +36,16 @@ struct UniqueFillsPass : zb::impl::ZBUniqueFillsBase<UniqueFillsPass> {
       // Each writer gets its fill right before it, where the gemm lowering
       // finds it (and turns it into beta = 0); the original stays only for
       // the other uses.
+      Value init = fill.getDpsInitOperand(0)->get();
       for (OpOperand *use : destinations) {
         builder.setInsertionPoint(use->getOwner());
         IRMapping mapping;
-        Value init = fill.getDpsInitOperand(0)->get();
         if (auto empty = init.getDefiningOp<tensor::EmptyOp>())
           mapping.map(init, builder.clone(*empty)->getResult(0));
         use->set(builder.clone(*fill, mapping)->getResult(0));
       }
       if (!filled.use_empty())
         continue;
-      Value init = fill.getDpsInitOperand(0)->get();
       fill->erase();
       if (auto empty = init.getDefiningOp<tensor::EmptyOp>();
           empty && empty->use_empty())
