@@ -230,8 +230,9 @@ std::vector<zbrt::NpyArray> PipelineRankProgram::gradsFromDevice() {
 
 double PipelineRankProgram::run(int64_t step,
                                 std::vector<zbrt::NpyArray> &grads) {
-  // The rank's records are timed from the step's start (the loop's
-  // barrier) and placed in the trace on the rank's own clock.
+  // The rank's records are timed from the step's start and placed in the
+  // trace on the rank's own clock, which starts at the first step (after
+  // the loop's barrier).
   double origin = zbrt::traceClock();
   if (!started)
     firstOrigin = origin;
@@ -282,20 +283,61 @@ double PipelineRankProgram::run(int64_t step,
   mine.peakBytes = zbrt::peakLiveBytes();
   mine.reductionWait = zbrt::takeReductionWaitSeconds();
   // On this rank's own clock, so that its actions never overlap in the
-  // trace: a rank leaving a later barrier a little late (descheduled) must
-  // not shift that step's actions before the previous one's.
+  // trace.
   mine.offset = origin - firstOrigin;
-  if (!recordActions)
-    return *loss.as<float>();
-  std::vector<std::string> parts;
-  world.gather(run::serialize(mine), parts, 0);
-  if (world.rank() == 0) {
-    std::vector<run::RankStep> all(world.size());
-    for (int r = 0; r < world.size(); ++r)
-      if (!run::deserialize(parts[r], all[r]))
-        world.abort("rank " + std::to_string(r) +
-                    " sent malformed action records");
-    steps.push_back(std::move(all));
+  if (recordActions) {
+    // A step run again replaces its records.
+    if (!localSteps.empty() && localSteps.back().first == step)
+      localSteps.pop_back();
+    localSteps.emplace_back(step, run::serialize(mine));
   }
   return *loss.as<float>();
+}
+
+void PipelineRankProgram::endRun() {
+  if (!recordActions)
+    return;
+  // Every rank ran the same steps: the records travel once, at the end, so
+  // that no rank waits for another between steps.
+  std::string mineAll;
+  for (const auto &[step, bytes] : localSteps) {
+    uint64_t size = bytes.size();
+    mineAll.append(reinterpret_cast<const char *>(&size), sizeof(size));
+    mineAll += bytes;
+  }
+  localSteps.clear();
+  std::vector<std::string> parts;
+  world.gather(mineAll, parts, 0);
+  if (world.rank() != 0)
+    return;
+  std::vector<size_t> offsets(world.size(), 0);
+  for (;;) {
+    std::vector<run::RankStep> all(world.size());
+    size_t done = 0;
+    for (int r = 0; r < world.size(); ++r) {
+      const std::string &part = parts[r];
+      size_t &at = offsets[r];
+      if (at == part.size()) {
+        ++done;
+        continue;
+      }
+      uint64_t size = 0;
+      if (part.size() - at < sizeof(size))
+        world.abort("rank " + std::to_string(r) +
+                    " sent malformed action records");
+      std::memcpy(&size, part.data() + at, sizeof(size));
+      at += sizeof(size);
+      if (part.size() - at < size ||
+          !run::deserialize(part.substr(at, size), all[r]))
+        world.abort("rank " + std::to_string(r) +
+                    " sent malformed action records");
+      at += size;
+    }
+    if (done == all.size())
+      break;
+    if (done != 0)
+      world.abort("the ranks sent the action records of different numbers "
+                  "of steps");
+    steps.push_back(std::move(all));
+  }
 }

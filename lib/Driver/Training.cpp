@@ -21,34 +21,43 @@ using namespace zb;
 
 StepProgram::~StepProgram() = default;
 
-bool zb::checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
-                       const zbrt::NpzArchive &grads,
-                       const UpdateOptions &options, StepCheck &check,
-                       std::string &error) {
-  double mine[2] = {0.0, 0.0};
+bool StepValidation::start(zbrt::Comm &comm, ParamUpdate &update,
+                           const zbrt::NpzArchive &grads, bool optimistic,
+                           double loss, double seconds, std::string &error) {
+  mine.assign({0.0, 0.0, loss, seconds});
   if (!update.addSquares(grads, mine[0], mine[1], error))
     return false;
-  int ranks = comm.size();
-  std::vector<double> all(2 * ranks);
+  this->comm = &comm;
+  all.assign(kValues * comm.size(), 0.0);
   // With one rank the check is known at once: nothing to overlap.
-  bool optimistic = ranks > 1 && !options.synchronous;
-  comm.startAllgather(mine, 2, all.data());
-  if (!optimistic)
+  this->optimistic = comm.size() > 1 && optimistic;
+  comm.startAllgather(mine.data(), kValues, all.data());
+  if (!this->optimistic)
     comm.waitAllgather();
-
   // The optimistic update, unless this rank already knows it is void.
-  bool updated = false;
-  if (optimistic && mine[1] == 0) {
+  updated = false;
+  if (this->optimistic && mine[1] == 0) {
     if (!update.save(error) || !update.update(grads, 1.0, error))
       return false;
     updated = true;
   }
+  return true;
+}
+
+bool StepValidation::finish(ParamUpdate &update, const zbrt::NpzArchive &grads,
+                            const UpdateOptions &options, StepCheck &check,
+                            std::string &error) {
   if (optimistic)
-    comm.waitAllgather();
+    comm->waitAllgather();
   double squares = 0.0, nonFinite = 0.0;
-  for (int r = 0; r < ranks; ++r) {
-    squares += all[2 * r];
-    nonFinite += all[2 * r + 1];
+  loss = 0.0;
+  seconds = 0.0;
+  for (int r = 0, e = comm->size(); r < e; ++r) {
+    const double *values = all.data() + kValues * r;
+    squares += values[0];
+    nonFinite += values[1];
+    loss += values[2];
+    seconds = std::max(seconds, values[3]);
   }
   // A sum of squares that overflows (f64 gradients beyond ~1e154) is no
   // more usable than a non-finite gradient.
@@ -59,13 +68,24 @@ bool zb::checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
                     ? options.clipGradNorm / (check.norm + 1e-6)
                     : 1.0;
   check.clipped = coef < 1.0;
-  if (!check.skipped && !check.clipped && updated)
+  stood = !updated || (!check.skipped && !check.clipped);
+  if (updated && stood)
     return true;
   if (updated && !update.restore(error))
     return false;
   if (check.skipped)
     return true;
   return update.update(grads, check.clipped ? coef : 1.0, error);
+}
+
+bool zb::checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
+                       const zbrt::NpzArchive &grads,
+                       const UpdateOptions &options, StepCheck &check,
+                       std::string &error) {
+  StepValidation validation;
+  return validation.start(comm, update, grads, !options.synchronous, 0.0, 0.0,
+                          error) &&
+         validation.finish(update, grads, options, check, error);
 }
 
 std::string zb::checkpointConfig(llvm::StringRef modelText,
@@ -211,6 +231,14 @@ static bool writeRunCheckpoint(TrainingContext &context,
   return written;
 }
 
+/// What train() keeps of a step until its check is read.
+struct CheckedStep {
+  int64_t step = 0;
+  /// The gradients by name (their update may need them again).
+  zbrt::NpzArchive grads;
+  StepValidation validation;
+};
+
 bool zb::train(StepProgram &program, TrainingContext &context,
                const TrainingOptions &options, TrainingResult &result,
                std::string &error) {
@@ -226,13 +254,68 @@ bool zb::train(StepProgram &program, TrainingContext &context,
                                 context.optimizer);
     update = hostUpdate.get();
   }
+  // Without clipping, an optimistic update is void only when a gradient
+  // somewhere is not finite: the next step runs on it before its check is
+  // read (and runs again in the rare step that follows a skipped one), so
+  // no rank waits for another between steps. A clipped update is redone
+  // whenever the norm exceeds the clip, so with clipping each step's
+  // check is read before the next step.
+  bool deferChecks = context.pipeline.size() > 1 &&
+                     !options.check.synchronous &&
+                     options.check.clipGradNorm <= 0;
+  std::optional<CheckedStep> pending;
+  // Reads `done`'s check (completing its update), reports the step and
+  // writes a checkpoint when one is due. `stood` says whether the update
+  // applied before the check stood.
+  auto finishStep = [&](CheckedStep &done, bool &stood) {
+    StepCheck check;
+    if (!done.validation.finish(*update, done.grads, options.check, check,
+                                error))
+      return false;
+    stood = done.validation.optimisticStood();
+    // The mean of the replicas' losses (each the mean of its
+    // microbatches'), from the processes' shares: the gather summed this
+    // replica's.
+    double loss = done.validation.lossSum();
+    double seconds = done.validation.maxSeconds();
+    if (context.replicas > 1) {
+      loss = done.validation.myLoss();
+      world.allreduceSum(&loss, 1);
+      world.allreduceMax(&seconds, 1);
+      loss /= context.replicas;
+    }
+    result.checks.push_back(check);
+    result.lastGrads = std::move(done.grads);
+    result.losses.push_back(loss);
+    result.seconds.push_back(seconds);
+    if (world.rank() == 0 && options.onStep)
+      options.onStep(done.step, loss, seconds, &check);
+    return !checkpointDue(options, done.step) ||
+           (update->syncToHost(error) &&
+            writeRunCheckpoint(context, options, done.step, error));
+  };
+
   program.runsUntil(options.steps);
+  // Every process starts together; a step's time runs from the previous
+  // step's check (the first's from here) to its own, on the slowest rank.
+  world.barrier();
+  auto mark = std::chrono::steady_clock::now();
   for (int64_t s = options.firstStep; s < options.steps; ++s) {
-    // Every process starts the step together.
-    world.barrier();
-    auto start = std::chrono::steady_clock::now();
     std::vector<zbrt::NpyArray> grads;
     double loss = program.run(s, grads);
+    if (pending) {
+      // The previous step's check: when its update was void, this step ran
+      // on parameters it must not have seen, and runs again (on every
+      // rank alike: they read the same check).
+      bool stood = true;
+      if (!finishStep(*pending, stood))
+        return false;
+      pending.reset();
+      if (!stood) {
+        zbrt::takeStatRecords();
+        loss = program.run(s, grads);
+      }
+    }
     // Records the model does not have are a compiler error, on this
     // rank alone: end the job here.
     if (options.update)
@@ -240,35 +323,40 @@ bool zb::train(StepProgram &program, TrainingContext &context,
               context.data.foldStatRecords(zbrt::takeStatRecords());
           !bad.empty())
         world.abort(bad);
-    // The mean of the replicas' losses (each the mean of its
-    // microbatches'), from the processes' shares.
-    world.allreduceSum(&loss, 1);
-    loss /= context.replicas;
     // A forward-only program (--eval) has no gradients.
     zbrt::NpzArchive named;
     if (!grads.empty())
       named = namedArrays(context.params, std::move(grads));
-    StepCheck check;
-    if (options.update) {
-      if (!checkedUpdate(context.pipeline, *update, named, options.check, check,
-                         error))
-        return false;
-      result.checks.push_back(check);
+    auto now = std::chrono::steady_clock::now();
+    double seconds = std::chrono::duration<double>(now - mark).count();
+    mark = now;
+    if (!options.update) {
+      world.allreduceSum(&loss, 1);
+      world.allreduceMax(&seconds, 1);
+      loss /= context.replicas;
+      result.lastGrads = std::move(named);
+      result.losses.push_back(loss);
+      result.seconds.push_back(seconds);
+      if (world.rank() == 0 && options.onStep)
+        options.onStep(s, loss, seconds, nullptr);
+      continue;
     }
-    result.lastGrads = std::move(named);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    world.allreduceMax(&seconds, 1);
-    result.losses.push_back(loss);
-    result.seconds.push_back(seconds);
-    if (world.rank() == 0 && options.onStep)
-      options.onStep(s, loss, seconds, options.update ? &check : nullptr);
-    if (options.update && checkpointDue(options, s) &&
-        (!update->syncToHost(error) ||
-         !writeRunCheckpoint(context, options, s, error)))
+    CheckedStep &step = pending.emplace();
+    step.step = s;
+    step.grads = std::move(named);
+    if (!step.validation.start(context.pipeline, *update, step.grads,
+                               !options.check.synchronous, loss, seconds,
+                               error))
       return false;
+    // A checkpoint and the run's end need the check read.
+    if (!deferChecks || s + 1 == options.steps || checkpointDue(options, s)) {
+      bool stood = true;
+      if (!finishStep(*pending, stood))
+        return false;
+      pending.reset();
+    }
   }
+  program.endRun();
   // The parameters and state where the caller reads them.
   return !options.update || update->syncToHost(error);
 }

@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <gtest/gtest.h>
+#include <map>
 
 using namespace zb;
 
@@ -192,10 +193,11 @@ struct TrainingRun {
     data.values()[0] = f32Array({4}, {1, 2, 3, 4});
     params = {&model.signature.args[0]};
   }
+  /// Trains on `over` (default: this process alone).
   bool train(StepProgram &program, const TrainingOptions &options,
-             TrainingResult &result) {
-    TrainingContext context{*comm, *comm,  1,       0,
-                            data,  params, counted, optimizer};
+             TrainingResult &result, zbrt::Comm *over = nullptr) {
+    zbrt::Comm &c = over ? *over : *comm;
+    TrainingContext context{c, c, 1, 0, data, params, counted, optimizer};
     std::string error;
     bool ok = zb::train(program, context, options, result, error);
     EXPECT_TRUE(ok) << error;
@@ -277,6 +279,98 @@ TEST(Training, SkipsANonFiniteStepWithItsOptimizerState) {
   TrainingResult unused;
   ASSERT_TRUE(reference.train(clean, twoSteps, unused));
   EXPECT_EQ(skipping.w(), reference.w());
+}
+
+/// Rank 0 of two, whose peer's share of each step's check is scripted:
+/// finite squares of 1, except a non-finite gradient in check
+/// `peerNaNCheck` (counted from 0). Point-to-point messages abort.
+class ScriptedPeerComm : public zbrt::Comm {
+public:
+  explicit ScriptedPeerComm(int peerNaNCheck) : peerNaNCheck(peerNaNCheck) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  void sendBuffer(std::vector<char>, int, int) override { abort("send"); }
+  void recv(void *, size_t, int, int) override { abort("recv"); }
+  void waitSends() override {}
+  void barrier() override {}
+  void allreduceSum(double *, size_t) override {}
+  void allreduceSum(float *, size_t) override {}
+  void allreduceMax(double *, size_t) override {}
+  void broadcast(void *, size_t, int) override {}
+  void gather(const std::string &mine, std::vector<std::string> &all,
+              int) override {
+    all = {mine, mine};
+  }
+  void startAllgather(const double *mine, size_t n, double *all) override {
+    ASSERT_FALSE(inFlight) << "an allgather started before the last ended";
+    inFlight = true;
+    std::copy(mine, mine + n, all);
+    std::fill(all + n, all + 2 * n, 0.0);
+    all[n] = 1.0;
+    if (checks++ == peerNaNCheck)
+      all[n + 1] = 1.0;
+  }
+  void waitAllgather() override { inFlight = false; }
+  [[noreturn]] void abort(const std::string &message) override {
+    ADD_FAILURE() << message;
+    std::abort();
+  }
+
+  int peerNaNCheck;
+  int checks = 0;
+  bool inFlight = false;
+};
+
+/// Quadratic, counting the runs of each step.
+class CountingQuadratic : public Quadratic {
+public:
+  using Quadratic::Quadratic;
+  double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override {
+    ++runs[step];
+    return Quadratic::run(step, grads);
+  }
+  std::map<int64_t, int> runs;
+};
+
+// With two ranks and no clipping, a step's check is read after the next
+// step has run. When the other rank's gradient was not finite, this
+// rank's optimistic update is undone, the step skipped, and the step after
+// it, which ran on the undone update, runs again: the run equals the run
+// without the skipped step, as does the run that reads each check before
+// the next step (the synchronous reference; the clipped update too), which
+// runs every step once.
+TEST(Training, RunsAStepAgainAfterAVoidOptimisticUpdate) {
+  TinyModel model;
+  std::vector<float> t = {0.5f, -1, 2, 0};
+  TrainingRun reference(model, zbrt::Optimizer::adamw(0.1));
+  Quadratic clean(reference.data, t);
+  TrainingOptions threeSteps;
+  threeSteps.steps = 3;
+  TrainingResult expected;
+  ASSERT_TRUE(reference.train(clean, threeSteps, expected));
+
+  for (bool synchronous : {false, true}) {
+    SCOPED_TRACE(synchronous ? "synchronous" : "deferred");
+    TrainingRun skipping(model, zbrt::Optimizer::adamw(0.1));
+    ScriptedPeerComm peer(/*peerNaNCheck=*/1);
+    CountingQuadratic program(skipping.data, t);
+    TrainingOptions options;
+    options.steps = 4;
+    options.check.synchronous = synchronous;
+    TrainingResult result;
+    ASSERT_TRUE(skipping.train(program, options, result, &peer));
+    ASSERT_EQ(result.checks.size(), 4u);
+    EXPECT_FALSE(result.checks[0].skipped);
+    EXPECT_TRUE(result.checks[1].skipped);
+    EXPECT_FALSE(result.checks[2].skipped);
+    EXPECT_EQ(program.runs,
+              (std::map<int64_t, int>{
+                  {0, 1}, {1, 1}, {2, synchronous ? 1 : 2}, {3, 1}}));
+    EXPECT_EQ(skipping.w(), reference.w());
+    // Step 2's loss is on the parameters after step 0 alone.
+    EXPECT_EQ(result.losses[2], expected.losses[1]);
+    EXPECT_EQ(result.losses[3], expected.losses[2]);
+  }
 }
 
 /// An update whose gradients' squares are given, recording what the check

@@ -62,8 +62,8 @@ private:
 /// the last step's), and each step uploads its data without waiting and
 /// reads back its loss (and the gradients' sums of squares,
 /// computeGradSquares()) in one wait. With `recordActions`,
-/// each step's action records are gathered on rank 0 of `world`
-/// (measuredSteps()).
+/// the steps' action records are gathered on rank 0 of `world` at the end
+/// (endRun(), measuredSteps()).
 class PipelineRankProgram : public StepProgram {
 public:
   PipelineRankProgram(ModelData &data, llvm::ArrayRef<const ModelArg *> params,
@@ -78,6 +78,8 @@ public:
   /// error or malformed records from a rank.
   double run(int64_t step, std::vector<zbrt::NpyArray> &grads) override;
   void runsUntil(int64_t step) override { endStep = std::min(endStep, step); }
+  /// Gathers the steps' action records on rank 0 (measuredSteps()).
+  void endRun() override;
 
   /// With `cuda`: the last step's gradients, read from the device (in the
   /// step function's parameter order).
@@ -137,6 +139,8 @@ private:
   double firstOrigin = 0.0;
   bool started = false;
   std::vector<std::vector<run::RankStep>> steps;
+  /// This rank's records per step run, serialized, until endRun().
+  std::vector<std::pair<int64_t, std::string>> localSteps;
 };
 
 } // namespace zb

@@ -7,7 +7,10 @@
 // pipeline), the loss is averaged over the replicas, and the optimizer
 // update is post-validated as in the zero-bubble paper (§4): clipping and
 // skipped non-finite steps are decided alike on every rank without a
-// synchronisation before the update. Checkpoints and --resume live here
+// synchronisation before the update. Without clipping a pipeline's ranks
+// do not wait for each other between steps at all: a step's check is read
+// after the next step has run (which runs again when the check voids the
+// update, i.e. after a skipped step). Checkpoints and --resume live here
 // too: one checkpoint per run, written by replica 0's ranks.
 //
 //===----------------------------------------------------------------------===//
@@ -43,6 +46,10 @@ public:
   /// Called by train() before its first step: the steps it runs end before
   /// `endStep` (a program may prepare later steps' data ahead).
   virtual void runsUntil(int64_t endStep) {}
+  /// Called by train() after its last step. A program runs a step again
+  /// (run() with the same step) when the previous step's update turned out
+  /// void after it had started.
+  virtual void endRun() {}
 };
 
 /// What the global check of a step's gradients found.
@@ -62,17 +69,50 @@ struct UpdateOptions {
   bool synchronous = false;
 };
 
-/// The optimizer step of this process's parameters through `update`
-/// with the step's gradients `grads` (host arrays by name, empty where
-/// they stayed on the device), post-validated: the rank's partial squared
-/// norm and count of non-finite values gather over `comm` while the rank
-/// updates optimistically (`update` saving what it changes). When the
-/// gathered sums (added in rank order: the same bits everywhere) say a
-/// gradient somewhere is not finite (or the squares overflow), the update
-/// is restored and the step
-/// skipped; when the norm exceeds the clip, it is restored and redone with
-/// the gradients scaled by clip / (norm + 1e-6). Returns false with
-/// `error` set when the update fails.
+/// The post-validated optimizer step of this process's parameters (the
+/// zero-bubble paper's §4), in two halves so that other work may run
+/// between them. start() adds the rank's partial squared norm and count of
+/// non-finite gradient values and starts gathering them over the ranks of
+/// `comm` (with the rank's share of the step's loss and its time), and,
+/// when `optimistic`, updates at once (saving what it changes), unless the
+/// rank already knows the update is void. finish() reads the gather (the
+/// sums added in rank order: the same bits everywhere): when a gradient
+/// somewhere is not finite (or the squares overflow) the update is
+/// restored and the step skipped; when the norm exceeds the clip, it is
+/// restored and redone with the gradients scaled by clip / (norm + 1e-6).
+/// Both return false with `error` set when the update fails.
+class StepValidation {
+public:
+  bool start(zbrt::Comm &comm, ParamUpdate &update,
+             const zbrt::NpzArchive &grads, bool optimistic, double loss,
+             double seconds, std::string &error);
+  bool finish(ParamUpdate &update, const zbrt::NpzArchive &grads,
+              const UpdateOptions &options, StepCheck &check,
+              std::string &error);
+  /// After finish(): whether the parameters were those of the final update
+  /// from start() on (false when an optimistic update was undone).
+  bool optimisticStood() const { return stood; }
+  /// After finish(): the ranks' losses summed, their longest time.
+  double lossSum() const { return loss; }
+  double maxSeconds() const { return seconds; }
+  /// This rank's loss as given to start().
+  double myLoss() const { return mine[2]; }
+
+private:
+  /// Per rank: squares, non-finite count, loss, seconds.
+  static constexpr size_t kValues = 4;
+  zbrt::Comm *comm = nullptr;
+  /// The gather's buffers, which stay in place while it runs.
+  std::vector<double> mine, all;
+  bool optimistic = false;
+  bool updated = false;
+  bool stood = true;
+  double loss = 0.0, seconds = 0.0;
+};
+
+/// Both halves of a StepValidation at once: the update of a step with the
+/// gradients `grads` (host arrays by name, empty where they stayed on the
+/// device), optimistic unless `options.synchronous`.
 bool checkedUpdate(zbrt::Comm &comm, ParamUpdate &update,
                    const zbrt::NpzArchive &grads, const UpdateOptions &options,
                    StepCheck &check, std::string &error);
@@ -125,9 +165,11 @@ struct TrainingOptions {
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   std::string checkpointConfig;
-  /// Called on world rank 0 after each step with the step, its loss (the
-  /// mean over replicas), its seconds (the slowest process's) and check
-  /// (null without an update).
+  /// Called on world rank 0 for each step once its check is read (after
+  /// the next step has run, when checks are deferred) with the step, its
+  /// loss (the mean over replicas), its seconds and check (null without an
+  /// update). A step's seconds run from the previous step's check to its
+  /// own (the first's from the start of the steps), the slowest process's.
   std::function<void(int64_t, double, double, const StepCheck *)> onStep;
 };
 
