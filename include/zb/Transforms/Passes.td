@@ -191,9 +191,11 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
       and the cost model cuts instead.
     - Without markers, a cost model (FLOPs per op, see CostModel.h) and a
       dynamic program over the valid cut points (positions in program order
-      where at most two tensors, the activation and a residual, are live
-      across the boundary) minimise the most expensive stage; ties go to the
-      smaller transfer plus the bytes of the parameters a cut makes shared.
+      where at most three tensors are live across the boundary: the
+      activation and a residual, or inside an attention the residual, the
+      normalised input and a projection of it, not a fan of intermediates)
+      minimise the most expensive stage; ties go to the smaller transfer
+      plus the bytes of the parameters a cut makes shared.
 
     Values crossing a boundary become the stage's `inputs` and the previous
     stage's results (values skipping a stage are handed through it);
