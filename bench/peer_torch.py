@@ -10,7 +10,10 @@ from the same initial parameters on P CPU ranks:
   ScheduleZBVZeroBubble (two stages per rank, V placement);
 - by ``zb-run --np P`` with 1f1b, zb-h1 and zb-v, the model imported
   through ``zerobubble.from_torch`` with P x V stages marked by
-  ``zerobubble.pipe_cut``; and with zb-auto (at its default memory limit
+  ``zerobubble.pipe_cut`` where PyTorch's stages are cut (at medium and
+  large sizes ``zb-run --balance`` instead cuts them at times measured
+  before training, the time it takes left out: ``--no-balance`` keeps the
+  markers' cut); and with zb-auto (at its default memory limit
   of 2P microbatches' activations), which has no PyTorch counterpart: its
   row compares with the fastest PyTorch schedule of the same run.
 
@@ -236,7 +239,8 @@ def run_ours(args, kind, schedule):
     program = zb.from_torch(model, data[0][0])
     result = zb.run(program, ranks=args.ranks, schedule=schedule,
                     microbatches=args.microbatches, steps=args.steps,
-                    lr=args.lr, inputs=data, threads=args.threads)
+                    lr=args.lr, inputs=data, threads=args.threads,
+                    balance=args.balance and args.size != "small")
     times = [args.microbatches / r for r in result.microbatches_per_s]
     return times, result.losses
 
@@ -274,6 +278,10 @@ def parse_args():
                    help="runs of each row, ours and theirs alternating, "
                    "each after a fresh torch.mm rate; the row shows the "
                    "medians and the range of the pairs' ratios (default 1)")
+    p.add_argument("--no-balance", dest="balance", action="store_false",
+                   help="at medium and large, cut our stages where "
+                   "PyTorch's are (the markers) instead of at measured "
+                   "times (zb-run --balance)")
     p.add_argument("--quick", action="store_true",
                    help="5 steps, 1 warm-up (a smoke run)")
     args = p.parse_args()
@@ -300,7 +308,9 @@ def main():
     print(f"P={args.ranks} ranks, M={args.microbatches} microbatches/step, "
           f"{args.steps} steps (median over the last "
           f"{args.steps - args.warmup}), {args.threads} thread(s)/rank, "
-          f"SGD lr {args.lr}, size {args.size}")
+          f"SGD lr {args.lr}, size {args.size}"
+          + (", ours cut by zb-run --balance"
+             if args.balance and args.size != "small" else ""))
     rate = sgemm_rate()
     blas = blas_sgemm_rate()
     peak = args.ranks * args.threads * rate
