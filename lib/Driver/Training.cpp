@@ -68,7 +68,9 @@ bool StepValidation::finish(ParamUpdate &update, const zbrt::NpzArchive &grads,
                     ? options.clipGradNorm / (check.norm + 1e-6)
                     : 1.0;
   check.clipped = coef < 1.0;
-  stood = !updated || (!check.skipped && !check.clipped);
+  // Alike on every rank (a rank that knew its update was void did not
+  // update, but ran the next step with the others).
+  stood = !optimistic || (!check.skipped && !check.clipped);
   if (updated && stood)
     return true;
   if (updated && !update.restore(error))

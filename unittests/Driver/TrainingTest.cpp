@@ -333,12 +333,13 @@ public:
 };
 
 // With two ranks and no clipping, a step's check is read after the next
-// step has run. When the other rank's gradient was not finite, this
-// rank's optimistic update is undone, the step skipped, and the step after
-// it, which ran on the undone update, runs again: the run equals the run
-// without the skipped step, as does the run that reads each check before
-// the next step (the synchronous reference; the clipped update too), which
-// runs every step once.
+// step has run. When a gradient was not finite (on the other rank, or on
+// this one, which then did not update), the optimistic update is undone
+// where it was made, the step skipped, and the step after it runs again on
+// both ranks (the other rank updated and runs it again, so this one must
+// too): the run equals the run without the skipped step, as does the run
+// that reads each check before the next step (the synchronous reference;
+// the clipped update too), which runs every step once.
 TEST(Training, RunsAStepAgainAfterAVoidOptimisticUpdate) {
   TinyModel model;
   std::vector<float> t = {0.5f, -1, 2, 0};
@@ -349,28 +350,30 @@ TEST(Training, RunsAStepAgainAfterAVoidOptimisticUpdate) {
   TrainingResult expected;
   ASSERT_TRUE(reference.train(clean, threeSteps, expected));
 
-  for (bool synchronous : {false, true}) {
-    SCOPED_TRACE(synchronous ? "synchronous" : "deferred");
-    TrainingRun skipping(model, zbrt::Optimizer::adamw(0.1));
-    ScriptedPeerComm peer(/*peerNaNCheck=*/1);
-    CountingQuadratic program(skipping.data, t);
-    TrainingOptions options;
-    options.steps = 4;
-    options.check.synchronous = synchronous;
-    TrainingResult result;
-    ASSERT_TRUE(skipping.train(program, options, result, &peer));
-    ASSERT_EQ(result.checks.size(), 4u);
-    EXPECT_FALSE(result.checks[0].skipped);
-    EXPECT_TRUE(result.checks[1].skipped);
-    EXPECT_FALSE(result.checks[2].skipped);
-    EXPECT_EQ(program.runs,
-              (std::map<int64_t, int>{
-                  {0, 1}, {1, 1}, {2, synchronous ? 1 : 2}, {3, 1}}));
-    EXPECT_EQ(skipping.w(), reference.w());
-    // Step 2's loss is on the parameters after step 0 alone.
-    EXPECT_EQ(result.losses[2], expected.losses[1]);
-    EXPECT_EQ(result.losses[3], expected.losses[2]);
-  }
+  for (bool here : {false, true})
+    for (bool synchronous : {false, true}) {
+      SCOPED_TRACE(std::string(here ? "this rank's" : "the peer's") +
+                   " gradient, " + (synchronous ? "synchronous" : "deferred"));
+      TrainingRun skipping(model, zbrt::Optimizer::adamw(0.1));
+      ScriptedPeerComm peer(/*peerNaNCheck=*/here ? -1 : 1);
+      CountingQuadratic program(skipping.data, t, /*nanStep=*/here ? 1 : -1);
+      TrainingOptions options;
+      options.steps = 4;
+      options.check.synchronous = synchronous;
+      TrainingResult result;
+      ASSERT_TRUE(skipping.train(program, options, result, &peer));
+      ASSERT_EQ(result.checks.size(), 4u);
+      EXPECT_FALSE(result.checks[0].skipped);
+      EXPECT_TRUE(result.checks[1].skipped);
+      EXPECT_FALSE(result.checks[2].skipped);
+      EXPECT_EQ(program.runs,
+                (std::map<int64_t, int>{
+                    {0, 1}, {1, 1}, {2, synchronous ? 1 : 2}, {3, 1}}));
+      EXPECT_EQ(skipping.w(), reference.w());
+      // Step 2's loss is on the parameters after step 0 alone.
+      EXPECT_EQ(result.losses[2], expected.losses[1]);
+      EXPECT_EQ(result.losses[3], expected.losses[2]);
+    }
 }
 
 /// An update whose gradients' squares are given, recording what the check

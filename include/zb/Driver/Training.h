@@ -89,8 +89,9 @@ public:
   bool finish(ParamUpdate &update, const zbrt::NpzArchive &grads,
               const UpdateOptions &options, StepCheck &check,
               std::string &error);
-  /// After finish(): whether the parameters were those of the final update
-  /// from start() on (false when an optimistic update was undone).
+  /// After finish(): whether what ran between start() and finish() saw the
+  /// final parameters: false when the update was optimistic and the check
+  /// voided it (alike on every rank, those that did not update included).
   bool optimisticStood() const { return stood; }
   /// After finish(): the ranks' losses summed, their longest time.
   double lossSum() const { return loss; }
