@@ -689,9 +689,97 @@ static bool isKernelSafe(Operation *op) {
          dialect == "index";
 }
 
+/// A perfect nest of scf.for loops rooted at `root` whose every store is
+/// indexed directly by some of its loops' induction variables (and whose
+/// loads of a stored buffer read the element a store writes) becomes an
+/// scf.parallel over those loops around the others, in their order: the
+/// scatter-add of an embedding's gradient, table[idx[t], d] += dy[t, d],
+/// runs one thread per d. Iterations that differ in those loops touch other
+/// elements, and each element sees its updates in the order of the
+/// sequential nest, so the result is bitwise the same. Fails (changing
+/// nothing) when no loop qualifies.
+static LogicalResult parallelizeDisjointLoops(RewriterBase &rewriter,
+                                              scf::ForOp root) {
+  SmallVector<scf::ForOp> nest = {root};
+  while (true) {
+    Block *body = nest.back().getBody();
+    auto inner = dyn_cast<scf::ForOp>(&body->front());
+    if (!inner || &body->front() != &*std::prev(body->end(), 2))
+      break;
+    nest.push_back(inner);
+  }
+  for (scf::ForOp loop : nest)
+    if (!getConstantIntValue(loop.getLowerBound()) ||
+        !getConstantIntValue(loop.getUpperBound()) ||
+        !getConstantIntValue(loop.getStep()) || loop.getNumResults() != 0)
+      return failure();
+  Block *innermost = nest.back().getBody();
+  SmallVector<memref::StoreOp> stores;
+  bool nested = false;
+  innermost->walk([&](Operation *op) {
+    if (auto store = dyn_cast<memref::StoreOp>(op))
+      stores.push_back(store);
+    nested |= op->getNumRegions() > 0;
+  });
+  if (stores.empty() || nested)
+    return failure();
+  // A load of a stored buffer must read an element a store writes.
+  DenseSet<Value> stored;
+  for (memref::StoreOp store : stores)
+    stored.insert(store.getMemRef());
+  bool loadsOk = true;
+  innermost->walk([&](memref::LoadOp load) {
+    if (!stored.contains(load.getMemRef()))
+      return;
+    loadsOk &= llvm::any_of(stores, [&](memref::StoreOp store) {
+      return store.getMemRef() == load.getMemRef() &&
+             llvm::equal(store.getIndices(), load.getIndices());
+    });
+  });
+  if (!loadsOk)
+    return failure();
+  SmallVector<bool> parallel;
+  for (scf::ForOp loop : nest)
+    parallel.push_back(llvm::all_of(stores, [&](memref::StoreOp store) {
+      return llvm::is_contained(store.getIndices(), loop.getInductionVar());
+    }));
+  if (llvm::none_of(parallel, [](bool p) { return p; }))
+    return failure();
+
+  Location loc = root.getLoc();
+  rewriter.setInsertionPoint(root);
+  SmallVector<Value> lbs, ubs, steps;
+  for (auto [loop, isParallel] : llvm::zip(nest, parallel))
+    if (isParallel) {
+      lbs.push_back(loop.getLowerBound());
+      ubs.push_back(loop.getUpperBound());
+      steps.push_back(loop.getStep());
+    }
+  auto outer = scf::ParallelOp::create(rewriter, loc, lbs, ubs, steps);
+  IRMapping mapping;
+  unsigned next = 0;
+  for (auto [loop, isParallel] : llvm::zip(nest, parallel))
+    if (isParallel)
+      mapping.map(loop.getInductionVar(), outer.getInductionVars()[next++]);
+  rewriter.setInsertionPoint(outer.getBody()->getTerminator());
+  for (auto [loop, isParallel] : llvm::zip(nest, parallel)) {
+    if (isParallel)
+      continue;
+    auto seq = scf::ForOp::create(rewriter, loop.getLoc(), loop.getLowerBound(),
+                                  loop.getUpperBound(), loop.getStep());
+    mapping.map(loop.getInductionVar(), seq.getInductionVar());
+    rewriter.setInsertionPoint(seq.getBody()->getTerminator());
+  }
+  for (Operation &op : innermost->without_terminator())
+    rewriter.clone(op, mapping);
+  rewriter.eraseOp(root);
+  return success();
+}
+
 /// Runs each outermost host-level scf.for that reads or writes buffers (the
 /// scatter-add of a gather's gradient, say: sequential, since indices may
-/// repeat) in one GPU thread: wraps it in a one-iteration scf.parallel.
+/// repeat) in one GPU thread: wraps it in a one-iteration scf.parallel,
+/// unless parallelizeDisjointLoops finds loops it can run in parallel.
 /// Loops that carry values or hold anything a kernel cannot run stay, and
 /// checkNoHostAccess names them.
 static void wrapSequentialBufferLoops(RewriterBase &rewriter, func::FuncOp fn) {
@@ -709,6 +797,8 @@ static void wrapSequentialBufferLoops(RewriterBase &rewriter, func::FuncOp fn) {
       roots.push_back(loop);
   }
   for (scf::ForOp loop : roots) {
+    if (succeeded(parallelizeDisjointLoops(rewriter, loop)))
+      continue;
     rewriter.setInsertionPoint(loop);
     Location loc = loop.getLoc();
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);

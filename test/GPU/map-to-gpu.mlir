@@ -118,6 +118,38 @@ func.func @scatter_add(%idx: memref<8xi64>, %grad: memref<8xf32>,
 
 // -----
 
+// An embedding's gradient, table[idx[t], d] += grad[t, d]: the stores are
+// indexed by d itself, so the nest runs one thread per d (an scf.parallel
+// over d, mapped to blocks and threads), each adding over t in order.
+// CHECK-LABEL: func.func @scatter_rows(
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%c1024{{(_[0-9]+)?}}) step
+// CHECK: scf.parallel
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c8{{(_[0-9]+)?}} step
+// CHECK-NOT: scf.for
+// CHECK: memref.store
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = thread_x
+// CHECK: {mapping = [#gpu.loop_dim_map<processor = block_x
+func.func @scatter_rows(%idx: memref<8xi64>, %grad: memref<8x1024xf32>,
+                        %table: memref<16x1024xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %c1024 = arith.constant 1024 : index
+  scf.for %t = %c0 to %c8 step %c1 {
+    scf.for %d = %c0 to %c1024 step %c1 {
+      %i = memref.load %idx[%t] : memref<8xi64>
+      %row = arith.index_cast %i : i64 to index
+      %g = memref.load %grad[%t, %d] : memref<8x1024xf32>
+      %old = memref.load %table[%row, %d] : memref<16x1024xf32>
+      %new = arith.addf %old, %g : f32
+      memref.store %new, %table[%row, %d] : memref<16x1024xf32>
+    }
+  }
+  return
+}
+
+// -----
+
 // A step function's loop over its action table (calls: it stays host code)
 // reads the table in host memory: that global is not copied to the device,
 // while a global a kernel reads (a copy here) is.
