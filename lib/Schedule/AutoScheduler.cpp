@@ -3,6 +3,7 @@
 #include "zb/Schedule/AutoScheduler.h"
 
 #include "zb/Schedule/Simulator.h"
+#include "zb/Schedule/Validator.h"
 
 #include "InOrder.h"
 
@@ -76,6 +77,9 @@ private:
   Candidate backwardCandidate(int rank, int stage, double now) const;
   Candidate forwardCandidate(int stage, double now) const;
   bool admits(int rank, int stage) const;
+  bool fitsLimit(double memory) const {
+    return memory <= options.memLimit * (1 + 1e-12) + 1e-12;
+  }
   /// What `rank` does at `now`. On Wait, `wake` says until when the answer
   /// stays Wait while no rank of an adjacent stage starts an action: a
   /// time (an input known to arrive then), kInfinity (only such a start can
@@ -159,13 +163,16 @@ Candidate GreedyEngine::forwardCandidate(int stage, double now) const {
 /// only if room for one activation of every later chunk remains after it.
 /// Later chunks run in microbatch order, so the oldest unfinished microbatch
 /// always finds that room (after flushing Ws) and the heuristic cannot
-/// deadlock.
+/// deadlock. Where W needs more than F stashed (memW > memB), an F also
+/// leaves room for the growth of one B, which then runs even before any W
+/// is pending.
 bool GreedyEngine::admits(int rank, int stage) const {
   const std::vector<int> &stages = rankStages[rank];
-  double needed = memory[rank] + problem.stageMemB();
+  double needed = memory[rank] + problem.stageMemB() +
+                  std::max(0.0, problem.stageMemW() - problem.stageMemB());
   if (stage == stages.front())
     needed += problem.stageMemB() * (stages.size() - 1);
-  return needed <= options.memLimit * (1 + 1e-12) + 1e-12;
+  return fitsLimit(needed);
 }
 
 GreedyEngine::Decision
@@ -208,6 +215,10 @@ GreedyEngine::decide(int rank, double now, Action &action, double &wake) const {
   }
   if (bestB.valid()) {
     action = {ActionKind::B, bestB.stage, bestB.microbatch};
+    // A B that holds more for its W than it frees (memW > memB) waits for
+    // a pending W to make room.
+    if (hasW && !fitsLimit(memory[rank] + actionMemoryDelta(problem, action)))
+      action = pendingW[rank].front();
     return Decision::Run;
   }
 
@@ -776,7 +787,9 @@ Result<Schedule> autoSchedule(const Problem &problem, double memLimit) {
     if (*e.schedule) {
       Result<SimulationResult> sim =
           simulate(problem, **e.schedule, /*timeline=*/false);
-      if (sim) {
+      // A candidate over the limit is not one (the engines keep to it by
+      // construction; this holds them to it).
+      if (sim && !exceedsMemoryLimit(sim->maxPeakMemory(), memLimit)) {
         e.simulated = true;
         e.makespan = sim->makespan;
         e.maxSpan = sim->maxSpan;

@@ -137,10 +137,6 @@ bool Problem::verify(std::string &error) const {
     error = "mem-limit must be a finite non-negative number (0 = no limit)";
     return false;
   }
-  if (memW > memB) {
-    error = "mem-w must not exceed mem-b (B frees part of F's activations)";
-    return false;
-  }
   if (!checkList(stageCostF, "F", numStages(), error) ||
       !checkList(stageCostB, "B", numStages(), error) ||
       !checkList(stageCostW, "W", numStages(), error) ||
@@ -170,6 +166,5 @@ void zb::schedule::setStageMemory(Problem &problem,
     memW[stageRanks[s]] += stageMemW[s];
   }
   problem.memB = *std::max_element(memB.begin(), memB.end());
-  problem.memW =
-      std::min(problem.memB, *std::max_element(memW.begin(), memW.end()));
+  problem.memW = *std::max_element(memW.begin(), memW.end());
 }

@@ -246,6 +246,38 @@ TEST(ZbAuto, RespectsTightLimitsWithoutDeadlock) {
   }
 }
 
+// W may need more than F stashed (the output gradients B computes for it):
+// B then adds memW - memB, and the schedules keep to the limit with it.
+TEST(Memory, WStashLargerThanTheForwardStash) {
+  // One rank running F B W per microbatch holds max(memB, memW).
+  Problem single = makeProblem(1, 3, 1, 1, 1, 0.0, 1.5);
+  std::string error;
+  EXPECT_TRUE(single.verify(error)) << error;
+  EXPECT_NEAR(run("zb-h1", single).maxPeakMemory(), 1.5, 1e-12);
+
+  for (int p : {2, 4, 6}) {
+    for (double memW : {1.25, 2.0}) {
+      Problem problem = makeProblem(p, 3 * p, 1, 1.5, 0.7, 0.05, memW);
+      problem.memLimit = 2 * p * problem.memB;
+      Result<Schedule> schedule = generateSchedule("zb-auto", problem);
+      ASSERT_TRUE(schedule.ok()) << schedule.error();
+      for (const Diagnostic &d : validate(problem, *schedule))
+        ADD_FAILURE() << "p=" << p << " memW=" << memW << ": " << d.message;
+      // Each run of the heuristic too: a B waits for a W to make room.
+      for (WeightFill fill : {WeightFill::IfFits, WeightFill::Always}) {
+        GreedyOptions options;
+        options.memLimit = problem.memLimit;
+        options.weightFill = fill;
+        Result<Schedule> greedy = greedySchedule(problem, options);
+        ASSERT_TRUE(greedy.ok()) << greedy.error();
+        for (const Diagnostic &d : validate(problem, *greedy))
+          ADD_FAILURE() << "greedy p=" << p << " memW=" << memW << ": "
+                        << d.message;
+      }
+    }
+  }
+}
+
 TEST(LowerBound, TightForZeroBubble) {
   // ZB-H2 with T_F = T_B = T_W is bubble free; the bound (ramp + work of the
   // last rank) matches its makespan exactly.

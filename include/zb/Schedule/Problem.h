@@ -42,7 +42,9 @@ int rankOfStage(int stage, int numRanks, Placement placement);
 /// a stage (chunk) costs 1/v of them. Per-stage cost lists, when non-empty,
 /// override the scalars and give each stage's cost directly (one entry per
 /// stage, p*v entries). Memory is per rank per microbatch as well: F
-/// allocates memB/v, B turns it into memW/v (frees the rest), W frees memW/v.
+/// allocates memB/v, B turns it into memW/v (frees F's activations and holds
+/// what W needs: less than memB when W needs a part of them, more when it
+/// also needs the output gradients B computes), W frees memW/v.
 struct Problem {
   int numRanks = 1;
   int numMicrobatches = 1;
@@ -98,8 +100,8 @@ struct Problem {
 
 /// Sets `problem.memB` / `memW` from per-stage activation bytes (what one
 /// microbatch holds from F to B, and from B to W, on each stage): the
-/// library holds memory per rank, so this takes the busiest rank's sums
-/// (memW capped at memB). `stageRanks[s]` is the rank of stage s.
+/// library holds memory per rank, so this takes the busiest rank's sums.
+/// `stageRanks[s]` is the rank of stage s.
 void setStageMemory(Problem &problem, const std::vector<int> &stageRanks,
                     const std::vector<double> &stageMemB,
                     const std::vector<double> &stageMemW);
