@@ -700,14 +700,8 @@ static bool isKernelSafe(Operation *op) {
 /// nothing) when no loop qualifies.
 static LogicalResult parallelizeDisjointLoops(RewriterBase &rewriter,
                                               scf::ForOp root) {
-  SmallVector<scf::ForOp> nest = {root};
-  while (true) {
-    Block *body = nest.back().getBody();
-    auto inner = dyn_cast<scf::ForOp>(&body->front());
-    if (!inner || &body->front() != &*std::prev(body->end(), 2))
-      break;
-    nest.push_back(inner);
-  }
+  SmallVector<scf::ForOp> nest;
+  getPerfectlyNestedLoops(nest, root);
   for (scf::ForOp loop : nest)
     if (!getConstantIntValue(loop.getLowerBound()) ||
         !getConstantIntValue(loop.getUpperBound()) ||

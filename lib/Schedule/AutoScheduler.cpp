@@ -23,6 +23,12 @@ namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
+/// Whether `memory` keeps to the engines' limit (with their rounding
+/// tolerance).
+bool fitsLimit(double memory, double limit) {
+  return memory <= limit * (1 + 1e-12) + 1e-12;
+}
+
 /// An action the rank could run next and when its inputs arrive.
 struct Candidate {
   int stage = -1;
@@ -78,7 +84,7 @@ private:
   Candidate forwardCandidate(int stage, double now) const;
   bool admits(int rank, int stage) const;
   bool fitsLimit(double memory) const {
-    return memory <= options.memLimit * (1 + 1e-12) + 1e-12;
+    return schedule::fitsLimit(memory, options.memLimit);
   }
   /// What `rank` does at `now`. On Wait, `wake` says until when the answer
   /// stays Wait while no rank of an adjacent stage starts an action: a
@@ -168,8 +174,9 @@ Candidate GreedyEngine::forwardCandidate(int stage, double now) const {
 /// is pending.
 bool GreedyEngine::admits(int rank, int stage) const {
   const std::vector<int> &stages = rankStages[rank];
-  double needed = memory[rank] + problem.stageMemB() +
-                  std::max(0.0, problem.stageMemW() - problem.stageMemB());
+  double growthOfB =
+      actionMemoryDelta(problem, {ActionKind::B, stage, /*microbatch=*/0});
+  double needed = memory[rank] + problem.stageMemB() + std::max(0.0, growthOfB);
   if (stage == stages.front())
     needed += problem.stageMemB() * (stages.size() - 1);
   return fitsLimit(needed);
@@ -512,9 +519,7 @@ private:
   double memoryOf(ActionKind kind, int stage) const {
     return actionMemoryDelta(problem, {kind, stage, 0});
   }
-  bool fits(double memory) const {
-    return memory <= memLimit * (1 + 1e-12) + 1e-12;
-  }
+  bool fits(double memory) const { return fitsLimit(memory, memLimit); }
   double maxIdle() const { return *std::max_element(idle.begin(), idle.end()); }
   void put(int stage, ActionKind kind);
   /// Runs pending Ws of `stage` into the wait for an input arriving at
