@@ -5,7 +5,8 @@
 # not be UNSUPPORTED), trains the MLP and GPT examples a few steps on the GPU
 # and on the CPU and compares the losses, prints the gemm path's TFLOP/s,
 # trains a GPT of width 1024 on one GPU next to PyTorch eager and
-# torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py), checks the compiled
+# torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py), and shows where its
+# step's GPU time goes (ZB_GPU_PROFILE), checks the compiled
 # optimizer update on the device against the host's
 # (zb-gpu-optimizer-check), prints the gemm path's TFLOP/s and the example
 # GPT's step time next to PyTorch eager; last, the GPU lit tests.
@@ -20,7 +21,9 @@
 # goals need come first. Every step runs even when an earlier one failed
 # (a GPU machine is precious); the script ends with a summary and exits
 # non-zero when any step failed or was not run. LOG_DIR, when set,
-# receives every step's full output.
+# receives every step's full output; PROFILE_DIR the launch times. CHECKS
+# (a comma-separated list of examples, size, profile, optimizer, gemm,
+# steptime, lit; default all) runs some of them: a rerun of what failed.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,6 +39,9 @@ trap 'rm -rf "$WORK"' EXIT
 START=$SECONDS
 BUDGET="${BUDGET:-450}"
 FAILED=()
+# CHECKS: the parts to run (a rerun of what failed), comma-separated.
+CHECKS="${CHECKS:-examples,size,profile,optimizer,gemm,steptime,lit}"
+want() { [[ ",$CHECKS," == *",$1,"* ]]; }
 export PYTHONUNBUFFERED=1
 
 step() { printf '\n== [%3ds] %s\n' "$((SECONDS - START))" "$*"; }
@@ -170,6 +176,7 @@ train() {
     "$WORK/$name-gpu.json"
 }
 
+if want examples; then
 train mlp mlp 4
 train gpt gpt "$MICROBATCHES"
 # AdamW with every step clipped: the device-resident update and its state,
@@ -182,14 +189,35 @@ if [[ "$GPUS" -ge 2 ]]; then
   # A V placement: NCCL links received in send order.
   train gpt-zbv gpt "$MICROBATCHES" --np 2 --schedule zb-v
 fi
+fi
 
+if want size; then
 step "GPT at size (width 1024, 12 blocks, context 512, batch 8): zb-run vs PyTorch"
 # Its rows print as they finish: eager and zb-run (f32, bf16) first, then
 # torch.compile's, left out once 200 s have gone.
 run gpt-size 300 env ZB_BIN_DIR="$BUILD_DIR/bin" \
   python3 "$ROOT/bench/gpu_gpt_bench.py" --steps "${SIZE_STEPS:-8}" \
-  --budget 200
+  --budget "${SIZE_BUDGET:-200}"
+fi
 
+if want profile; then
+step "where the width-1024 GPT's zb-run step spends its GPU time (ZB_GPU_PROFILE)"
+# Diagnostic: the runtime times every launch and gemm on the device (a few
+# microseconds each) and bench/gpu_profile_summary.py sums them. The
+# compilations are the size step's, from the cache.
+for dtype in f32 bf16; do
+  run "profile-$dtype" 150 env ZB_GPU_PROFILE="$WORK/launches-$dtype.tsv" \
+    ZB_BIN_DIR="$BUILD_DIR/bin" python3 "$ROOT/bench/gpu_gpt_bench.py" \
+    --only-zb --dtypes "$dtype" --steps 3 --warmup 1 >/dev/null &&
+    run "profile-$dtype-summary" 30 python3 \
+      "$ROOT/bench/gpu_profile_summary.py" "$WORK/launches-$dtype.tsv" \
+      --steps 3 --top 30
+  [[ -n ${PROFILE_DIR:-} && -f $WORK/launches-$dtype.tsv ]] &&
+    cp "$WORK/launches-$dtype.tsv" "$PROFILE_DIR/"
+done
+fi
+
+if want optimizer; then
 step "the compiled optimizer update (--zb-emit-optimizer) on the GPU against the host's"
 # A bundle brings the updates compiled (its GPU host may have no C compiler).
 if [[ -d "$BUILD_DIR/optimizer-check" ]]; then
@@ -198,10 +226,14 @@ if [[ -d "$BUILD_DIR/optimizer-check" ]]; then
 else
   run optimizer 120 "$BUILD_DIR/bin/zb-gpu-optimizer-check"
 fi
+fi
 
+if want gemm; then
 step "gemm path (zbrt_gpu_sgemm_batched): correctness and TFLOP/s"
 run gemm 90 "$BUILD_DIR/bin/zb-gpu-gemm-bench"
+fi
 
+if want steptime; then
 step "GPT step time"
 # The difference of two runs removes start-up, parameter upload and the
 # first step's warm-up.
@@ -227,12 +259,15 @@ if SHORT=$(time_run 2) && LONG=$(time_run 22); then
 else
   failed "GPT step time: a timed run failed"
 fi
+fi
 
+if want lit; then
 step "lit: test/GPU"
 if run lit 180 "${LIT[@]}" -v "$BUILD_DIR/test" --filter 'GPU/'; then
   if grep -q '^UNSUPPORTED: .*GPU/run/' "$LOG_DIR/lit.log"; then
     failed "the GPU e2e tests were UNSUPPORTED: lit did not detect the GPU"
   fi
+fi
 fi
 
 summary

@@ -21,6 +21,9 @@ rows, 1e-2 for bf16 rows; the script exits 1 when a row misses it), the
 peak memory (PyTorch: ``max_memory_allocated``; zb-run: the memory its
 compiled code holds) and zb-run's peak stash, measured and predicted.
 
+``--only-zb`` runs zb-run's rows alone (under a profiler: see
+bench/gpu_check.sh); the losses are then printed, not compared.
+
 ``--device cpu`` runs the same on the CPU (a smoke run of the script, at
 ``--size small``: zb-run's CPU backend in f32 only, since bf16 stashes need
 a pipeline of two or more ranks there). Used by bench/gpu_check.sh.
@@ -130,6 +133,9 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-compile", action="store_true",
                    help="leave out the torch.compile rows")
+    p.add_argument("--only-zb", action="store_true",
+                   help="run only zb-run's rows (for a profiler: the "
+                   "losses are then not compared, and the script says so)")
     p.add_argument("--timeout", type=float, default=240,
                    help="seconds for each zb-run")
     p.add_argument("--budget", type=float, default=0,
@@ -191,8 +197,9 @@ def main():
     # The rows the goals need first (eager f32 is the ground truth), then
     # torch.compile's, whose compiles take longest.
     for dtype in dtypes:
-        attempt("torch eager", dtype,
-                lambda dtype=dtype: torch_row(dtype, False))
+        if not args.only_zb:
+            attempt("torch eager", dtype,
+                    lambda dtype=dtype: torch_row(dtype, False))
         if device.type == "cpu" and dtype != "f32":
             print(f"zb-run {dtype}: skipped (on the CPU bf16 stashes need "
                   "a pipeline of two or more ranks)")
@@ -201,13 +208,22 @@ def main():
                 lambda dtype=dtype: run_ours(program, data, device, dtype,
                                              args.lr, args.microbatches,
                                              args.timeout))
-    for dtype in [] if args.no_compile else dtypes:
+    for dtype in [] if args.no_compile or args.only_zb else dtypes:
         attempt("torch.compile", dtype,
                 lambda dtype=dtype: torch_row(dtype, True))
 
     truth = next((r["losses"] for r in rows
                   if r["impl"] == "torch eager" and r["dtype"] == "f32"),
                  None)
+    if args.only_zb:
+        for r in rows:
+            print(f"{r['impl']} {r['dtype']}: "
+                  f"{1e3 * median_after_warmup(r['times'], args.warmup):.2f}"
+                  f" ms per step; losses {r['losses']} (--only-zb: not "
+                  "compared with PyTorch)")
+        for f in failed:
+            print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
+        return 1 if failed or not rows else 0
     if truth is None:
         for f in failed:
             print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)

@@ -108,7 +108,7 @@ class CausalSelfAttention(nn.Module):
 
         q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // h))
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
         y = F.softmax(scores, dim=-1) @ v
         return self.proj(y.transpose(1, 2).reshape(b, t, c))
@@ -156,7 +156,7 @@ class GPT(nn.Module):
         self.cuts = _boundaries(layers, stages)
 
     def embed(self, tokens):
-        positions = torch.arange(tokens.shape[1])
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
         return self.wte(tokens) + self.wpe(positions)
 
     def run_blocks(self, x, start, stop, cut=False):

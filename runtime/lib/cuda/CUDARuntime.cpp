@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 using namespace zbrt;
 using namespace zbrt::cuda;
@@ -181,6 +182,122 @@ static bool syncEveryLaunch() {
 }
 
 //===----------------------------------------------------------------------===//
+// Launch timing (ZB_GPU_PROFILE)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// ZB_GPU_PROFILE=FILE: every kernel launch and cuBLAS call of compiled code
+/// is timed on the compute stream between two events; the times are read
+/// whenever the host waits for the stream (once or a few times per step),
+/// and at exit FILE gets one line per launch, in order: the number of waits
+/// before it, what ran (a kernel as `name@N`, N its module's position in
+/// the order of first launches, since outlined kernels share their
+/// function's name; a gemm as `gemm <dtype> BxMxNxK` and its
+/// transpositions), grid, block and microseconds.
+/// bench/gpu_profile_summary.py sums them. For finding where a step's time
+/// goes: the events cost a few microseconds per launch.
+class LaunchTimer {
+public:
+  /// The timer, or null when ZB_GPU_PROFILE is unset.
+  static LaunchTimer *get() {
+    static LaunchTimer *timer = [] {
+      const char *path = std::getenv("ZB_GPU_PROFILE");
+      return path && *path ? new LaunchTimer(path) : nullptr;
+    }();
+    return timer;
+  }
+
+  /// Records the start of a launch on `stream`; end() its end.
+  void begin(CUstream stream, std::string label, std::string grid,
+             std::string block) {
+    Pending p{takeEvent(), takeEvent(), std::move(label), std::move(grid),
+              std::move(block)};
+    check(cuEventRecord(p.start, stream), "cuEventRecord");
+    pending.push_back(std::move(p));
+  }
+  void end(CUstream stream) {
+    check(cuEventRecord(pending.back().stop, stream), "cuEventRecord");
+  }
+
+  /// Reads the times of the launches before a wait for the stream.
+  void collect() {
+    for (Pending &p : pending) {
+      float ms = 0;
+      check(cuEventElapsedTime(&ms, p.start, p.stop), "cuEventElapsedTime");
+      lines += std::to_string(waits) + "\t" + p.label + "\t" + p.grid + "\t" +
+               p.block + "\t" + std::to_string(ms * 1e3) + "\n";
+      free.push_back(p.start);
+      free.push_back(p.stop);
+    }
+    pending.clear();
+    ++waits;
+  }
+
+  /// The label of kernel `function` of `module`.
+  void nameKernel(CUmodule module, CUfunction function, const char *name) {
+    auto [it, inserted] = modules.try_emplace(module, modules.size());
+    labels[function] = std::string(name) + "@" + std::to_string(it->second);
+  }
+  std::string kernelLabel(CUfunction function) const {
+    auto it = labels.find(function);
+    return it == labels.end() ? "kernel" : it->second;
+  }
+
+  ~LaunchTimer() = delete;
+
+private:
+  struct Pending {
+    CUevent start, stop;
+    std::string label, grid, block;
+  };
+
+  explicit LaunchTimer(std::string path) : path(std::move(path)) {
+    std::atexit([] { get()->write(); });
+  }
+
+  CUevent takeEvent() {
+    if (!free.empty()) {
+      CUevent event = free.back();
+      free.pop_back();
+      return event;
+    }
+    CUevent event = nullptr;
+    check(cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+    return event;
+  }
+
+  void write() {
+    FILE *file = std::fopen(path.c_str(), "w");
+    if (!file) {
+      std::fprintf(stderr, "zb-run: warning: ZB_GPU_PROFILE: cannot write %s\n",
+                   path.c_str());
+      return;
+    }
+    std::fputs("wait\tlaunch\tgrid\tblock\tus\n", file);
+    std::fputs(lines.c_str(), file);
+    std::fclose(file);
+  }
+
+  std::string path, lines;
+  std::vector<Pending> pending;
+  std::vector<CUevent> free;
+  std::unordered_map<CUmodule, size_t> modules;
+  std::unordered_map<CUfunction, std::string> labels;
+  size_t waits = 0;
+};
+} // namespace
+
+static std::string dims(intptr_t x, intptr_t y, intptr_t z) {
+  return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
+}
+
+/// Reads the launch times (ZB_GPU_PROFILE) after a wait for the stream.
+static void collectLaunchTimes() {
+  if (LaunchTimer *timer = LaunchTimer::get())
+    timer->collect();
+}
+
+//===----------------------------------------------------------------------===//
 // The mgpu* ABI of --gpu-to-llvm
 //===----------------------------------------------------------------------===//
 //
@@ -224,6 +341,8 @@ CUfunction mgpuModuleGetFunction(CUmodule module, const char *name) {
   CUresult result = cuModuleGetFunction(&function, module, name);
   if (result != CUDA_SUCCESS)
     fatal(std::string("kernel '") + name + "' not found: " + describe(result));
+  if (LaunchTimer *timer = LaunchTimer::get())
+    timer->nameKernel(module, function, name);
   return function;
 }
 
@@ -232,9 +351,15 @@ void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
                       intptr_t blockZ, int32_t smem, CUstream stream,
                       void **params, void **extra, size_t /*paramsCount*/) {
   CUstream s = streamOrCompute(stream);
+  LaunchTimer *timer = LaunchTimer::get();
+  if (timer)
+    timer->begin(s, timer->kernelLabel(function), dims(gridX, gridY, gridZ),
+                 dims(blockX, blockY, blockZ));
   check(cuLaunchKernel(function, gridX, gridY, gridZ, blockX, blockY, blockZ,
                        smem, s, params, extra),
         "cuLaunchKernel");
+  if (timer)
+    timer->end(s);
   if (syncEveryLaunch())
     check(cuStreamSynchronize(s), "a kernel");
 }
@@ -374,6 +499,14 @@ static void gemm(bool bf16, int32_t transA, int32_t transB, int64_t batch,
   int cm = toInt(n, "n"), cn = toInt(m, "m"), ck = toInt(k, "k");
   int clda = toInt(ldb, "ldb"), cldb = toInt(lda, "lda"),
       cldc = toInt(ldc, "ldc"), count = toInt(batch, "batch");
+  LaunchTimer *timer = LaunchTimer::get();
+  if (timer)
+    timer->begin(state.compute,
+                 std::string("gemm ") + (bf16 ? "bf16 " : "f32 ") +
+                     std::to_string(batch) + "x" + std::to_string(m) + "x" +
+                     std::to_string(n) + "x" + std::to_string(k) +
+                     (transA ? " tA" : "") + (transB ? " tB" : ""),
+                 "-", "-");
   cublasStatus_t status;
   if (bf16) {
     status = cublasGemmStridedBatchedEx(
@@ -385,6 +518,8 @@ static void gemm(bool bf16, int32_t transA, int32_t transB, int64_t batch,
                                        &alpha, b, clda, strideB, a, cldb,
                                        strideA, &beta, c, cldc, strideC, count);
   }
+  if (timer)
+    timer->end(state.compute);
   if (status != CUBLAS_STATUS_SUCCESS)
     fatal(std::string(bf16 ? "zbrt_gpu_sgemm_batched_bf16"
                            : "zbrt_gpu_sgemm_batched") +
@@ -533,6 +668,7 @@ static bool copyToHost(void *dst, const void *src, size_t bytes,
             " bytes from the GPU failed: " + describe(result);
     return false;
   }
+  collectLaunchTimes();
   return true;
 }
 
@@ -604,6 +740,7 @@ static bool synchronize(std::string &error) {
     error = "the GPU failed: " + describe(result);
     return false;
   }
+  collectLaunchTimes();
   return true;
 }
 
