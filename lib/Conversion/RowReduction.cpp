@@ -33,7 +33,7 @@ TypedAttr zb::detail::combinerIdentity(Operation *op, Type type) {
 std::optional<RowReduction> zb::detail::matchReduction(linalg::LinalgOp op,
                                                        int64_t minLength) {
   if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 1 ||
-      op->getNumRegions() != 1 || op.hasIndexSemantics())
+      op->getNumRegions() != 1)
     return std::nullopt;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   RowReduction match;

@@ -44,9 +44,10 @@ struct RowReduction {
 
 /// `op` as a reduction: one output, which does not depend on the reduced
 /// loop; exactly one reduction loop, at least `minLength` long; static
-/// ranges; projected-permutation indexing maps; no linalg.index; the
-/// output's block argument read by the combiner alone, whose result only
-/// the yield reads.
+/// ranges; projected-permutation indexing maps; the output's block argument
+/// read by the combiner alone, whose result only the yield reads. The body
+/// may read loop indices (linalg.index: the loss's pick of the target
+/// class); cloneBodyAt() binds them.
 std::optional<RowReduction> matchReduction(mlir::linalg::LinalgOp op,
                                            int64_t minLength);
 

@@ -259,3 +259,38 @@ func.func @in_a_loop(%x: memref<64x64xf32>, %s: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// The loss's pick of the target class's logit, a reduction whose body
+// reads the class index (linalg.index): a block per row, the index bound to
+// each thread's strided position in the row.
+// CHECK-LABEL: func.func @pick_target(
+// CHECK-SAME: %[[X:[^:]*]]: memref<64x128xf32>, %[[T:[^:]*]]: memref<64xi64>, %[[P:[^:]*]]: memref<64xf32>
+// CHECK: gpu.launch blocks(%[[ROW:[^,]*]], {{.*}} in (%{{.*}} = %c64{{.*}}, {{.*}} threads(%[[TH:[^,]*]], {{.*}} in (%{{.*}} = %c128{{.*}},
+// CHECK: scf.for %[[J:.*]] = %[[TH]] to %c128{{.*}} step %c128{{.*}} iter_args
+// CHECK-DAG: memref.load %[[X]][%[[ROW]], %[[J]]]
+// CHECK-DAG: memref.load %[[T]][%[[ROW]]]
+// CHECK-DAG: arith.index_cast %[[J]] : index to i64
+// CHECK: gpu.all_reduce
+// CHECK: memref.store %{{.*}}, %[[P]][%[[ROW]]]
+// CHECK: gpu.terminator
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @pick_target(%x: memref<64x128xf32>, %t: memref<64xi64>,
+                       %p: memref<64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#rows, #row, #row],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x, %t : memref<64x128xf32>, memref<64xi64>)
+      outs(%p : memref<64xf32>) {
+  ^bb0(%v: f32, %label: i64, %acc: f32):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i64
+    %hit = arith.cmpi eq, %ji, %label : i64
+    %s = arith.select %hit, %v, %zero : f32
+    %a = arith.addf %acc, %s : f32
+    linalg.yield %a : f32
+  }
+  return
+}
