@@ -83,40 +83,117 @@ static FailureOr<SmallVector<Phase>> splitIntoPhases(gpu::LaunchOp launch) {
   return phases;
 }
 
-/// Maps `value`, used in a phase, to a value there: its mapping, or a
-/// recomputation of its pure op (defined in an earlier phase of `launch`),
-/// or itself (defined outside the launch); failure (reported) when an
-/// earlier phase's effectful op defines it.
+/// Whether the emulation recomputes `op` in a later phase that uses its
+/// results: a pure op without regions.
+static bool isRecomputable(Operation *op) {
+  return op->getNumRegions() == 0 && isMemoryEffectFree(op);
+}
+
+namespace {
+/// A thread's view of the values earlier phases defined: the values an
+/// effectful op defined (a load: a thread's own row elements kept in
+/// registers across a row kernel's barriers) are in `carried`, a buffer of
+/// one element per thread each, at `thread`.
+struct Carried {
+  const llvm::MapVector<Value, Value> &buffers;
+  Value thread;
+};
+} // namespace
+
+/// Maps `value`, used in a phase, to a value there: its mapping, its
+/// thread's element of its carried buffer, a recomputation of its pure op
+/// (defined in an earlier phase of `launch`), or itself (defined outside
+/// the launch); failure (reported) when an earlier phase's effectful op
+/// defines it and it is not carried.
 static LogicalResult materialize(OpBuilder &b, gpu::LaunchOp launch,
-                                 Value value, IRMapping &map) {
+                                 Value value, IRMapping &map,
+                                 const Carried &carried) {
   if (map.contains(value) ||
       !launch.getBody().isAncestor(value.getParentRegion()))
     return success();
+  if (Value buffer = carried.buffers.lookup(value)) {
+    map.map(value,
+            memref::LoadOp::create(b, launch.getLoc(), buffer, carried.thread));
+    return success();
+  }
   Operation *def = value.getDefiningOp();
-  if (!def || def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+  if (!def || !isRecomputable(def))
     return (def ? def : launch.getOperation())
         ->emitOpError("zb-emulate-gpu: a value crosses a barrier or "
                       "reduction and is not pure to recompute");
   for (Value operand : def->getOperands())
-    if (failed(materialize(b, launch, operand, map)))
+    if (failed(materialize(b, launch, operand, map, carried)))
       return failure();
   b.clone(*def, map);
   return success();
 }
 
 /// Clones `op` into a phase's thread loop, the values it uses from earlier
-/// phases recomputed first.
+/// phases recomputed or reloaded first, and stores its carried results.
 static LogicalResult clonePhaseOp(OpBuilder &b, gpu::LaunchOp launch,
-                                  Operation *op, IRMapping &map) {
+                                  Operation *op, IRMapping &map,
+                                  const Carried &carried) {
   llvm::SetVector<Value> used;
   for (Region &region : op->getRegions())
     getUsedValuesDefinedAbove(region, used);
   used.insert(op->operand_begin(), op->operand_end());
   for (Value value : used)
-    if (failed(materialize(b, launch, value, map)))
+    if (failed(materialize(b, launch, value, map, carried)))
       return failure();
-  b.clone(*op, map);
+  Operation *clone = b.clone(*op, map);
+  for (auto [result, cloned] : llvm::zip(op->getResults(), clone->getResults()))
+    if (Value buffer = carried.buffers.lookup(result))
+      memref::StoreOp::create(b, op->getLoc(), cloned, buffer, carried.thread);
   return success();
+}
+
+/// The results of effectful ops in `phases` that a later phase uses,
+/// directly or through pure ops it recomputes.
+static SetVector<Value> crossingValues(gpu::LaunchOp launch,
+                                       ArrayRef<Phase> phases) {
+  Block &body = launch.getBody().front();
+  DenseMap<Operation *, size_t> phaseOf;
+  for (auto [i, phase] : llvm::enumerate(phases)) {
+    for (Operation *op : phase.ops)
+      phaseOf[op] = i;
+    if (phase.reduction)
+      phaseOf[phase.reduction] = i;
+  }
+  SetVector<Value> crossing;
+  DenseSet<Value> seen;
+  // `value`, used in phase `user`: carried when an effectful op of an
+  // earlier phase defines it; the operands of a pure one, likewise.
+  std::function<void(Value, size_t)> visit = [&](Value value, size_t user) {
+    Operation *def = value.getDefiningOp();
+    if (!def || def->getBlock() != &body || !seen.insert(value).second)
+      return;
+    auto it = phaseOf.find(def);
+    if (it == phaseOf.end() || it->second >= user)
+      return;
+    if (isa<gpu::AllReduceOp>(def))
+      return;
+    if (!isRecomputable(def)) {
+      crossing.insert(value);
+      return;
+    }
+    for (Value operand : def->getOperands())
+      visit(operand, user);
+  };
+  for (auto [i, phase] : llvm::enumerate(phases)) {
+    SmallVector<Operation *> ops(phase.ops);
+    if (phase.reduction)
+      ops.push_back(phase.reduction);
+    for (Operation *op : ops) {
+      llvm::SetVector<Value> used;
+      for (Region &region : op->getRegions())
+        getUsedValuesDefinedAbove(region, used);
+      used.insert(op->operand_begin(), op->operand_end());
+      for (Value value : used)
+        visit(value, i);
+    }
+    seen.clear();
+  }
+  return crossing;
 }
 
 /// Replaces `launch` by loops over its blocks and, for each phase, over its
@@ -135,13 +212,19 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
   Value threads = arith::MulIOp::create(
       rewriter, loc, arith::MulIOp::create(rewriter, loc, block.x, block.y),
       block.z);
+  auto perThread = [&](Type type) {
+    return memref::AllocOp::create(
+               rewriter, loc, MemRefType::get({ShapedType::kDynamic}, type),
+               ValueRange{threads})
+        .getResult();
+  };
   DenseMap<Operation *, Value> scratch;
   for (Phase &phase : *phases)
     if (phase.reduction)
-      scratch[phase.reduction] = memref::AllocOp::create(
-          rewriter, loc,
-          MemRefType::get({ShapedType::kDynamic}, phase.reduction.getType()),
-          ValueRange{threads});
+      scratch[phase.reduction] = perThread(phase.reduction.getType());
+  llvm::MapVector<Value, Value> carriedBuffers;
+  for (Value value : crossingValues(launch, *phases))
+    carriedBuffers[value] = perThread(value.getType());
 
   IRMapping base;
   gpu::KernelDim3 gridArgs = launch.getGridSize();
@@ -166,16 +249,6 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
                 IRMapping map = inBlock;
                 map.map(ValueRange{threadIds.z, threadIds.y, threadIds.x},
                         tids);
-                for (Operation *op : phase.ops)
-                  if (failed(clonePhaseOp(tb, launch, op, map)))
-                    result = failure();
-                if (!phase.reduction || failed(result))
-                  return;
-                Value value = phase.reduction.getValue();
-                if (failed(materialize(tb, launch, value, map))) {
-                  result = failure();
-                  return;
-                }
                 // The thread's place: x fastest, then y, then z.
                 Value linear = arith::AddIOp::create(
                     tb, inner, tids[2],
@@ -185,6 +258,17 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
                                               arith::MulIOp::create(tb, inner,
                                                                     block.y,
                                                                     tids[0]))));
+                Carried carried{carriedBuffers, linear};
+                for (Operation *op : phase.ops)
+                  if (failed(clonePhaseOp(tb, launch, op, map, carried)))
+                    result = failure();
+                if (!phase.reduction || failed(result))
+                  return;
+                Value value = phase.reduction.getValue();
+                if (failed(materialize(tb, launch, value, map, carried))) {
+                  result = failure();
+                  return;
+                }
                 memref::StoreOp::create(tb, inner, map.lookupOrDefault(value),
                                         scratch[phase.reduction], linear);
               });
@@ -212,6 +296,8 @@ static LogicalResult emulate(RewriterBase &rewriter, gpu::LaunchOp launch) {
   if (failed(result))
     return failure();
   for (auto &[reduction, buffer] : scratch)
+    memref::DeallocOp::create(rewriter, loc, buffer);
+  for (auto &[value, buffer] : carriedBuffers)
     memref::DeallocOp::create(rewriter, loc, buffer);
   rewriter.eraseOp(launch);
   return success();

@@ -27,6 +27,8 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/Debug.h"
 
+#include <functional>
+#include <map>
 #include <numeric>
 
 #define DEBUG_TYPE "zb-map-to-gpu"
@@ -397,11 +399,15 @@ static void emitElement(OpBuilder &b, Location loc, linalg::LinalgOp op,
 }
 
 /// `stage` run by thread `thread` of `threads` in the block of the row at
-/// `ivs`. A reduction's output initial value enters through thread 0's
-/// share, read before the block's tree (whose barriers come before any
-/// store); then every thread stores the result, the same value.
+/// `ivs`: a loop over the thread's strided share of the row, or, given
+/// `positions` (the share's positions, when every thread has the same
+/// number of them), those positions one after another. A reduction's output
+/// initial value enters through thread 0's share, read before the block's
+/// tree (whose barriers come before any store); then every thread stores the
+/// result, the same value.
 static void emitStage(OpBuilder &b, Location loc, const Stage &stage,
-                      ArrayRef<Value> ivs, Value thread, int64_t threads) {
+                      ArrayRef<Value> ivs, Value thread, int64_t threads,
+                      ArrayRef<Value> positions) {
   auto constant = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v).getResult();
   };
@@ -424,6 +430,11 @@ static void emitStage(OpBuilder &b, Location loc, const Stage &stage,
     });
     return;
   case StageKind::Elements:
+    if (!positions.empty()) {
+      for (Value j : positions)
+        emitElement(b, loc, op, withInner(j));
+      return;
+    }
     scf::ForOp::create(
         b, loc, thread, constant(stage.length), constant(threads), ValueRange{},
         [&](OpBuilder &fb, Location nested, Value j, ValueRange) {
@@ -438,19 +449,25 @@ static void emitStage(OpBuilder &b, Location loc, const Stage &stage,
     SmallVector<Value> outIndices =
         indicesOf(op.getMatchingIndexingMap(output), ivs);
     Value init = memref::LoadOp::create(b, loc, output->get(), outIndices);
-    Value start = arith::SelectOp::create(b, loc, isFirst(), init, identity);
-    auto share = scf::ForOp::create(
-        b, loc, thread, constant(stage.length), constant(threads),
-        ValueRange{start},
-        [&](OpBuilder &fb, Location nested, Value j, ValueRange acc) {
-          scf::YieldOp::create(
-              fb, nested,
-              foldElement(fb, nested, op, match, withInner(j), acc[0]));
-        });
+    Value share = arith::SelectOp::create(b, loc, isFirst(), init, identity);
+    if (!positions.empty()) {
+      for (Value j : positions)
+        share = foldElement(b, loc, op, match, withInner(j), share);
+    } else {
+      share = scf::ForOp::create(
+                  b, loc, thread, constant(stage.length), constant(threads),
+                  ValueRange{share},
+                  [&](OpBuilder &fb, Location nested, Value j, ValueRange acc) {
+                    scf::YieldOp::create(fb, nested,
+                                         foldElement(fb, nested, op, match,
+                                                     withInner(j), acc[0]));
+                  })
+                  .getResult(0);
+    }
     Type type = identity.getType();
-    auto tree = gpu::AllReduceOp::create(b, loc, share.getResult(0),
-                                         gpu::AllReduceOperationAttr(),
-                                         /*uniform=*/true);
+    auto tree =
+        gpu::AllReduceOp::create(b, loc, share, gpu::AllReduceOperationAttr(),
+                                 /*uniform=*/true);
     Block *combiner = new Block();
     tree.getBody().push_back(combiner);
     combiner->addArguments({type, type}, {loc, loc});
@@ -462,6 +479,66 @@ static void emitStage(OpBuilder &b, Location loc, const Stage &stage,
                             outIndices);
     return;
   }
+  }
+}
+
+/// A row kernel's stages run each thread's share of the row one position
+/// after another (rather than in a loop) when it is at most this long.
+constexpr int64_t kMaxRowShare = 8;
+
+/// In a row kernel whose stages run each thread's positions one after
+/// another (`positions`), a buffer element at a position is touched by
+/// that thread alone: every stage gives the thread the same positions, and
+/// the kernel's buffers are kept apart by row and written through one value
+/// each (keepsRowsApart). So within the kernel's body a load of such an
+/// element is the value the thread last stored or loaded there, and a store
+/// that a later one overwrites is dead: a row's elements stay in registers
+/// from stage to stage instead of going through memory (softmax reads its
+/// scores once instead of three times, LayerNorm its input once instead of
+/// three times).
+static void forwardOwnElements(Block &body, ArrayRef<Value> positions) {
+  DenseSet<Value> own(positions.begin(), positions.end());
+  // An element: its buffer value, then its indices; none for a load or
+  // store at another place (a row's statistic).
+  auto element = [&](Value memref, ValueRange indices) {
+    SmallVector<Value> key;
+    if (indices.empty() || !own.contains(indices.back()))
+      return key;
+    key.push_back(memref);
+    key.append(indices.begin(), indices.end());
+    return key;
+  };
+  auto before = [](ArrayRef<Value> a, ArrayRef<Value> b) {
+    return std::lexicographical_compare(
+        a.begin(), a.end(), b.begin(), b.end(), [](Value x, Value y) {
+          return x.getAsOpaquePointer() < y.getAsOpaquePointer();
+        });
+  };
+  using Less = std::function<bool(ArrayRef<Value>, ArrayRef<Value>)>;
+  // Each element's value, and the store that wrote it last.
+  std::map<SmallVector<Value>, Value, Less> known(before);
+  std::map<SmallVector<Value>, memref::StoreOp, Less> lastStore(before);
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (auto store = dyn_cast<memref::StoreOp>(op)) {
+      SmallVector<Value> key = element(store.getMemRef(), store.getIndices());
+      if (key.empty())
+        continue;
+      known[key] = store.getValueToStore();
+      auto [it, inserted] = lastStore.try_emplace(key, store);
+      if (!inserted) {
+        it->second.erase();
+        it->second = store;
+      }
+    } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      SmallVector<Value> key = element(load.getMemRef(), load.getIndices());
+      if (key.empty())
+        continue;
+      auto [it, inserted] = known.try_emplace(key, load.getResult());
+      if (inserted)
+        continue;
+      load.getResult().replaceAllUsesWith(it->second);
+      load.erase();
+    }
   }
 }
 
@@ -496,13 +573,34 @@ static void lowerRowKernel(RewriterBase &rewriter, const RowKernel &kernel,
   OpBuilder b = OpBuilder::atBlockEnd(&launch.getBody().front());
   SmallVector<Value> ivs =
       delinearize(b, loc, launch.getBlockIds().x, kernel.rows);
+  // Each thread's positions in the row, when every stage gives every thread
+  // the same few: the stages then run them one after another.
+  SmallVector<Value> positions;
+  int64_t share = 0;
+  for (const Stage &stage : kernel.stages)
+    if (stage.kind != StageKind::Row)
+      share = std::max(share, stage.length / threads);
+  bool unroll =
+      share <= kMaxRowShare && llvm::all_of(kernel.stages, [&](const Stage &s) {
+        return s.kind == StageKind::Row || s.length == share * threads;
+      });
+  Value thread = launch.getThreadIds().x;
+  if (unroll)
+    for (int64_t k = 0; k < share; ++k)
+      positions.push_back(
+          k == 0 ? thread
+                 : arith::AddIOp::create(
+                       b, loc, thread,
+                       arith::ConstantIndexOp::create(b, loc, k * threads))
+                       .getResult());
   for (auto [i, stage] : llvm::enumerate(kernel.stages)) {
     if (i != 0)
       gpu::BarrierOp::create(b, loc);
-    emitStage(b, stage.op->getLoc(), stage, ivs, launch.getThreadIds().x,
-              threads);
+    emitStage(b, stage.op->getLoc(), stage, ivs, thread, threads, positions);
   }
   gpu::TerminatorOp::create(b, loc);
+  if (unroll)
+    forwardOwnElements(launch.getBody().front(), positions);
   for (const Stage &stage : kernel.stages)
     rewriter.eraseOp(stage.op);
 }

@@ -32,23 +32,6 @@ func.func @nested_barrier(%x: memref<4xf32>, %p: i1) {
 
 // -----
 
-// A value a later phase needs, from an op with memory effects.
-func.func @load_across_barrier(%x: memref<4xf32>) {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  gpu.launch blocks(%b0, %b1, %b2) in (%g0 = %c1, %g1 = %c1, %g2 = %c1)
-             threads(%t0, %t1, %t2) in (%s0 = %c1, %s1 = %c1, %s2 = %c1) {
-    // expected-error @below {{zb-emulate-gpu: a value crosses a barrier or reduction and is not pure to recompute}}
-    %v = memref.load %x[%t0] : memref<4xf32>
-    gpu.barrier
-    memref.store %v, %x[%c0] : memref<4xf32>
-    gpu.terminator
-  }
-  return
-}
-
-// -----
-
 // A reduction by its op attribute.
 func.func @reduction_attribute(%x: memref<4xf32>) {
   %c0 = arith.constant 0 : index

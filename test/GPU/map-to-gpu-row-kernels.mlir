@@ -1,41 +1,45 @@
 // RUN: zb-opt %s --zb-map-to-gpu -split-input-file | FileCheck %s
+// RUN: zb-opt %s --zb-map-to-gpu -split-input-file | FileCheck %s --check-prefix=NOLOAD
 
 // LayerNorm's forward as the model lowers it: the mean and the variance
 // (fills and row reductions) and the normalisation (an elementwise op that
 // broadcasts the weight and bias over the rows). One kernel, a block per
-// row: thread 0 fills, the threads share each reduction (a block-wide tree)
-// and stride over the row, with a barrier between two steps. The buffer
-// freed between two of the ops is freed after the kernel.
+// row: thread 0 fills, the threads share each reduction (a block-wide tree),
+// with a barrier between two steps. Each thread takes the same positions
+// of the row in every step (here one, its own index), so it reads its
+// element of the input once and keeps it in a register from step to step.
+// The buffer freed between two of the ops is freed after the kernel.
 // CHECK-LABEL: func.func @layer_norm(
 // CHECK-SAME: %[[X:[^:]*]]: memref<64x96xf32>, %[[G:[^:]*]]: memref<96xf32>, %[[B:[^:]*]]: memref<96xf32>, %[[Y:[^:]*]]: memref<64x96xf32>
 // CHECK: %[[MEAN:.*]] = gpu.alloc () : memref<64xf32>
 // CHECK: %[[VAR:.*]] = gpu.alloc () : memref<64xf32>
 // CHECK-NOT: scf.parallel
 // CHECK: gpu.launch blocks(%[[ROW:[^,]*]], {{.*}} in (%{{.*}} = %c64{{.*}}, {{.*}} threads(%[[T:[^,]*]], {{.*}} in (%{{.*}} = %c96{{.*}},
+// CHECK-NOT: scf.for
 // CHECK: scf.if
 // CHECK-NEXT: memref.store %{{.*}}, %[[MEAN]][%[[ROW]]]
 // CHECK: gpu.barrier
-// CHECK: scf.for %{{.*}} = %[[T]] to %c96{{.*}} step %c96{{.*}} iter_args
-// CHECK: memref.load %[[X]][%[[ROW]], %{{.*}}]
+// CHECK: %[[XV:.*]] = memref.load %[[X]][%[[ROW]], %[[T]]]
 // CHECK: %[[SUM:.*]] = gpu.all_reduce
 // CHECK: memref.store %[[SUM]], %[[MEAN]][%[[ROW]]]
 // CHECK: gpu.barrier
 // CHECK: scf.if
 // CHECK-NEXT: memref.store %{{.*}}, %[[VAR]][%[[ROW]]]
 // CHECK: gpu.barrier
-// CHECK: scf.for %{{.*}} = %[[T]] to %c96{{.*}} step %c96{{.*}} iter_args
-// CHECK-DAG: memref.load %[[X]][%[[ROW]], %{{.*}}]
-// CHECK-DAG: memref.load %[[MEAN]][%[[ROW]]]
+// CHECK-NOT: memref.load %[[X]]
+// CHECK: %[[M:.*]] = memref.load %[[MEAN]][%[[ROW]]]
+// CHECK: arith.subf %[[XV]], %[[M]]
 // CHECK: %[[SQ:.*]] = gpu.all_reduce
 // CHECK: memref.store %[[SQ]], %[[VAR]][%[[ROW]]]
 // CHECK: gpu.barrier
-// CHECK: scf.for %[[J:.*]] = %[[T]] to %c96{{.*}} step %c96{{.*}} {
-// CHECK-DAG: memref.load %[[G]][%[[J]]]
-// CHECK-DAG: memref.load %[[B]][%[[J]]]
+// CHECK-NOT: memref.load %[[X]]
+// CHECK-DAG: memref.load %[[G]][%[[T]]]
+// CHECK-DAG: memref.load %[[B]][%[[T]]]
 // CHECK-DAG: memref.load %[[VAR]][%[[ROW]]]
 // CHECK: math.rsqrt
-// CHECK: memref.store %{{.*}}, %[[Y]][%[[ROW]], %[[J]]]
+// CHECK: memref.store %{{.*}}, %[[Y]][%[[ROW]], %[[T]]]
 // CHECK-NOT: gpu.barrier
+// CHECK-NOT: scf.for
 // CHECK: gpu.terminator
 // CHECK-NEXT: }
 // CHECK-NEXT: gpu.dealloc %[[MEAN]]
@@ -264,14 +268,13 @@ func.func @in_a_loop(%x: memref<64x64xf32>, %s: memref<64xf32>) {
 
 // The loss's pick of the target class's logit, a reduction whose body
 // reads the class index (linalg.index): a block per row, the index bound to
-// each thread's strided position in the row.
+// each thread's position in the row.
 // CHECK-LABEL: func.func @pick_target(
 // CHECK-SAME: %[[X:[^:]*]]: memref<64x128xf32>, %[[T:[^:]*]]: memref<64xi64>, %[[P:[^:]*]]: memref<64xf32>
 // CHECK: gpu.launch blocks(%[[ROW:[^,]*]], {{.*}} in (%{{.*}} = %c64{{.*}}, {{.*}} threads(%[[TH:[^,]*]], {{.*}} in (%{{.*}} = %c128{{.*}},
-// CHECK: scf.for %[[J:.*]] = %[[TH]] to %c128{{.*}} step %c128{{.*}} iter_args
-// CHECK-DAG: memref.load %[[X]][%[[ROW]], %[[J]]]
+// CHECK-DAG: memref.load %[[X]][%[[ROW]], %[[TH]]]
 // CHECK-DAG: memref.load %[[T]][%[[ROW]]]
-// CHECK-DAG: arith.index_cast %[[J]] : index to i64
+// CHECK-DAG: arith.index_cast %[[TH]] : index to i64
 // CHECK: gpu.all_reduce
 // CHECK: memref.store %{{.*}}, %[[P]][%[[ROW]]]
 // CHECK: gpu.terminator
@@ -290,6 +293,107 @@ func.func @pick_target(%x: memref<64x128xf32>, %t: memref<64xi64>,
     %hit = arith.cmpi eq, %ji, %label : i64
     %s = arith.select %hit, %v, %zero : f32
     %a = arith.addf %acc, %s : f32
+    linalg.yield %a : f32
+  }
+  return
+}
+
+// -----
+
+// Softmax on rows of 512 with 256 threads: each thread takes positions t
+// and t + 256 in every step. The scaled scores go to E, the exponentials
+// overwrite them there, the result goes to Y: each thread reads its two
+// scores once, stores each E element once (the scaled value, overwritten
+// in the kernel, is never stored) and never reads E back.
+// CHECK-LABEL: func.func @softmax_in_place(
+// CHECK-SAME: %[[X:[^:]*]]: memref<64x512xf32>, %[[E:[^:]*]]: memref<64x512xf32>, %[[Y:[^:]*]]: memref<64x512xf32>
+// CHECK: gpu.launch blocks(%[[ROW:[^,]*]], {{.*}} threads(%[[T:[^,]*]], {{.*}} in (%{{.*}} = %c256{{.*}},
+// CHECK-NOT: scf.for
+// CHECK: %[[T2:.*]] = arith.addi %[[T]], %c256
+// CHECK-NOT: memref.store %{{.*}}, %[[E]]
+// CHECK-DAG: memref.load %[[X]][%[[ROW]], %[[T]]]
+// CHECK-DAG: memref.load %[[X]][%[[ROW]], %[[T2]]]
+// CHECK: gpu.all_reduce
+// CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %[[E]][%[[ROW]], %[[T]]]
+// CHECK: math.exp
+// CHECK: memref.store %{{.*}}, %[[E]][%[[ROW]], %[[T2]]]
+// CHECK: gpu.all_reduce
+// CHECK: memref.store %{{.*}}, %[[Y]][%[[ROW]], %[[T]]]
+// CHECK: memref.store %{{.*}}, %[[Y]][%[[ROW]], %[[T2]]]
+// CHECK: gpu.terminator
+// NOLOAD-LABEL: func.func @softmax_in_place(
+// NOLOAD-NOT: memref.load %arg1
+// NOLOAD: return
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @softmax_in_place(%x: memref<64x512xf32>, %e: memref<64x512xf32>,
+                            %y: memref<64x512xf32>) {
+  %ninf = arith.constant 0xFF800000 : f32
+  %zero = arith.constant 0.0 : f32
+  %scale = arith.constant 0.125 : f32
+  %m = memref.alloc() : memref<64xf32>
+  %s = memref.alloc() : memref<64xf32>
+  linalg.generic {indexing_maps = [#rows, #rows],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<64x512xf32>) outs(%e : memref<64x512xf32>) {
+  ^bb0(%v: f32, %o: f32):
+    %d = arith.mulf %v, %scale : f32
+    linalg.yield %d : f32
+  }
+  linalg.fill ins(%ninf : f32) outs(%m : memref<64xf32>)
+  linalg.generic {indexing_maps = [#rows, #row],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%e : memref<64x512xf32>) outs(%m : memref<64xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %a = arith.maxnumf %v, %acc : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#row, #rows],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%m : memref<64xf32>) outs(%e : memref<64x512xf32>) {
+  ^bb0(%mx: f32, %o: f32):
+    %d = arith.subf %o, %mx : f32
+    %x2 = math.exp %d : f32
+    linalg.yield %x2 : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%s : memref<64xf32>)
+  linalg.generic {indexing_maps = [#rows, #row],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%e : memref<64x512xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %a = arith.addf %v, %acc : f32
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#rows, #row, #rows],
+                  iterator_types = ["parallel", "parallel"]}
+      ins(%e, %s : memref<64x512xf32>, memref<64xf32>)
+      outs(%y : memref<64x512xf32>) {
+  ^bb0(%v: f32, %sum: f32, %o: f32):
+    %d = arith.divf %v, %sum : f32
+    linalg.yield %d : f32
+  }
+  memref.dealloc %m : memref<64xf32>
+  memref.dealloc %s : memref<64xf32>
+  return
+}
+
+// -----
+
+// Rows whose length is not a multiple of the block's threads keep each
+// step a loop over the thread's strided share.
+// CHECK-LABEL: func.func @uneven_rows(
+// CHECK: gpu.launch
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c600{{.*}} step %c256{{.*}} iter_args
+// CHECK: gpu.all_reduce
+#rows = affine_map<(d0, d1) -> (d0, d1)>
+#row = affine_map<(d0, d1) -> (d0)>
+func.func @uneven_rows(%x: memref<64x600xf32>, %s: memref<64xf32>) {
+  linalg.generic {indexing_maps = [#rows, #row],
+                  iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<64x600xf32>) outs(%s : memref<64xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %a = arith.addf %v, %acc : f32
     linalg.yield %a : f32
   }
   return

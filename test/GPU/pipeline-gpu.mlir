@@ -42,7 +42,6 @@
 
 // SQ-LABEL: func.func @zb_rank0_grad_squares(
 // SQ: gpu.launch blocks({{.*}}) in ({{.*}} = %c16, {{.*}}) threads({{.*}}) in ({{.*}} = %c32,
-// SQ: scf.for
 // SQ: memref.load %{{.*}} : memref<16x32xf32>
 // SQ: arith.extf %{{.*}} : f32 to f64
 // SQ: arith.mulf
