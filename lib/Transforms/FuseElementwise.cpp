@@ -11,6 +11,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace zb {
@@ -53,6 +55,65 @@ static bool isContraction(linalg::LinalgOp op) {
   return m && n && k;
 }
 
+/// Whether `op` narrows its one input's elements to its output's type
+/// (a stash kept in bf16): all loops parallel, identity maps, a body that
+/// is one arith.truncf.
+static bool isNarrowingCopy(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+      op.getNumParallelLoops() != op.getNumLoops() ||
+      !llvm::all_of(op.getIndexingMapsArray(),
+                    [](AffineMap map) { return map.isIdentity(); }))
+    return false;
+  Block *body = op.getBlock();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  auto trunc = yield.getValues()[0].getDefiningOp<arith::TruncFOp>();
+  return body->getOperations().size() == 2 && trunc &&
+         trunc.getIn() == body->getArgument(0);
+}
+
+/// Fuses each narrowing copy (isNarrowingCopy) of an elementwise generic's
+/// result into that generic, which then writes both: the copy moves right
+/// after its producer (it reads nothing else; its destination is a
+/// tensor.empty it alone uses), so that the fused op, at the copy's place,
+/// comes before the producer's other users and replaces it. A bf16 stash
+/// is then written where its value is computed instead of read back from
+/// memory by a kernel of its own at the end of the forward.
+static void fuseNarrowingCopies(Operation *root) {
+  SmallVector<linalg::GenericOp> copies;
+  root->walk([&](linalg::GenericOp op) {
+    if (op.hasPureTensorSemantics() && isNarrowingCopy(op))
+      copies.push_back(op);
+  });
+  IRRewriter rewriter(root->getContext());
+  for (linalg::GenericOp copy : copies) {
+    OpOperand *input = copy.getDpsInputOperand(0);
+    auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+    auto empty = copy.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
+    if (!producer || !empty || empty->getNumOperands() != 0 ||
+        !empty->hasOneUse() || producer->getBlock() != copy->getBlock() ||
+        producer.getNumParallelLoops() != producer.getNumLoops() ||
+        llvm::any_of(producer.getDpsInitsMutable(),
+                     [&](OpOperand &init) {
+                       return producer.payloadUsesValueFromOperand(&init);
+                     }) ||
+        !linalg::areElementwiseOpsFusable(input))
+      continue;
+    rewriter.moveOpAfter(copy, producer);
+    rewriter.moveOpBefore(empty, copy);
+    // The fused op takes the copy's place.
+    rewriter.setInsertionPoint(copy);
+    FailureOr<linalg::ElementwiseOpFusionResult> fused =
+        linalg::fuseElementwiseOps(rewriter, input);
+    if (failed(fused))
+      continue;
+    for (auto [original, replacement] : fused->replacements)
+      rewriter.replaceAllUsesWith(original, replacement);
+    rewriter.eraseOp(copy);
+    if (producer->use_empty())
+      rewriter.eraseOp(producer);
+  }
+}
+
 namespace {
 struct FuseElementwisePass
     : zb::impl::ZBFuseElementwiseBase<FuseElementwisePass> {
@@ -85,7 +146,8 @@ struct FuseElementwisePass
               });
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+      return signalPassFailure();
+    fuseNarrowingCopies(getOperation());
   }
 };
 } // namespace

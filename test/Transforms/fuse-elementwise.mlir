@@ -182,3 +182,55 @@ func.func @row_dot(%x: tensor<4x8xf32>, %dy: tensor<4x8xf32>, %init: tensor<4xf3
   } -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// A bf16 stash narrowed at the end of the forward from an elementwise
+// producer that other ops also read: the copy joins its producer, which
+// writes both the f32 value and its bf16 copy; the other reader takes the
+// fused op's f32 result.
+// CHECK-LABEL: func.func @narrowed_stash
+// CHECK: %[[F:.*]]:2 = linalg.generic
+// CHECK: %[[S:.*]] = arith.addf
+// CHECK: %[[N:.*]] = arith.truncf %[[S]] : f32 to bf16
+// CHECK: linalg.yield %[[S]], %[[N]] : f32, bf16
+// CHECK-NOT: arith.truncf
+// CHECK: %[[M:.*]] = linalg.matmul ins(%[[F]]#0, %[[F]]#0 :
+// CHECK: return %[[M]], %[[F]]#1
+func.func @narrowed_stash(%x: tensor<4x4xf32>, %y: tensor<4x4xf32>)
+    -> (tensor<4x4xf32>, tensor<4x4xbf16>) {
+  %e = tensor.empty() : tensor<4x4xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %y : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %s = arith.addf %u, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<4x4xf32>
+  %m = linalg.matmul ins(%a, %a : tensor<4x4xf32>, tensor<4x4xf32>)
+      outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %e2 = tensor.empty() : tensor<4x4xbf16>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<4x4xf32>) outs(%e2 : tensor<4x4xbf16>) {
+  ^bb0(%u: f32, %o: bf16):
+    %t = arith.truncf %u : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x4xbf16>
+  return %m, %n : tensor<4x4xf32>, tensor<4x4xbf16>
+}
+
+// A stash narrowed from a matrix product stays a copy of its own.
+// CHECK-LABEL: func.func @narrowed_product
+// CHECK: linalg.matmul
+// CHECK: linalg.generic
+// CHECK: arith.truncf
+func.func @narrowed_product(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xbf16>) {
+  %e = tensor.empty() : tensor<4x4xf32>
+  %m = linalg.matmul ins(%x, %x : tensor<4x4xf32>, tensor<4x4xf32>)
+      outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %e2 = tensor.empty() : tensor<4x4xbf16>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m : tensor<4x4xf32>) outs(%e2 : tensor<4x4xbf16>) {
+  ^bb0(%u: f32, %o: bf16):
+    %t = arith.truncf %u : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<4x4xbf16>
+  return %m, %n : tensor<4x4xf32>, tensor<4x4xbf16>
+}
