@@ -91,9 +91,9 @@ static bool isRecomputable(Operation *op) {
 
 namespace {
 /// A thread's view of the values earlier phases defined: the values an
-/// effectful op defined (a load: a thread's own row elements kept in
-/// registers across a row kernel's barriers) are in `carried`, a buffer of
-/// one element per thread each, at `thread`.
+/// effectful op or one with regions defined (a load: a thread's own row
+/// elements kept in registers across a row kernel's barriers) are in
+/// `buffers`, a buffer of one element per thread each, at `thread`.
 struct Carried {
   const llvm::MapVector<Value, Value> &buffers;
   Value thread;
@@ -120,7 +120,8 @@ static LogicalResult materialize(OpBuilder &b, gpu::LaunchOp launch,
   if (!def || !isRecomputable(def))
     return (def ? def : launch.getOperation())
         ->emitOpError("zb-emulate-gpu: a value crosses a barrier or "
-                      "reduction and is not pure to recompute");
+                      "reduction and is neither carried nor pure to "
+                      "recompute");
   for (Value operand : def->getOperands())
     if (failed(materialize(b, launch, operand, map, carried)))
       return failure();

@@ -488,14 +488,16 @@ constexpr int64_t kMaxRowShare = 8;
 
 /// In a row kernel whose stages run each thread's positions one after
 /// another (`positions`), a buffer element at a position is touched by
-/// that thread alone: every stage gives the thread the same positions, and
-/// the kernel's buffers are kept apart by row and written through one value
-/// each (keepsRowsApart). So within the kernel's body a load of such an
-/// element is the value the thread last stored or loaded there, and a store
-/// that a later one overwrites is dead: a row's elements stay in registers
-/// from stage to stage instead of going through memory (softmax reads its
-/// scores once instead of three times, LayerNorm its input once instead of
-/// three times).
+/// that thread alone: every stage gives the thread the same positions, the
+/// kernel's buffers are distinct (function arguments do not overlap: the
+/// runtime's arena slots), kept apart by row and written through one value
+/// each (keepsRowsApart; a kernel of one op is a reduction, whose only
+/// store is its row's result, after all its loads). So within the kernel's body
+/// a load of such an element is the value the thread last stored or loaded
+/// there, and a store that a later one overwrites is dead: a row's elements
+/// stay in registers from stage to stage instead of going through memory
+/// (softmax reads its scores once instead of three times, LayerNorm its input
+/// once instead of three times).
 static void forwardOwnElements(Block &body, ArrayRef<Value> positions) {
   DenseSet<Value> own(positions.begin(), positions.end());
   // An element: its buffer value, then its indices; none for a load or

@@ -56,8 +56,8 @@ static bool isContraction(linalg::LinalgOp op) {
 }
 
 /// Whether `op` narrows its one input's elements to its output's type
-/// (a stash kept in bf16): all loops parallel, identity maps, a body that
-/// is one arith.truncf.
+/// (--zb-narrow-stash's bf16 stash, but any arith.truncf copy): all loops
+/// parallel, identity maps, a body that is one arith.truncf.
 static bool isNarrowingCopy(linalg::GenericOp op) {
   if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
       op.getNumParallelLoops() != op.getNumLoops() ||
@@ -90,7 +90,8 @@ static void fuseNarrowingCopies(Operation *root) {
     auto producer = input->get().getDefiningOp<linalg::GenericOp>();
     auto empty = copy.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
     if (!producer || !empty || empty->getNumOperands() != 0 ||
-        !empty->hasOneUse() || producer->getBlock() != copy->getBlock() ||
+        !empty->hasOneUse() || empty->getBlock() != copy->getBlock() ||
+        producer->getBlock() != copy->getBlock() ||
         producer.getNumParallelLoops() != producer.getNumLoops() ||
         llvm::any_of(producer.getDpsInitsMutable(),
                      [&](OpOperand &init) {

@@ -41,9 +41,10 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
     needs materialised. Matmul-family ops keep their form and still lower
     to the runtime's gemm.
 
-    A narrowing copy (`--zb-narrow-stash`'s bf16 stash: all loops parallel,
-    identity maps, one `arith.truncf`) of an elementwise producer's result
-    joins the producer even though other ops read that result: the copy
+    A narrowing copy (all loops parallel, identity maps, one
+    `arith.truncf`: `--zb-narrow-stash`'s bf16 stash) of an all-parallel
+    producer's result joins the producer even though other ops read that
+    result: the copy
     moves right after the producer and the fused op writes both the f32
     value, which the other readers take, and its bf16 copy. The stash is
     then written where its value is computed instead of by a copy that

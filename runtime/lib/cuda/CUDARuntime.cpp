@@ -188,12 +188,14 @@ static bool syncEveryLaunch() {
 namespace {
 /// ZB_GPU_PROFILE=FILE: every kernel launch and cuBLAS call of compiled code
 /// is timed on the compute stream between two events; the times are read
-/// whenever the host waits for the stream (once or a few times per step),
-/// and at exit FILE gets one line per launch, in order: the number of waits
-/// before it, what ran (a kernel as `name@N`, N its module's position in
-/// the order of first launches, since outlined kernels share their
+/// whenever the runtime waits for the stream to read results (copyToHost,
+/// synchronize: once or a few times per step), and at exit FILE gets one
+/// line per launch read so, in order: the number of such reads before it,
+/// what ran (a kernel as `name@N`, N its module's position in the order
+/// its kernels were first looked up, since outlined kernels share their
 /// function's name; a gemm as `gemm <dtype> BxMxNxK` and its
-/// transpositions), grid, block and microseconds.
+/// transpositions), grid, block and microseconds. `%r` in FILE stands for
+/// the rank (each rank of a pipeline writes its own file).
 /// bench/gpu_profile_summary.py sums them. For finding where a step's time
 /// goes: the events cost a few microseconds per launch.
 class LaunchTimer {
@@ -219,15 +221,19 @@ public:
     check(cuEventRecord(pending.back().stop, stream), "cuEventRecord");
   }
 
-  /// Reads the times of the launches before a wait for the stream.
+  /// Reads the times of the launches before a wait for the compute stream
+  /// (where every launch runs); one whose events cannot be read is left
+  /// out, counted, and reported at exit.
   void collect() {
     for (Pending &p : pending) {
       float ms = 0;
-      check(cuEventElapsedTime(&ms, p.start, p.stop), "cuEventElapsedTime");
-      lines += std::to_string(waits) + "\t" + p.label + "\t" + p.grid + "\t" +
-               p.block + "\t" + std::to_string(ms * 1e3) + "\n";
-      free.push_back(p.start);
-      free.push_back(p.stop);
+      if (cuEventElapsedTime(&ms, p.start, p.stop) == CUDA_SUCCESS)
+        lines += std::to_string(waits) + "\t" + p.label + "\t" + p.grid + "\t" +
+                 p.block + "\t" + std::to_string(ms * 1e3) + "\n";
+      else
+        ++unread;
+      spare.push_back(p.start);
+      spare.push_back(p.stop);
     }
     pending.clear();
     ++waits;
@@ -256,9 +262,9 @@ private:
   }
 
   CUevent takeEvent() {
-    if (!free.empty()) {
-      CUevent event = free.back();
-      free.pop_back();
+    if (!spare.empty()) {
+      CUevent event = spare.back();
+      spare.pop_back();
       return event;
     }
     CUevent event = nullptr;
@@ -267,10 +273,21 @@ private:
   }
 
   void write() {
-    FILE *file = std::fopen(path.c_str(), "w");
+    std::string name = path;
+    Comm *comm = zbrt_get_comm();
+    std::string rank = std::to_string(comm ? comm->rank() : 0);
+    for (size_t at = name.find("%r"); at != std::string::npos;
+         at = name.find("%r", at + rank.size()))
+      name.replace(at, 2, rank);
+    if (unread || !pending.empty())
+      std::fprintf(stderr,
+                   "zb-run: warning: ZB_GPU_PROFILE: %zu launches not "
+                   "timed (%zu unreadable, %zu after the last wait)\n",
+                   unread + pending.size(), unread, pending.size());
+    FILE *file = std::fopen(name.c_str(), "w");
     if (!file) {
       std::fprintf(stderr, "zb-run: warning: ZB_GPU_PROFILE: cannot write %s\n",
-                   path.c_str());
+                   name.c_str());
       return;
     }
     std::fputs("wait\tlaunch\tgrid\tblock\tus\n", file);
@@ -280,10 +297,10 @@ private:
 
   std::string path, lines;
   std::vector<Pending> pending;
-  std::vector<CUevent> free;
+  std::vector<CUevent> spare;
   std::unordered_map<CUmodule, size_t> modules;
   std::unordered_map<CUfunction, std::string> labels;
-  size_t waits = 0;
+  size_t waits = 0, unread = 0;
 };
 } // namespace
 
