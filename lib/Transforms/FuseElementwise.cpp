@@ -71,8 +71,9 @@ static bool isNarrowingCopy(linalg::GenericOp op) {
          trunc.getIn() == body->getArgument(0);
 }
 
-/// Fuses each narrowing copy (isNarrowingCopy) of an elementwise generic's
-/// result into that generic, which then writes both: the copy moves right
+/// Fuses each narrowing copy (isNarrowingCopy) of an all-parallel op's
+/// result (a generic, or a named op such as a transpose, generalised) into
+/// that op, which then writes both: the copy moves right
 /// after its producer (it reads nothing else; its destination is a
 /// tensor.empty it alone uses), so that the fused op, at the copy's place,
 /// comes before the producer's other users and replaces it. A bf16 stash
@@ -88,6 +89,19 @@ static void fuseNarrowingCopies(Operation *root) {
   for (linalg::GenericOp copy : copies) {
     OpOperand *input = copy.getDpsInputOperand(0);
     auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+    // A named op without reductions (a transpose into attention's heads)
+    // fuses as its generic form.
+    if (auto named = input->get().getDefiningOp<linalg::LinalgOp>();
+        !producer && named && !isa<linalg::FillOp>(named) &&
+        named.hasPureTensorSemantics() &&
+        named.getNumParallelLoops() == named.getNumLoops() &&
+        named->getBlock() == copy->getBlock()) {
+      rewriter.setInsertionPoint(named);
+      FailureOr<linalg::GenericOp> generic =
+          linalg::generalizeNamedOp(rewriter, named);
+      if (succeeded(generic))
+        producer = *generic;
+    }
     auto empty = copy.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>();
     if (!producer || !empty || empty->getNumOperands() != 0 ||
         !empty->hasOneUse() || empty->getBlock() != copy->getBlock() ||

@@ -234,3 +234,24 @@ func.func @narrowed_product(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4
   } -> tensor<4x4xbf16>
   return %m, %n : tensor<4x4xf32>, tensor<4x4xbf16>
 }
+
+// A stash narrowed from a transpose (attention's heads): the transpose,
+// generalised, writes both.
+// CHECK-LABEL: func.func @narrowed_transpose
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[F:.*]]:2 = linalg.generic
+// CHECK: arith.truncf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[F]]#0, %[[F]]#1
+func.func @narrowed_transpose(%x: tensor<4x8xf32>) -> (tensor<8x4xf32>, tensor<8x4xbf16>) {
+  %e = tensor.empty() : tensor<8x4xf32>
+  %t = linalg.transpose ins(%x : tensor<4x8xf32>) outs(%e : tensor<8x4xf32>) permutation = [1, 0]
+  %e2 = tensor.empty() : tensor<8x4xbf16>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : tensor<8x4xf32>) outs(%e2 : tensor<8x4xbf16>) {
+  ^bb0(%u: f32, %o: bf16):
+    %c = arith.truncf %u : f32 to bf16
+    linalg.yield %c : bf16
+  } -> tensor<8x4xbf16>
+  return %t, %n : tensor<8x4xf32>, tensor<8x4xbf16>
+}

@@ -43,7 +43,8 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
 
     A narrowing copy (all loops parallel, identity maps, one
     `arith.truncf`: `--zb-narrow-stash`'s bf16 stash) of an all-parallel
-    producer's result joins the producer even though other ops read that
+    producer's result (a generic, or a named op such as a transpose, then
+    generalised) joins the producer even though other ops read that
     result: the copy
     moves right after the producer and the fused op writes both the f32
     value, which the other readers take, and its bf16 copy. The stash is
