@@ -212,21 +212,23 @@ def main():
         attempt("torch.compile", dtype,
                 lambda dtype=dtype: torch_row(dtype, True))
 
-    truth = next((r["losses"] for r in rows
-                  if r["impl"] == "torch eager" and r["dtype"] == "f32"),
-                 None)
+    def report_failures():
+        for f in failed:
+            print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
+
     if args.only_zb:
         for r in rows:
             print(f"{r['impl']} {r['dtype']}: "
                   f"{1e3 * median_after_warmup(r['times'], args.warmup):.2f}"
                   f" ms per step; losses {r['losses']} (--only-zb: not "
                   "compared with PyTorch)")
-        for f in failed:
-            print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
+        report_failures()
         return 1 if failed or not rows else 0
+    truth = next((r["losses"] for r in rows
+                  if r["impl"] == "torch eager" and r["dtype"] == "f32"),
+                 None)
     if truth is None:
-        for f in failed:
-            print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
+        report_failures()
         sys.exit("gpu_gpt_bench: no PyTorch eager f32 run to compare with")
     eager = {r["dtype"]: median_after_warmup(r["times"], args.warmup)
              for r in rows if r["impl"] == "torch eager"}
@@ -259,8 +261,7 @@ def main():
     print(json.dumps({"rows": [{k: r[k] for k in ("impl", "dtype", "times",
                                                   "losses")} for r in rows],
                       "flops_per_step": flops}))
-    for f in failed:
-        print("gpu_gpt_bench: FAIL:", f, file=sys.stderr)
+    report_failures()
     return 1 if failed else 0
 
 

@@ -89,6 +89,15 @@ static bool isRecomputable(Operation *op) {
   return op->getNumRegions() == 0 && isMemoryEffectFree(op);
 }
 
+/// The values `op` uses: its operands and what its regions use from above.
+static llvm::SetVector<Value> usedValues(Operation *op) {
+  llvm::SetVector<Value> used;
+  for (Region &region : op->getRegions())
+    getUsedValuesDefinedAbove(region, used);
+  used.insert(op->operand_begin(), op->operand_end());
+  return used;
+}
+
 namespace {
 /// A thread's view of the values earlier phases defined: the values an
 /// effectful op or one with regions defined (a load: a thread's own row
@@ -134,11 +143,7 @@ static LogicalResult materialize(OpBuilder &b, gpu::LaunchOp launch,
 static LogicalResult clonePhaseOp(OpBuilder &b, gpu::LaunchOp launch,
                                   Operation *op, IRMapping &map,
                                   const Carried &carried) {
-  llvm::SetVector<Value> used;
-  for (Region &region : op->getRegions())
-    getUsedValuesDefinedAbove(region, used);
-  used.insert(op->operand_begin(), op->operand_end());
-  for (Value value : used)
+  for (Value value : usedValues(op))
     if (failed(materialize(b, launch, value, map, carried)))
       return failure();
   Operation *clone = b.clone(*op, map);
@@ -184,14 +189,9 @@ static SetVector<Value> crossingValues(gpu::LaunchOp launch,
     SmallVector<Operation *> ops(phase.ops);
     if (phase.reduction)
       ops.push_back(phase.reduction);
-    for (Operation *op : ops) {
-      llvm::SetVector<Value> used;
-      for (Region &region : op->getRegions())
-        getUsedValuesDefinedAbove(region, used);
-      used.insert(op->operand_begin(), op->operand_end());
-      for (Value value : used)
+    for (Operation *op : ops)
+      for (Value value : usedValues(op))
         visit(value, i);
-    }
     seen.clear();
   }
   return crossing;

@@ -27,7 +27,6 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/Support/Debug.h"
 
-#include <functional>
 #include <map>
 #include <numeric>
 
@@ -502,27 +501,22 @@ static void forwardOwnElements(Block &body, ArrayRef<Value> positions) {
   DenseSet<Value> own(positions.begin(), positions.end());
   // An element: its buffer value, then its indices; none for a load or
   // store at another place (a row's statistic).
+  using Key = SmallVector<const void *, 6>;
   auto element = [&](Value memref, ValueRange indices) {
-    SmallVector<Value> key;
+    Key key;
     if (indices.empty() || !own.contains(indices.back()))
       return key;
-    key.push_back(memref);
-    key.append(indices.begin(), indices.end());
+    key.push_back(memref.getAsOpaquePointer());
+    for (Value index : indices)
+      key.push_back(index.getAsOpaquePointer());
     return key;
   };
-  auto before = [](ArrayRef<Value> a, ArrayRef<Value> b) {
-    return std::lexicographical_compare(
-        a.begin(), a.end(), b.begin(), b.end(), [](Value x, Value y) {
-          return x.getAsOpaquePointer() < y.getAsOpaquePointer();
-        });
-  };
-  using Less = std::function<bool(ArrayRef<Value>, ArrayRef<Value>)>;
   // Each element's value, and the store that wrote it last.
-  std::map<SmallVector<Value>, Value, Less> known(before);
-  std::map<SmallVector<Value>, memref::StoreOp, Less> lastStore(before);
+  std::map<Key, Value> known;
+  std::map<Key, memref::StoreOp> lastStore;
   for (Operation &op : llvm::make_early_inc_range(body)) {
     if (auto store = dyn_cast<memref::StoreOp>(op)) {
-      SmallVector<Value> key = element(store.getMemRef(), store.getIndices());
+      Key key = element(store.getMemRef(), store.getIndices());
       if (key.empty())
         continue;
       known[key] = store.getValueToStore();
@@ -532,7 +526,7 @@ static void forwardOwnElements(Block &body, ArrayRef<Value> positions) {
         it->second = store;
       }
     } else if (auto load = dyn_cast<memref::LoadOp>(op)) {
-      SmallVector<Value> key = element(load.getMemRef(), load.getIndices());
+      Key key = element(load.getMemRef(), load.getIndices());
       if (key.empty())
         continue;
       auto [it, inserted] = known.try_emplace(key, load.getResult());

@@ -55,6 +55,13 @@ static bool isContraction(linalg::LinalgOp op) {
   return m && n && k;
 }
 
+/// Whether `op`'s body reads its own output (an accumulation).
+static bool readsOwnOutput(linalg::LinalgOp op) {
+  return llvm::any_of(op.getDpsInitsMutable(), [&](OpOperand &init) {
+    return op.payloadUsesValueFromOperand(&init);
+  });
+}
+
 /// Whether `op` narrows its one input's elements to its output's type
 /// (--zb-narrow-stash's bf16 stash, but any arith.truncf copy): all loops
 /// parallel, identity maps, a body that is one arith.truncf.
@@ -107,11 +114,7 @@ static void fuseNarrowingCopies(Operation *root) {
         !empty->hasOneUse() || empty->getBlock() != copy->getBlock() ||
         producer->getBlock() != copy->getBlock() ||
         producer.getNumParallelLoops() != producer.getNumLoops() ||
-        llvm::any_of(producer.getDpsInitsMutable(),
-                     [&](OpOperand &init) {
-                       return producer.payloadUsesValueFromOperand(&init);
-                     }) ||
-        !linalg::areElementwiseOpsFusable(input))
+        readsOwnOutput(producer) || !linalg::areElementwiseOpsFusable(input))
       continue;
     rewriter.moveOpAfter(copy, producer);
     rewriter.moveOpBefore(empty, copy);
@@ -155,10 +158,7 @@ struct FuseElementwisePass
           if (auto consumer = dyn_cast<linalg::LinalgOp>(fused->getOwner());
               consumer && isContraction(consumer))
             return false;
-          return llvm::none_of(
-              producer.getDpsInitsMutable(), [&](OpOperand &init) {
-                return producer.payloadUsesValueFromOperand(&init);
-              });
+          return !readsOwnOutput(producer);
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
