@@ -199,12 +199,18 @@ static Result<Schedule> interleaved(const Problem &problem) {
 }
 
 double targetMemoryLimit(const std::string &name, const Problem &problem) {
-  double p = problem.numRanks, unit = problem.stageMemB();
+  // The V shapes count the activations a microbatch holds: F's stash, and
+  // from B to W what W needs, which in a compiled transformer is more (W
+  // also reads the output gradients B computes). At p * memB alone a stage
+  // with memW > memB cannot keep the shape: its ZB-V ran a 17% bubble at
+  // p = 2 with memW = 1.1 memB, against 0 at memW = memB.
+  double held = std::max(problem.memB, problem.memW);
+  double p = problem.numRanks, unit = held / problem.numChunks;
   double target = 0.0;
   if (name == "zb-auto")
     target = 2 * p * problem.memB;
   else if (name == "zb-v")
-    target = p * problem.memB;
+    target = p * held;
   else if (name == "v-half")
     // The building block's peak: 2*floor(p/2)+2 chunk activations (p+1 for
     // odd p, p+2 for even p, where the block has a 3-slot gap).
@@ -214,7 +220,8 @@ double targetMemoryLimit(const std::string &name, const Problem &problem) {
     target = (2 * std::floor((p + 1) / 3) + 2) * unit;
   else
     return problem.memLimit;
-  target = std::max(target, problem.memB);
+  // At least one microbatch's F, B and W in a row.
+  target = std::max(target, held);
   if (name == "zb-auto" && problem.memLimit > 0)
     return problem.memLimit;
   if (problem.memLimit > 0)

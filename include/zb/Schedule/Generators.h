@@ -53,7 +53,10 @@ std::string knownScheduleNames();
 Result<Schedule> generateSchedule(const std::string &name,
                                   const Problem &problem);
 
-/// The memory limit a memory-aware generator targets for `problem`.
+/// The memory limit a memory-aware generator targets for `problem`: zb-auto
+/// problem.memLimit when it is set, else 2*p*memB; the V shapes their
+/// peaks in units of max(memB, memW) (zb-v p of them), at most
+/// problem.memLimit when it is set.
 double targetMemoryLimit(const std::string &name, const Problem &problem);
 
 } // namespace zb::schedule
