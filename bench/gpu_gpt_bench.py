@@ -78,32 +78,31 @@ def run_torch(model, data, device, dtype, compiled, lr):
     the CPU) for `model` trained on `data` ([steps][M] microbatches)."""
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    # The model builds its masks and positions with factory calls: on the
-    # default device.
-    with torch.device(device):
-        model = copy.deepcopy(model).to(device)
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-        forward = torch.compile(model) if compiled else model
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats()
-        times, losses = [], []
-        for step in data:
-            sync(device)
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            total = torch.zeros((), device=device)
-            for tokens, targets in step:
-                with torch.autocast(device.type, dtype=torch.bfloat16,
-                                    enabled=dtype == "bf16"):
-                    loss = forward(tokens.to(device), targets.to(device))
-                (loss / len(step)).backward()
-                total += loss.detach().float()
-            optimizer.step()
-            losses.append(float(total) / len(step))
-            sync(device)
-            times.append(time.perf_counter() - start)
-        peak = (torch.cuda.max_memory_allocated()
-                if device.type == "cuda" else None)
+    # The model makes its masks and positions on its inputs' device, so
+    # no default device is set (Dynamo traced such a setting badly).
+    model = copy.deepcopy(model).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    forward = torch.compile(model) if compiled else model
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times, losses = [], []
+    for step in data:
+        sync(device)
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=device)
+        for tokens, targets in step:
+            with torch.autocast(device.type, dtype=torch.bfloat16,
+                                enabled=dtype == "bf16"):
+                loss = forward(tokens.to(device), targets.to(device))
+            (loss / len(step)).backward()
+            total += loss.detach().float()
+        optimizer.step()
+        losses.append(float(total) / len(step))
+        sync(device)
+        times.append(time.perf_counter() - start)
+    peak = (torch.cuda.max_memory_allocated()
+            if device.type == "cuda" else None)
     return times, losses, peak
 
 
