@@ -202,8 +202,8 @@ double targetMemoryLimit(const std::string &name, const Problem &problem) {
   // The V shapes count the activations a microbatch holds: F's stash, and
   // from B to W what W needs, which in a compiled transformer is more (W
   // also reads the output gradients B computes). At p * memB alone a stage
-  // with memW > memB cannot keep the shape: its ZB-V ran a 17% bubble at
-  // p = 2 with memW = 1.1 memB, against 0 at memW = memB.
+  // with memW > memB cannot keep the shape: ZB-V has a 17% bubble at p = 2
+  // with memW = 1.1 memB, against 0 at memW = memB.
   double held = std::max(problem.memB, problem.memW);
   double p = problem.numRanks, unit = held / problem.numChunks;
   double target = 0.0;

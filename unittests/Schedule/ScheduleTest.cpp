@@ -99,7 +99,7 @@ TEST(ClosedForms, ZbVZeroBubble) {
 
 // Where W holds more than F stashed (memW > memB, a compiled transformer's
 // stages), the V shapes keep their bubble: their limits count what a
-// microbatch holds at most, max(memB, memW). At p * memB, ZB-V had a 17%
+// microbatch holds at most, max(memB, memW). At p * memB, ZB-V has a 17%
 // bubble at p = 2, memW = 1.1; V-Min 47% instead of 10% at p = 4.
 TEST(VSchedules, KeepTheirShapeWhenWHoldsMore) {
   for (int p : {2, 4, 6}) {
