@@ -37,6 +37,7 @@
 #include "zb/Target/CPUCompiler.h"
 
 #include "zbrt/Executable.h"
+#include "zbrt/Gemm.h"
 #include "zbrt/Init.h"
 #include "zbrt/Npz.h"
 #include "zbrt/zbrt.h"
@@ -121,7 +122,10 @@ int64_t calibrate(const std::function<void(int64_t)> &body) {
 /// less with the machine's load than the ratio of the medians).
 struct Timings {
   std::vector<double> us;
+  /// bodies[0]'s time over bodies[1]'s.
   double ratio = 0;
+  /// Each body's time over bodies[1]'s.
+  std::vector<double> ratios;
 };
 
 double median(std::vector<double> v) {
@@ -144,10 +148,13 @@ Timings timeInterleaved(
   Timings t;
   for (const std::vector<double> &s : samples)
     t.us.push_back(median(s));
-  std::vector<double> ratios;
-  for (int r = 0; r < options.repeats; ++r)
-    ratios.push_back(samples[0][r] / samples[1][r]);
-  t.ratio = median(ratios);
+  for (const std::vector<double> &s : samples) {
+    std::vector<double> ratios;
+    for (int r = 0; r < options.repeats; ++r)
+      ratios.push_back(s[r] / samples[1][r]);
+    t.ratios.push_back(median(ratios));
+  }
+  t.ratio = t.ratios[0];
   return t;
 }
 
@@ -282,6 +289,7 @@ ForwardResult benchForward(MLIRContext &context, const std::string &name) {
 struct GemmShape {
   std::string use;
   int64_t batch, m, n, k;
+  bool transA = false, transB = false;
 };
 
 std::string shapeLabel(const GemmShape &s) {
@@ -289,6 +297,8 @@ std::string shapeLabel(const GemmShape &s) {
                       std::to_string(s.k);
   if (s.batch > 1)
     label = std::to_string(s.batch) + "*" + label;
+  if (s.transA || s.transB)
+    label += std::string(" ") + (s.transA ? "T" : "N") + (s.transB ? "T" : "N");
   return label;
 }
 
@@ -303,31 +313,43 @@ std::vector<float> randomMatrix(int64_t n, unsigned seed) {
 
 struct GemmResult {
   GemmShape shape;
-  double zbrtUs, blasUs, ratio;
+  double zbrtUs, blasUs, ratio, packedUs, packedRatio;
 };
 
-/// zbrt_sgemm_batched as compiled code calls it (row-major, no transposes,
-/// alpha = beta = 1) against the same products as direct cblas_sgemm calls.
+/// zbrt_sgemm_batched as compiled code calls it (row-major, alpha = beta =
+/// 1) against the same products as direct cblas_sgemm calls; and the same
+/// call inside a zbrt::PackedWeights scope over B, as a step runs it with B
+/// a weight (packed at the first call, reused by the others).
 GemmResult benchGemm(const GemmShape &s) {
   std::vector<float> a = randomMatrix(s.batch * s.m * s.k, 1);
   std::vector<float> b = randomMatrix(s.batch * s.k * s.n, 2);
   std::vector<float> c1(s.batch * s.m * s.n, 0.f), c2 = c1;
   int64_t sa = s.m * s.k, sb = s.k * s.n, sc = s.m * s.n;
+  int64_t lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
   Timings t = timeInterleaved({
       [&](int64_t n) {
         for (int64_t i = 0; i < n; ++i)
-          zbrt_sgemm_batched(0, 0, s.batch, s.m, s.n, s.k, 1.f, a.data(), s.k,
-                             sa, b.data(), s.n, sb, 1.f, c1.data(), s.n, sc);
+          zbrt_sgemm_batched(s.transA, s.transB, s.batch, s.m, s.n, s.k, 1.f,
+                             a.data(), lda, sa, b.data(), ldb, sb, 1.f,
+                             c1.data(), s.n, sc);
       },
       [&](int64_t n) {
         for (int64_t i = 0; i < n; ++i)
           for (int64_t j = 0; j < s.batch; ++j)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n,
-                        s.k, 1.f, a.data() + j * sa, s.k, b.data() + j * sb,
-                        s.n, 1.f, c2.data() + j * sc, s.n);
+            cblas_sgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
+                        s.transB ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
+                        1.f, a.data() + j * sa, lda, b.data() + j * sb, ldb,
+                        1.f, c2.data() + j * sc, s.n);
+      },
+      [&](int64_t n) {
+        zbrt::PackedWeights scope({{b.data(), b.size() * sizeof(float)}});
+        for (int64_t i = 0; i < n; ++i)
+          zbrt_sgemm_batched(s.transA, s.transB, s.batch, s.m, s.n, s.k, 1.f,
+                             a.data(), lda, sa, b.data(), ldb, sb, 1.f,
+                             c1.data(), s.n, sc);
       },
   });
-  return {s, t.us[0], t.us[1], t.ratio};
+  return {s, t.us[0], t.us[1], t.ratio, t.us[2], t.ratios[2]};
 }
 
 struct ModelGemmResult {
@@ -491,6 +513,18 @@ int main(int argc, char **argv) {
       {"gpt attention", 4, 16, 16, 16},
       {"square", 1, 256, 256, 256},
       {"square", 1, 512, 512, 512},
+      // bench/peer_torch.py --size medium (256 tokens, width 256) and
+      // large (512 tokens, width 512): forward X W, backward dY W^T,
+      // weight gradient X^T dY; attention per head.
+      {"medium qkv F", 1, 256, 768, 256},
+      {"medium fc F", 1, 256, 1024, 256},
+      {"medium fc B", 1, 256, 256, 1024, false, true},
+      {"medium fc W", 1, 256, 1024, 256, true, false},
+      {"medium attn", 16, 64, 64, 64},
+      {"large fc F", 1, 512, 2048, 512},
+      {"large fc B", 1, 512, 512, 2048, false, true},
+      {"large fc W", 1, 512, 2048, 512, true, false},
+      {"large attn", 32, 128, 128, 64},
   };
   std::vector<GemmResult> gemms;
   if (runs("gemm"))
@@ -523,9 +557,9 @@ int main(int argc, char **argv) {
       std::printf("forward\t%s\t%.4f\t%.4f\t%.9g\t%.3f\n", f.model.c_str(),
                   f.directUs, f.callEntryUs, f.loss, f.compileSeconds);
     for (const GemmResult &g : gemms)
-      std::printf("gemm\t%s\t%s\t%.4f\t%.4f\t%.4f\n",
+      std::printf("gemm\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n",
                   shapeLabel(g.shape).c_str(), g.shape.use.c_str(), g.zbrtUs,
-                  g.blasUs, g.ratio);
+                  g.blasUs, g.ratio, g.packedUs, g.packedRatio);
     for (const ModelGemmResult &g : modelGemms)
       std::printf("model-gemm\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.3g\n",
                   shapeLabel(g.shape).c_str(), g.shape.use.c_str(),
@@ -546,13 +580,15 @@ int main(int argc, char **argv) {
 
   if (!gemms.empty()) {
     std::printf("\ngemm path (zbrt_sgemm_batched, beta=1) vs direct "
-                "cblas_sgemm\n");
-    std::printf("%-16s %-15s %12s %12s %10s\n", "shape m*n*k", "use",
-                "zbrt us", "OpenBLAS us", "zbrt/BLAS");
+                "cblas_sgemm; \"B packed\": zbrt with B a weight packed "
+                "once (zbrt::PackedWeights)\n");
+    std::printf("%-19s %-15s %10s %12s %10s %12s %10s\n", "shape m*n*k", "use",
+                "zbrt us", "OpenBLAS us", "zbrt/BLAS", "B packed us",
+                "packed/BLAS");
     for (const GemmResult &g : gemms)
-      std::printf("%-16s %-15s %12.3f %12.3f %10.3f\n",
+      std::printf("%-19s %-15s %10.3f %12.3f %10.3f %12.3f %10.3f\n",
                   shapeLabel(g.shape).c_str(), g.shape.use.c_str(), g.zbrtUs,
-                  g.blasUs, g.ratio);
+                  g.blasUs, g.ratio, g.packedUs, g.packedRatio);
   }
 
   if (!modelGemms.empty()) {

@@ -233,8 +233,7 @@ def run_bench(dump_dir):
                                          loss=float(f[3]),
                                          compile_s=float(f[4]))
         elif kind == "gemm":
-            rows["gemm"].append((f[0], f[1], float(f[2]), float(f[3]),
-                                 float(f[4])))
+            rows["gemm"].append((f[0], f[1], *map(float, f[2:7])))
         elif kind == "model-gemm":
             rows["model-gemm"].append((f[0], f[1], float(f[2]), float(f[3]),
                                        float(f[4]), float(f[5])))
@@ -279,12 +278,15 @@ def main():
     print()
 
     print("Gemm path: zbrt_sgemm_batched (what compiled code calls, beta=1) "
-          "vs direct cblas_sgemm")
-    print(f"{'shape m*n*k':<16} {'use':<15} {'zbrt us':>10} "
-          f"{'OpenBLAS us':>12} {'zbrt/OpenBLAS':>14}")
-    for shape, use, zbrt_us, blas_us, ratio in rows["gemm"]:
-        print(f"{shape:<16} {use:<15} {zbrt_us:10.3f} {blas_us:12.3f} "
-              f"{ratio:14.3f}")
+          "vs direct cblas_sgemm; 'B packed': zbrt with B a weight packed "
+          "once, as in a step")
+    print(f"{'shape m*n*k':<19} {'use':<15} {'zbrt us':>10} "
+          f"{'OpenBLAS us':>12} {'zbrt/OpenBLAS':>14} {'B packed us':>12} "
+          f"{'packed/OpenBLAS':>16}")
+    for shape, use, zbrt_us, blas_us, ratio, packed_us, packed_ratio in \
+            rows["gemm"]:
+        print(f"{shape:<19} {use:<15} {zbrt_us:10.3f} {blas_us:12.3f} "
+              f"{ratio:14.3f} {packed_us:12.3f} {packed_ratio:16.3f}")
     print()
 
     print("Compiled one-matmul function (fill + gemm, whole compiled path) "

@@ -30,9 +30,9 @@ of the roofline: the step's FLOPs (counted from the model by
 ``torch.utils.flop_counter`` on one microbatch's forward and backward,
 times M) / (P x threads x the single-thread sgemm rate measured in the
 same run) / the step time: the rate of PyTorch's torch.mm ("roof"
-columns) and, for ours, the faster of that and the OpenBLAS zb-run calls
-(zb-forward-bench's cblas_sgemm row; "ours/faster"), the machine's limit
-where the two libraries differ.
+columns) and, for ours, the fastest of that, OpenBLAS and zb-run's own
+kernel with B packed once (zb-forward-bench's 512^3 gemm row;
+"ours/faster"), the machine's limit where the libraries differ.
 
 A step's time moves by a few percent from run to run on a shared host.
 ``--repeat N`` runs each row N times, ours and theirs alternating, each
@@ -131,21 +131,25 @@ def sgemm_rate(threads=1, n=512, seconds=1.0):
     return 2.0 * n ** 3 * count / elapsed
 
 
-def blas_sgemm_rate(threads=1, n=512):
-    """FLOP/s of an n x n x n float32 product in the BLAS zb-run calls
-    (zb-forward-bench's cblas_sgemm row), or None without the binary."""
+def runtime_sgemm_rates(threads=1, n=512):
+    """FLOP/s of an n x n x n float32 product by OpenBLAS (zb-forward-bench's
+    cblas_sgemm column) and by zbrt_sgemm with B packed once (its "B packed"
+    column: what a step's weight products run), as a dict; empty without the
+    binary."""
     import subprocess
     binary = Path(os.environ["ZB_BIN_DIR"]) / "zb-forward-bench"
     if not binary.exists():
-        return None
+        return {}
     out = subprocess.run([str(binary), "--only", "gemm", "--tsv",
                           "--threads", str(threads)], check=True,
                          capture_output=True, text=True).stdout
     for line in out.splitlines():
         fields = line.split("\t")
         if fields[0] == "gemm" and fields[1] == f"{n}x{n}x{n}":
-            return 2.0 * n ** 3 / (float(fields[4]) * 1e-6)
-    return None
+            flops = 2.0 * n ** 3
+            return {"OpenBLAS": flops / (float(fields[4]) * 1e-6),
+                    "zbrt, B packed": flops / (float(fields[6]) * 1e-6)}
+    return {}
 
 
 def make_data(model, steps, microbatches, seed):
@@ -312,21 +316,22 @@ def main():
           + (", ours cut by zb-run --balance"
              if args.balance and args.size != "small" else ""))
     rate = sgemm_rate()
-    blas = blas_sgemm_rate()
+    others = runtime_sgemm_rates()
     peak = args.ranks * args.threads * rate
-    # The machine's limit: the faster of the two libraries' sgemm.
-    limit = args.ranks * args.threads * max(rate, blas or 0.0)
+    # The machine's limit: the fastest sgemm measured.
+    limit = args.ranks * args.threads * max([rate, *others.values()])
     print(f"single-thread sgemm: {rate / 1e9:.1f} GFLOP/s (torch.mm), "
-          + (f"{blas / 1e9:.1f} GFLOP/s (the OpenBLAS zb-run calls)"
-             if blas else "OpenBLAS not measured (no zb-forward-bench)")
+          + (", ".join(f"{r / 1e9:.1f} GFLOP/s ({name})"
+                       for name, r in others.items())
+             if others else "zb-run's not measured (no zb-forward-bench)")
           + f"; roofline P x threads x torch's = {peak / 1e9:.1f} GFLOP/s, "
-          f"x the faster = {limit / 1e9:.1f} GFLOP/s")
+          f"x the fastest = {limit / 1e9:.1f} GFLOP/s")
     flops = {kind: step_flops(args, kind)
              for kind in args.models.split(",")}
     for kind, f in flops.items():
         print(f"{kind}: {f / 1e9:.3f} GFLOP per step "
               f"(>= {1e3 * f / peak:.1f} ms at torch's roofline, "
-              f"{1e3 * f / limit:.1f} ms at the faster)")
+              f"{1e3 * f / limit:.1f} ms at the fastest)")
     header = (f"{'model':<5} {'ours':<7} {'theirs':<40} {'ours ms':>9} "
               f"{'theirs ms':>10} {'ours/theirs':>12} {'roof ours':>10} "
               f"{'roof theirs':>12} {'ours/faster':>12}  "
@@ -354,7 +359,8 @@ def main():
             ours_ms = statistics.median(ours_runs)
             row_rate = statistics.median(rates)
             row_peak = args.ranks * args.threads * row_rate
-            row_limit = args.ranks * args.threads * max(row_rate, blas or 0.0)
+            row_limit = args.ranks * args.threads * max([row_rate,
+                                                         *others.values()])
             if own_counterpart:
                 theirs_ms = statistics.median(theirs_runs)
                 measured[schedule] = (theirs_ms, theirs_l)

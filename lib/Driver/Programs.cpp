@@ -6,6 +6,7 @@
 
 #include "zb/Driver/Programs.h"
 
+#include "zbrt/Gemm.h"
 #include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
@@ -43,7 +44,29 @@ double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
   return loadScalar(loss, 0);
 }
 
+/// The memory of `params`' values in `data`: what a step reads and never
+/// writes, its products' weights packed once (zbrt::PackedWeights).
+template <typename Params>
+static std::vector<zbrt::MemoryRange> paramMemory(ModelData &data,
+                                                  const Params &params) {
+  std::vector<zbrt::MemoryRange> ranges;
+  for (const ModelArg *arg : params) {
+    const std::vector<char> &bytes = data.values()[arg->position].data;
+    ranges.emplace_back(bytes.data(), bytes.size());
+  }
+  return ranges;
+}
+
+std::vector<const ModelArg *> ModelProgram::params() const {
+  std::vector<const ModelArg *> params;
+  for (const ModelArg &arg : data.signature().args)
+    if (arg.isParam())
+      params.push_back(&arg);
+  return params;
+}
+
 double ModelProgram::run(int64_t step, std::vector<zbrt::NpyArray> &grads) {
+  zbrt::PackedWeights packed(paramMemory(data, params()));
   int64_t microbatches = data.options().microbatches;
   losses.clear();
   grads.clear();
@@ -72,6 +95,7 @@ double ModelProgram::run(int64_t step, std::vector<zbrt::NpyArray> &grads) {
 }
 
 double ModelProgram::meanLoss(int64_t step) {
+  zbrt::PackedWeights packed(paramMemory(data, params()));
   int64_t microbatches = data.options().microbatches;
   double sum = 0;
   for (int64_t mb = 0; mb < microbatches; ++mb)
@@ -268,6 +292,7 @@ double PipelineRankProgram::run(int64_t step,
       callArgs.push_back(&g);
       host.push_back(g.data.data());
     }
+    zbrt::PackedWeights packed(paramMemory(data, params));
     zbrt::callEntry(entry, callArgs);
     zbrt_step_end();
     if (squaresEntry) {

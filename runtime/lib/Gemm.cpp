@@ -4,14 +4,155 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zbrt/Gemm.h"
 #include "zbrt/zbrt.h"
 
+#include "Sgemm.h"
+
 #include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+using namespace zbrt;
+
+namespace {
+
+/// The smallest m * n * k the runtime's kernel takes: below it OpenBLAS's
+/// small-matrix paths are faster than packing (bench/forward_bench.cpp's
+/// gemm section: 64^3 products 1.10x OpenBLAS's time, 128x128x64 0.94x).
+constexpr int64_t kMinKernelVolume = int64_t(1) << 19;
+
+/// One packed copy of a weight: which operand, as which op(B).
+struct PackedKey {
+  const float *b;
+  int64_t k, n, ldb;
+  bool transB;
+  bool operator==(const PackedKey &o) const {
+    return b == o.b && k == o.k && n == o.n && ldb == o.ldb &&
+           transB == o.transB;
+  }
+};
+
+struct PackedKeyHash {
+  size_t operator()(const PackedKey &key) const {
+    size_t h = std::hash<const void *>()(key.b);
+    for (int64_t v : {key.k, key.n, key.ldb * 2 + key.transB})
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+struct PackedCopy {
+  AlignedFloats floats;
+  /// The scope it was packed in (0: none yet).
+  uint64_t scope = 0;
+};
+
+/// This thread's PackedWeights state.
+struct WeightCache {
+  /// The open scope's ranges as [begin, end) addresses, sorted; empty when
+  /// no scope is open.
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  /// Counts the scopes opened; a copy packed in an earlier one is stale.
+  uint64_t scope = 0;
+  std::unordered_map<PackedKey, PackedCopy, PackedKeyHash> copies;
+};
+
+WeightCache &weightCache() {
+  thread_local WeightCache cache;
+  return cache;
+}
+
+/// The packed op(B) of the open scope when B lies wholly in one of its
+/// ranges (packed now if this is the scope's first use), else null.
+const float *packedWeight(bool transB, int64_t k, int64_t n, const float *b,
+                          int64_t ldb) {
+  WeightCache &cache = weightCache();
+  if (cache.ranges.empty())
+    return nullptr;
+  int64_t rows = transB ? n : k, cols = transB ? k : n;
+  auto first = reinterpret_cast<uintptr_t>(b);
+  uintptr_t end = first + ((rows - 1) * ldb + cols) * sizeof(float);
+  auto it = std::upper_bound(cache.ranges.begin(), cache.ranges.end(), first,
+                             [](uintptr_t address, const auto &range) {
+                               return address < range.first;
+                             });
+  if (it == cache.ranges.begin() || end > std::prev(it)->second)
+    return nullptr;
+  PackedCopy &copy = cache.copies[PackedKey{b, k, n, ldb, transB}];
+  if (copy.scope != cache.scope) {
+    if (!copy.floats.reserve(sgemmPackedSize(k, n)))
+      return nullptr;
+    sgemmPackB(transB, k, n, b, ldb, copy.floats.data());
+    copy.scope = cache.scope;
+  }
+  return copy.floats.data();
+}
+
+} // namespace
+
+PackedWeights::PackedWeights(std::vector<MemoryRange> weights) {
+  WeightCache &cache = weightCache();
+  cache.ranges.clear();
+  for (const MemoryRange &w : weights)
+    if (w.second)
+      cache.ranges.emplace_back(reinterpret_cast<uintptr_t>(w.first),
+                                reinterpret_cast<uintptr_t>(w.first) +
+                                    w.second);
+  std::sort(cache.ranges.begin(), cache.ranges.end());
+  ++cache.scope;
+}
+
+PackedWeights::~PackedWeights() {
+  // The copies this scope did not use go (their weights may be gone); the
+  // others keep their memory for the next scope.
+  WeightCache &cache = weightCache();
+  for (auto it = cache.copies.begin(); it != cache.copies.end();)
+    it = it->second.scope == cache.scope ? std::next(it)
+                                         : cache.copies.erase(it);
+  cache.ranges.clear();
+  ++cache.scope;
+}
+
+size_t zbrt::packedWeightBytes() {
+  size_t floats = 0;
+  for (const auto &entry : weightCache().copies)
+    floats += entry.second.floats.size();
+  return floats * sizeof(float);
+}
+
+/// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
+/// than OpenBLAS: on a CPU with AVX-512F, for products of at least
+/// kMinKernelVolume, while OpenBLAS runs on one thread (the kernel is
+/// single-thread: a rank given more threads keeps OpenBLAS's), unless
+/// ZB_SGEMM=openblas says otherwise. The choice depends on the shape alone,
+/// so a product has the same bits wherever it runs.
+static bool useRuntimeSgemm(int64_t m, int64_t n, int64_t k) {
+  static const bool allowed = [] {
+    const char *choice = std::getenv("ZB_SGEMM");
+    return sgemmKernelAvailable() &&
+           !(choice && std::strcmp(choice, "openblas") == 0);
+  }();
+  return allowed && m * n * k >= kMinKernelVolume &&
+         openblas_get_num_threads() == 1;
+}
 
 extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
                            int64_t k, float alpha, const float *a, int64_t lda,
                            const float *b, int64_t ldb, float beta, float *c,
                            int64_t ldc) {
+  if (useRuntimeSgemm(m, n, k)) {
+    if (const float *packed = packedWeight(transB, k, n, b, ldb)) {
+      sgemmPacked(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
+      return;
+    }
+    if (sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+      return;
+  }
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,

@@ -4,13 +4,18 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zbrt/Gemm.h"
 #include "zbrt/zbrt.h"
+
+#include "Sgemm.h"
 
 #include "gtest/gtest.h"
 
 #include <cmath>
 #include <random>
 #include <vector>
+
+extern "C" void openblas_set_num_threads(int threads);
 
 namespace {
 
@@ -90,6 +95,159 @@ TEST_P(GemmTest, DoublePrecisionBatched) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Bool()));
+
+/// The runtime's AVX-512 kernel against the reference, on shapes that
+/// straddle its blocks: rows around its 8-row register block and 256-row
+/// cache block, columns around its 32-column panels and 16-wide halves,
+/// depths around its 16 x 16 transposes and 512-step blocks; row strides
+/// wider than the matrices; alpha and beta 0, 1 and others.
+class SgemmKernelTest
+    : public ::testing::TestWithParam<std::tuple<bool, bool>> {
+protected:
+  void SetUp() override {
+    if (!zbrt::sgemmKernelAvailable())
+      GTEST_SKIP() << "no AVX-512F on this CPU: zbrt_sgemm uses OpenBLAS";
+  }
+};
+
+TEST_P(SgemmKernelTest, MatchesReference) {
+  auto [transA, transB] = GetParam();
+  struct Case {
+    int64_t m, n, k, pad;
+    float alpha, beta;
+  };
+  const Case cases[] = {
+      {1, 1, 1, 0, 1.f, 0.f},      {7, 5, 9, 0, 0.5f, 2.f},
+      {8, 32, 16, 0, 1.f, 1.f},    {9, 33, 17, 3, 1.f, 0.f},
+      {17, 15, 31, 1, -1.f, 0.5f}, {3, 70, 513, 5, 1.f, 1.f},
+      {300, 48, 40, 0, 2.f, 0.f},  {64, 64, 1030, 7, 1.f, -1.f},
+      {12, 31, 0, 0, 1.f, 0.5f},   {259, 97, 64, 2, 0.f, 1.f},
+  };
+  std::mt19937 rng(11);
+  for (const Case &t : cases) {
+    int64_t lda = (transA ? t.m : t.k) + t.pad;
+    int64_t ldb = (transB ? t.k : t.n) + t.pad, ldc = t.n + t.pad;
+    std::vector<float> a = randomValues<float>((transA ? t.k : t.m) * lda, rng);
+    std::vector<float> b = randomValues<float>((transB ? t.n : t.k) * ldb, rng);
+    std::vector<float> c = randomValues<float>(t.m * ldc, rng);
+    std::vector<float> expected = c;
+    ASSERT_TRUE(zbrt::sgemm(transA, transB, t.m, t.n, t.k, t.alpha, a.data(),
+                            lda, b.data(), ldb, t.beta, c.data(), ldc));
+    referenceGemm(transA, transB, t.m, t.n, t.k, t.alpha, a, lda, b, ldb,
+                  t.beta, expected, ldc);
+    for (int64_t i = 0; i < t.m; ++i)
+      for (int64_t j = 0; j < ldc; ++j) {
+        // Beyond column n, C's padding stays as it was.
+        float want = j < t.n ? expected[i * ldc + j] : c[i * ldc + j];
+        ASSERT_NEAR(c[i * ldc + j], want,
+                    2e-6f * (1 + std::sqrt(float(t.k))) * (1 + std::fabs(want)))
+            << t.m << "x" << t.n << "x" << t.k << " at (" << i << ", " << j
+            << ")";
+      }
+  }
+}
+
+/// With beta = 0, C is written without being read: NaNs in it vanish.
+TEST_P(SgemmKernelTest, BetaZeroIgnoresC) {
+  auto [transA, transB] = GetParam();
+  const int64_t m = 10, n = 20, k = 30;
+  std::mt19937 rng(3);
+  std::vector<float> a = randomValues<float>(m * k, rng);
+  std::vector<float> b = randomValues<float>(k * n, rng);
+  std::vector<float> c(m * n, std::nanf("")), expected(m * n, 0.f);
+  ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(),
+                          transA ? m : k, b.data(), transB ? k : n, 0.f,
+                          c.data(), n));
+  referenceGemm(transA, transB, m, n, k, 1.f, a, transA ? m : k, b,
+                transB ? k : n, 0.f, expected, n);
+  for (int64_t i = 0; i < m * n; ++i)
+    ASSERT_NEAR(c[i], expected[i], 1e-5f) << "at " << i;
+}
+
+/// A B packed once serves several products, each equal to the unpacked
+/// call bit for bit (the packing is the only difference).
+TEST_P(SgemmKernelTest, PackedOnceEqualsPerCall) {
+  auto [transA, transB] = GetParam();
+  const int64_t m = 40, n = 45, k = 70;
+  std::mt19937 rng(5);
+  std::vector<float> b = randomValues<float>(k * n, rng);
+  std::vector<float> packed(zbrt::sgemmPackedSize(k, n) + 16);
+  // 64-byte aligned start inside the vector.
+  float *p = packed.data();
+  while (reinterpret_cast<uintptr_t>(p) % 64)
+    ++p;
+  zbrt::sgemmPackB(transB, k, n, b.data(), transB ? k : n, p);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> a = randomValues<float>(m * k, rng);
+    std::vector<float> c1(m * n, 0.f), c2(m * n, 0.f);
+    zbrt::sgemmPacked(transA, m, n, k, 1.f, a.data(), transA ? m : k, p, 0.f,
+                      c1.data(), n);
+    ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(),
+                            transA ? m : k, b.data(), transB ? k : n, 0.f,
+                            c2.data(), n));
+    EXPECT_EQ(c1, c2) << "round " << round;
+  }
+}
+
+/// zbrt_sgemm in a PackedWeights scope: a B inside the scope's ranges is
+/// packed once and reused, with the same bits as without the scope; a new
+/// scope packs it again, so a weight changed between scopes is seen; a B
+/// outside the ranges is not kept.
+TEST_P(SgemmKernelTest, PackedWeightsScope) {
+  auto [transA, transB] = GetParam();
+  openblas_set_num_threads(1);          // the kernel serves one-thread runs
+  const int64_t m = 96, n = 80, k = 72; // above the kernel's smallest volume
+  int64_t lda = transA ? m : k, ldb = transB ? k : n;
+  std::mt19937 rng(9);
+  std::vector<float> a = randomValues<float>(m * k, rng);
+  std::vector<float> weight = randomValues<float>(k * n, rng);
+  std::vector<float> other = randomValues<float>(k * n, rng);
+  auto product = [&](const std::vector<float> &b) {
+    std::vector<float> c(m * n, 0.f);
+    zbrt_sgemm(transA, transB, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
+               c.data(), n);
+    return c;
+  };
+  auto expect = [&](const std::vector<float> &b) {
+    std::vector<float> c(m * n, 0.f);
+    referenceGemm(transA, transB, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, n);
+    return c;
+  };
+  std::vector<float> unscoped = product(weight);
+  EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
+  {
+    zbrt::PackedWeights scope({{weight.data(), weight.size() * 4}});
+    EXPECT_EQ(product(weight), unscoped);
+    size_t bytes = zbrt::packedWeightBytes();
+    EXPECT_GE(bytes, k * n * sizeof(float));
+    // Used again: the same copy, the same bits.
+    EXPECT_EQ(product(weight), unscoped);
+    EXPECT_EQ(zbrt::packedWeightBytes(), bytes);
+    // Outside the ranges: packed per call, nothing kept.
+    std::vector<float> outside = product(other);
+    EXPECT_EQ(zbrt::packedWeightBytes(), bytes);
+    std::vector<float> want = expect(other);
+    for (int64_t i = 0; i < m * n; ++i)
+      ASSERT_NEAR(outside[i], want[i], 1e-4f) << "at " << i;
+  }
+  // Between scopes the weight changes (an optimizer step); the next scope
+  // packs it again.
+  for (float &w : weight)
+    w *= -0.5f;
+  {
+    zbrt::PackedWeights scope({{weight.data(), weight.size() * 4}});
+    std::vector<float> got = product(weight), want = expect(weight);
+    for (int64_t i = 0; i < m * n; ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f) << "at " << i;
+  }
+  // A scope that does not use a copy drops it.
+  { zbrt::PackedWeights scope({}); }
+  EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransposes, SgemmKernelTest,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Bool()));
 

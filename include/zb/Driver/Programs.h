@@ -48,6 +48,8 @@ private:
   /// parameter), also adds the microbatch's gradients into them.
   double runMicrobatch(int64_t step, int64_t mb,
                        std::vector<zbrt::NpyArray> *grads);
+  /// The model's parameter arguments.
+  std::vector<const ModelArg *> params() const;
 
   ModelData &data;
   zbrt::EntryFn forward, gradient;

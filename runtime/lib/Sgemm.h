@@ -1,0 +1,70 @@
+//===- Sgemm.h - The f32 matrix product for one thread, AVX-512 -*- C++ -*-===//
+//
+// Part of ZeroBubble MLIR.
+//
+//===----------------------------------------------------------------------===//
+//
+// The runtime's own single-thread f32 gemm (Sgemm.cpp): row-major
+// C = alpha * op(A) * op(B) + beta * C with B packed into 32-column panels
+// and A read in place. It needs AVX-512F (sgemmKernelAvailable); zbrt_sgemm
+// (Gemm.cpp) decides when it serves a call and when OpenBLAS does.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef ZBRT_LIB_SGEMM_H
+#define ZBRT_LIB_SGEMM_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+namespace zbrt {
+
+/// A 64-byte aligned float buffer that grows on demand.
+class AlignedFloats {
+public:
+  /// Room for `floats`, the contents lost when it grows; false (and empty)
+  /// when it cannot be allocated.
+  bool reserve(size_t floats) {
+    if (floats <= capacity)
+      return true;
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    storage.reset(static_cast<float *>(std::aligned_alloc(64, bytes)));
+    capacity = storage ? floats : 0;
+    return storage != nullptr;
+  }
+  float *data() const { return storage.get(); }
+  size_t size() const { return capacity; }
+
+private:
+  std::unique_ptr<float, decltype(&std::free)> storage{nullptr, &std::free};
+  size_t capacity = 0;
+};
+
+/// Whether this CPU runs the kernel (AVX-512F).
+bool sgemmKernelAvailable();
+
+/// Floats a packed op(B) of k x n takes.
+size_t sgemmPackedSize(int64_t k, int64_t n);
+
+/// Packs op(B) (k x n; B itself n x k when transB) into `packed`, which
+/// holds sgemmPackedSize(k, n) floats and is 64-byte aligned.
+void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b, int64_t ldb,
+                float *packed);
+
+/// C = alpha * op(A) * P + beta * C for a P packed by sgemmPackB (k x n).
+/// With beta = 0, C is written without being read.
+void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, int64_t lda, const float *packed, float beta,
+                 float *c, int64_t ldc);
+
+/// The whole product, B packed into a per-thread buffer. False (C
+/// untouched) when that buffer cannot be allocated.
+bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+           float alpha, const float *a, int64_t lda, const float *b,
+           int64_t ldb, float beta, float *c, int64_t ldc);
+
+} // namespace zbrt
+
+#endif // ZBRT_LIB_SGEMM_H
