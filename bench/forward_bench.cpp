@@ -13,7 +13,10 @@
 //     packed entry with prebuilt descriptors and through zbrt::callEntry;
 //   * gemm: zbrt_sgemm_batched (what compiled code calls for every
 //     matmul-family op, alpha = beta = 1) against the same products as
-//     direct cblas_sgemm calls, for the shapes the examples use and larger;
+//     direct cblas_sgemm calls, for the shapes the examples use, the
+//     medium and large GPT's of bench/peer_torch.py and larger; and the
+//     zbrt call again with B packed once (a zbrt::PackedWeights scope over
+//     it), as a step's products with a weight for B run;
 //   * model gemm: a compiled one-matmul function (C = A B, accumulator
 //     zero-filled in the compiled code) through the whole compiled path
 //     against one direct cblas_sgemm with beta = 0.

@@ -49,6 +49,9 @@ ZB_AVX512 void kernel(int64_t kc, const float *a, int64_t strideI,
   for (int i = 0; i < MR; ++i) {
     acc0[i] = _mm512_setzero_ps();
     acc1[i] = _mm512_setzero_ps();
+    // C's block is read at the end: its lines arrive meanwhile.
+    _mm_prefetch(reinterpret_cast<const char *>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char *>(c + i * ldc + 16), _MM_HINT_T0);
   }
   for (int64_t p = 0; p < kc; ++p) {
     __m512 b0 = _mm512_load_ps(panel + p * kNR);
