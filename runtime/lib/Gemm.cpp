@@ -60,6 +60,8 @@ struct WeightCache {
   /// Counts the scopes opened; a copy packed in an earlier one is stale.
   uint64_t scope = 0;
   std::unordered_map<PackedKey, PackedCopy, PackedKeyHash> copies;
+  /// The copies' bytes, and the open scope's budget for them.
+  size_t bytes = 0, budget = 0;
 };
 
 WeightCache &weightCache() {
@@ -83,20 +85,35 @@ const float *packedWeight(bool transB, int64_t k, int64_t n, const float *b,
                              });
   if (it == cache.ranges.begin() || end > std::prev(it)->second)
     return nullptr;
-  PackedCopy &copy = cache.copies[PackedKey{b, k, n, ldb, transB}];
-  if (copy.scope != cache.scope) {
-    if (!copy.floats.reserve(sgemmPackedSize(k, n)))
-      return nullptr;
-    sgemmPackB(transB, k, n, b, ldb, copy.floats.data());
-    copy.scope = cache.scope;
+  PackedKey key{b, k, n, ldb, transB};
+  auto found = cache.copies.find(key);
+  if (found != cache.copies.end() && found->second.scope == cache.scope)
+    return found->second.floats.data();
+  // Packed now: in the copy an earlier scope kept, or a new one within the
+  // budget.
+  size_t held = found == cache.copies.end()
+                    ? 0
+                    : found->second.floats.size() * sizeof(float);
+  size_t needed = sgemmPackedSize(k, n) * sizeof(float);
+  if (needed > held && cache.bytes + (needed - held) > cache.budget)
+    return nullptr;
+  PackedCopy &copy = cache.copies[key];
+  if (!copy.floats.reserve(needed / sizeof(float))) {
+    cache.bytes -= held;
+    cache.copies.erase(key);
+    return nullptr;
   }
+  cache.bytes += copy.floats.size() * sizeof(float) - held;
+  sgemmPackB(transB, k, n, b, ldb, copy.floats.data());
+  copy.scope = cache.scope;
   return copy.floats.data();
 }
 
 } // namespace
 
-PackedWeights::PackedWeights(std::vector<MemoryRange> weights) {
+PackedWeights::PackedWeights(std::vector<MemoryRange> weights, size_t budget) {
   WeightCache &cache = weightCache();
+  cache.budget = budget;
   cache.ranges.clear();
   for (const MemoryRange &w : weights)
     if (w.second)
@@ -111,19 +128,19 @@ PackedWeights::~PackedWeights() {
   // The copies this scope did not use go (their weights may be gone); the
   // others keep their memory for the next scope.
   WeightCache &cache = weightCache();
-  for (auto it = cache.copies.begin(); it != cache.copies.end();)
-    it = it->second.scope == cache.scope ? std::next(it)
-                                         : cache.copies.erase(it);
+  for (auto it = cache.copies.begin(); it != cache.copies.end();) {
+    if (it->second.scope == cache.scope) {
+      ++it;
+      continue;
+    }
+    cache.bytes -= it->second.floats.size() * sizeof(float);
+    it = cache.copies.erase(it);
+  }
   cache.ranges.clear();
   ++cache.scope;
 }
 
-size_t zbrt::packedWeightBytes() {
-  size_t floats = 0;
-  for (const auto &entry : weightCache().copies)
-    floats += entry.second.floats.size();
-  return floats * sizeof(float);
-}
+size_t zbrt::packedWeightBytes() { return weightCache().bytes; }
 
 /// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
 /// than OpenBLAS: on a CPU with AVX-512F, for products of at least

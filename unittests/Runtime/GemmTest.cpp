@@ -195,21 +195,34 @@ TEST_P(SgemmKernelTest, PackedOnceEqualsPerCall) {
 /// packed once and reused, with the same bits as without the scope; a new
 /// scope packs it again, so a weight changed between scopes is seen; a B
 /// outside the ranges is not kept.
-TEST_P(SgemmKernelTest, PackedWeightsScope) {
-  auto [transA, transB] = GetParam();
-  openblas_set_num_threads(1);          // the kernel serves one-thread runs
-  const int64_t m = 96, n = 80, k = 72; // above the kernel's smallest volume
+/// zbrt_sgemm products A * op(B) of one shape above the kernel's smallest
+/// volume, on one OpenBLAS thread (where the kernel serves), with A fixed.
+struct WeightProducts {
+  static constexpr int64_t m = 96, n = 80, k = 72;
+  bool transA, transB;
   int64_t lda = transA ? m : k, ldb = transB ? k : n;
-  std::mt19937 rng(9);
+  std::mt19937 rng{9};
   std::vector<float> a = randomValues<float>(m * k, rng);
-  std::vector<float> weight = randomValues<float>(k * n, rng);
-  std::vector<float> other = randomValues<float>(k * n, rng);
-  auto product = [&](const std::vector<float> &b) {
+
+  WeightProducts(bool transA, bool transB) : transA(transA), transB(transB) {
+    openblas_set_num_threads(1);
+  }
+  std::vector<float> weight() { return randomValues<float>(k * n, rng); }
+  std::vector<float> product(const std::vector<float> &b) const {
     std::vector<float> c(m * n, 0.f);
     zbrt_sgemm(transA, transB, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
                c.data(), n);
     return c;
-  };
+  }
+};
+
+TEST_P(SgemmKernelTest, PackedWeightsScope) {
+  auto [transA, transB] = GetParam();
+  WeightProducts p(transA, transB);
+  const int64_t m = p.m, n = p.n, k = p.k, lda = p.lda, ldb = p.ldb;
+  std::vector<float> &a = p.a;
+  std::vector<float> weight = p.weight(), other = p.weight();
+  auto product = [&](const std::vector<float> &b) { return p.product(b); };
   auto expect = [&](const std::vector<float> &b) {
     std::vector<float> c(m * n, 0.f);
     referenceGemm(transA, transB, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, n);
@@ -244,6 +257,33 @@ TEST_P(SgemmKernelTest, PackedWeightsScope) {
   }
   // A scope that does not use a copy drops it.
   { zbrt::PackedWeights scope({}); }
+  EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
+}
+
+/// A scope's packed copies stay within its budget: a weight beyond it is
+/// packed per call, with the same bits.
+TEST_P(SgemmKernelTest, PackedWeightsBudget) {
+  auto [transA, transB] = GetParam();
+  WeightProducts p(transA, transB);
+  std::vector<float> w1 = p.weight(), w2 = p.weight();
+  auto product = [&](const std::vector<float> &b) { return p.product(b); };
+  std::vector<float> want1 = product(w1), want2 = product(w2);
+  size_t one = zbrt::sgemmPackedSize(p.k, p.n) * sizeof(float);
+  {
+    // Room for one copy: the first weight is kept, the second is not.
+    zbrt::PackedWeights scope(
+        {{w1.data(), w1.size() * 4}, {w2.data(), w2.size() * 4}}, one);
+    EXPECT_EQ(product(w1), want1);
+    EXPECT_EQ(zbrt::packedWeightBytes(), one);
+    EXPECT_EQ(product(w2), want2);
+    EXPECT_EQ(zbrt::packedWeightBytes(), one);
+    EXPECT_EQ(product(w2), want2);
+  }
+  {
+    // No room at all: nothing kept.
+    zbrt::PackedWeights scope({{w2.data(), w2.size() * 4}}, 0);
+    EXPECT_EQ(product(w2), want2);
+  }
   EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
 }
 

@@ -11,7 +11,8 @@
 // one of the ranges use the copy packed at the first of them. The memory in
 // the ranges must not change while the scope is open. The packed copies are
 // kept for the next scope (repacked there), so their memory is allocated
-// once per process.
+// once per process; they take at most the scope's byte budget (a weight
+// beyond it is packed per call, as outside a scope).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,11 +28,18 @@ namespace zbrt {
 /// A byte range [first, first + second).
 using MemoryRange = std::pair<const void *, size_t>;
 
+/// The default budget of a scope's packed copies: 1 GiB (a rank whose
+/// weights take more, twice over for the two transposes, packs the rest
+/// per call).
+inline constexpr size_t kPackedWeightBudget = size_t(1) << 30;
+
 class PackedWeights {
 public:
-  /// Opens the scope for `weights`; scopes do not nest (an inner one
-  /// replaces the outer's ranges until it closes).
-  explicit PackedWeights(std::vector<MemoryRange> weights);
+  /// Opens the scope for `weights`, its packed copies within `budget`
+  /// bytes; scopes do not nest (an inner one replaces the outer's ranges
+  /// and budget until it closes).
+  explicit PackedWeights(std::vector<MemoryRange> weights,
+                         size_t budget = kPackedWeightBudget);
   ~PackedWeights();
   PackedWeights(const PackedWeights &) = delete;
   PackedWeights &operator=(const PackedWeights &) = delete;
