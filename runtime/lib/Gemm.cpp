@@ -142,12 +142,22 @@ PackedWeights::~PackedWeights() {
 
 size_t zbrt::packedWeightBytes() { return weightCache().bytes; }
 
+std::string zbrt::sgemmChoiceProblem() {
+  const char *choice = std::getenv("ZB_SGEMM");
+  if (!choice || !*choice || std::strcmp(choice, "zbrt") == 0 ||
+      std::strcmp(choice, "openblas") == 0)
+    return {};
+  return std::string("ZB_SGEMM must be 'zbrt' or 'openblas', got '") + choice +
+         "'";
+}
+
 /// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
 /// than OpenBLAS: on a CPU with AVX-512F, for products of at least
 /// kMinKernelVolume, while OpenBLAS runs on one thread (the kernel is
 /// single-thread: a rank given more threads keeps OpenBLAS's), unless
-/// ZB_SGEMM=openblas says otherwise. The choice depends on the shape alone,
-/// so a product has the same bits wherever it runs.
+/// ZB_SGEMM=openblas says otherwise (zb-run rejects other values, see
+/// sgemmChoiceProblem). The choice depends on the shape alone, so a product
+/// has the same bits wherever it runs.
 static bool useRuntimeSgemm(int64_t m, int64_t n, int64_t k) {
   static const bool allowed = [] {
     const char *choice = std::getenv("ZB_SGEMM");

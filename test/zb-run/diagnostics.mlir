@@ -9,6 +9,7 @@
 // RUN: not zb-run %t/loss.mlir --optimizer lamb 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
 // RUN: not zb-run %t/stats.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: not zb-run %t/stat-arg.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATARG
+// RUN: env ZB_SGEMM=fast not zb-run %t/loss.mlir --eval 2>&1 | FileCheck %s --check-prefix=SGEMM
 
 // DYNAMIC: error: argument #0 ('arg0') has the dynamic shape 'tensor<?x4xf32>'; models need static shapes
 // OUTSIDE: error: op 'memref.alloc' is not supported by the ZeroBubble backends
@@ -20,6 +21,7 @@
 // STATS: stats.mlir:4:3: error: running statistic 'bn.mean' is recorded twice
 // STATS: stats.mlir:3:3: note: first recorded here
 // STATARG: error: running statistic 'w' has the name of an argument
+// SGEMM: zb-run: error: ZB_SGEMM must be 'zbrt' or 'openblas', got 'fast'
 
 //--- dynamic.mlir
 func.func @f(%x: tensor<?x4xf32>) -> tensor<f32> {

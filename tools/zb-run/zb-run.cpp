@@ -50,6 +50,7 @@
 #include "zbrt/CUDA.h"
 #include "zbrt/Comm.h"
 #include "zbrt/Executable.h"
+#include "zbrt/Gemm.h"
 #include "zbrt/Launch.h"
 #include "zbrt/Npz.h"
 #include "zbrt/Optimizer.h"
@@ -747,6 +748,8 @@ int main(int argc, char **argv) {
       "with --backend nccl)\n");
 
   if (std::string problem = opts.check(); !problem.empty())
+    return failOnce(problem, &argc, &argv);
+  if (std::string problem = zbrt::sgemmChoiceProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.

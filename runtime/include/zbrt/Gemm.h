@@ -20,6 +20,7 @@
 #define ZBRT_GEMM_H
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -47,6 +48,11 @@ public:
 
 /// Bytes of the packed copies this thread holds.
 size_t packedWeightBytes();
+
+/// What is wrong with ZB_SGEMM, which picks the f32 gemm ("zbrt": the
+/// runtime's kernel where the CPU has AVX-512F, the default; "openblas"),
+/// as a message; empty when it is unset or valid.
+std::string sgemmChoiceProblem();
 
 } // namespace zbrt
 
