@@ -1,4 +1,4 @@
-//===- Gemm.cpp - Matrix products on the host BLAS ------------------------===//
+//===- Gemm.cpp - Matrix products: the runtime's kernel or OpenBLAS -------===//
 //
 // Part of ZeroBubble MLIR.
 //
