@@ -25,6 +25,11 @@ namespace {
 /// small-matrix paths are faster than packing (bench/forward_bench.cpp's
 /// gemm section: 64^3 products 1.10x OpenBLAS's time, 128x128x64 0.94x).
 constexpr int64_t kMinKernelVolume = int64_t(1) << 19;
+/// And the smallest m, n and k: a narrow C fills few of a panel's 32 lanes
+/// (m = 1024, n = 8, k = 64: 3.1x OpenBLAS's time), a short k leaves the
+/// call to loading and storing C (512 x 1024 x 1: 1.8x), and a few rows
+/// of A do not repay packing B (8 x 64 x 1024 with B transposed: 2.0x).
+constexpr int64_t kMinKernelM = 32, kMinKernelN = 64, kMinKernelK = 64;
 
 /// One packed copy of a weight: which operand, as which op(B).
 struct PackedKey {
@@ -153,19 +158,19 @@ std::string zbrt::sgemmChoiceProblem() {
 
 /// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
 /// than OpenBLAS: on a CPU with AVX-512F, for products of at least
-/// kMinKernelVolume, while OpenBLAS runs on one thread (the kernel is
-/// single-thread: a rank given more threads keeps OpenBLAS's), unless
-/// ZB_SGEMM=openblas says otherwise (zb-run rejects other values, see
-/// sgemmChoiceProblem). The choice depends on the shape alone, so a product
-/// has the same bits wherever it runs.
+/// kMinKernelVolume and no side below its minimum, while OpenBLAS runs on one
+/// thread (the kernel is single-thread: a rank given more threads keeps
+/// OpenBLAS's), unless ZB_SGEMM=openblas says otherwise (zb-run rejects other
+/// values, see sgemmChoiceProblem). The choice depends on the shape alone, so a
+/// product has the same bits wherever it runs.
 static bool useRuntimeSgemm(int64_t m, int64_t n, int64_t k) {
   static const bool allowed = [] {
     const char *choice = std::getenv("ZB_SGEMM");
     return sgemmKernelAvailable() &&
            !(choice && std::strcmp(choice, "openblas") == 0);
   }();
-  return allowed && m * n * k >= kMinKernelVolume &&
-         openblas_get_num_threads() == 1;
+  return allowed && m >= kMinKernelM && n >= kMinKernelN && k >= kMinKernelK &&
+         m * n * k >= kMinKernelVolume && openblas_get_num_threads() == 1;
 }
 
 extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
