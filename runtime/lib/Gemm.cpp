@@ -22,9 +22,9 @@ using namespace zbrt;
 namespace {
 
 /// The smallest m * n * k the runtime's kernel takes: below it OpenBLAS's
-/// small-matrix paths are faster than packing (bench/forward_bench.cpp's
-/// gemm section: 64^3 products 1.10x OpenBLAS's time, 128x128x64 0.94x).
-constexpr int64_t kMinKernelVolume = int64_t(1) << 19;
+/// small-matrix paths are as fast or faster than packing (2^19: 128x64x64
+/// 1.07x OpenBLAS's time, 96x80x72 1.28x; 2^20: 128x128x64 0.93-0.96x).
+constexpr int64_t kMinKernelVolume = int64_t(1) << 20;
 /// And the smallest m, n and k: a narrow C fills few of a panel's 32 lanes
 /// (m = 1024, n = 8, k = 64: 3.1x OpenBLAS's time), a short k leaves the
 /// call to loading and storing C (512 x 1024 x 1: 1.8x), and a few rows

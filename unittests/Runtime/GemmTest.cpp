@@ -198,7 +198,7 @@ TEST_P(SgemmKernelTest, PackedOnceEqualsPerCall) {
 /// zbrt_sgemm products A * op(B) of one shape above the kernel's smallest
 /// volume, on one OpenBLAS thread (where the kernel serves), with A fixed.
 struct WeightProducts {
-  static constexpr int64_t m = 96, n = 80, k = 72;
+  static constexpr int64_t m = 128, n = 96, k = 96;
   bool transA, transB;
   int64_t lda = transA ? m : k, ldb = transB ? k : n;
   std::mt19937 rng{9};
