@@ -46,9 +46,8 @@ double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
 
 /// The memory of `params`' values in `data`: what a step reads and never
 /// writes, its products' weights packed once (zbrt::PackedWeights).
-template <typename Params>
-static std::vector<zbrt::MemoryRange> paramMemory(ModelData &data,
-                                                  const Params &params) {
+static std::vector<zbrt::MemoryRange>
+paramMemory(ModelData &data, llvm::ArrayRef<const ModelArg *> params) {
   std::vector<zbrt::MemoryRange> ranges;
   for (const ModelArg *arg : params) {
     const std::vector<char> &bytes = data.values()[arg->position].data;
@@ -66,19 +65,19 @@ std::vector<const ModelArg *> ModelProgram::params() const {
 }
 
 double ModelProgram::run(int64_t step, std::vector<zbrt::NpyArray> &grads) {
-  zbrt::PackedWeights packed(paramMemory(data, params()));
+  std::vector<const ModelArg *> paramArgs = params();
+  zbrt::PackedWeights packed(paramMemory(data, paramArgs));
   int64_t microbatches = data.options().microbatches;
   losses.clear();
   grads.clear();
   // Zeroed sums, which every microbatch's gradients are added into, as a
   // pipelined step adds them.
   if (gradient)
-    for (const ModelArg &arg : data.signature().args)
-      if (arg.isParam()) {
-        const zbrt::NpyArray &value = data.values()[arg.position];
-        grads.push_back(zbrt::NpyArray{value.dtype, arg.shape(),
-                                       std::vector<char>(value.data.size())});
-      }
+    for (const ModelArg *arg : paramArgs) {
+      const zbrt::NpyArray &value = data.values()[arg->position];
+      grads.push_back(zbrt::NpyArray{value.dtype, arg->shape(),
+                                     std::vector<char>(value.data.size())});
+    }
   for (int64_t mb = 0; mb < microbatches; ++mb)
     losses.push_back(runMicrobatch(step, mb, gradient ? &grads : nullptr));
   double mean = 0;
