@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <unordered_map>
 
 using namespace zbrt;
@@ -147,10 +146,15 @@ PackedWeights::~PackedWeights() {
 
 size_t zbrt::packedWeightBytes() { return weightCache().bytes; }
 
-std::string zbrt::sgemmChoiceProblem() {
+/// ZB_SGEMM, "zbrt" when unset or empty.
+static std::string sgemmChoice() {
   const char *choice = std::getenv("ZB_SGEMM");
-  if (!choice || !*choice || std::strcmp(choice, "zbrt") == 0 ||
-      std::strcmp(choice, "openblas") == 0)
+  return choice && *choice ? choice : "zbrt";
+}
+
+std::string zbrt::sgemmChoiceProblem() {
+  std::string choice = sgemmChoice();
+  if (choice == "zbrt" || choice == "openblas")
     return {};
   return std::string("ZB_SGEMM must be 'zbrt' or 'openblas', got '") + choice +
          "'";
@@ -164,11 +168,8 @@ std::string zbrt::sgemmChoiceProblem() {
 /// values, see sgemmChoiceProblem). The choice depends on the shape alone, so a
 /// product has the same bits wherever it runs.
 static bool useRuntimeSgemm(int64_t m, int64_t n, int64_t k) {
-  static const bool allowed = [] {
-    const char *choice = std::getenv("ZB_SGEMM");
-    return sgemmKernelAvailable() &&
-           !(choice && std::strcmp(choice, "openblas") == 0);
-  }();
+  static const bool allowed =
+      sgemmKernelAvailable() && sgemmChoice() != "openblas";
   return allowed && m >= kMinKernelM && n >= kMinKernelN && k >= kMinKernelK &&
          m * n * k >= kMinKernelVolume && openblas_get_num_threads() == 1;
 }

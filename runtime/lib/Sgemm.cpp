@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <utility>
 
 #define ZB_AVX512 __attribute__((target("avx512f")))
 
@@ -33,6 +34,15 @@ constexpr int64_t kNR = 32; // columns of a B panel
 constexpr int64_t kMR = 8;  // rows of C one register kernel call holds
 constexpr int64_t kKC = 512;
 constexpr int64_t kMC = 256;
+
+/// The masks of a panel's two 16-column halves when it holds `nj` (<= 32)
+/// columns of C.
+std::pair<__mmask16, __mmask16> panelMasks(int64_t nj) {
+  auto half = [](int64_t cols) -> __mmask16 {
+    return cols >= 16 ? 0xFFFF : cols <= 0 ? 0 : (1u << cols) - 1;
+  };
+  return {half(nj), half(nj - 16)};
+}
 
 /// The `MR` x 32 block of C at `c` from `kc` steps of k: A's element (i, p)
 /// at `a[i * strideI + p * strideK]`, B's panel rows 32 floats apart at
@@ -113,16 +123,28 @@ ZB_AVX512 void transpose16(__m512 r[16]) {
   }
 }
 
-/// Packs op(B) (k x n) into panels: panel j holds columns [32j, 32j + 32)
-/// as k rows of 32 floats (zeros past n), at `out + j * k * 32`.
-ZB_AVX512 void packB(bool transB, int64_t k, int64_t n, const float *b,
-                     int64_t ldb, float *out) {
+} // namespace
+
+namespace zbrt {
+
+bool sgemmKernelAvailable() {
+  static const bool available = __builtin_cpu_supports("avx512f");
+  return available;
+}
+
+size_t sgemmPackedSize(int64_t k, int64_t n) {
+  return static_cast<size_t>(k) * ((n + kNR - 1) / kNR) * kNR;
+}
+
+// op(B) (k x n) in panels: panel j holds columns [32j, 32j + 32) as k rows
+// of 32 floats (zeros past n), at `out + j * k * 32`.
+ZB_AVX512 void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b,
+                          int64_t ldb, float *out) {
   for (int64_t j0 = 0; j0 < n; j0 += kNR) {
     float *panel = out + (j0 / kNR) * k * kNR;
     int64_t nj = std::min(kNR, n - j0);
     if (!transB) {
-      __mmask16 m0 = nj >= 16 ? 0xFFFF : (1u << nj) - 1;
-      __mmask16 m1 = nj >= 32 ? 0xFFFF : nj <= 16 ? 0 : (1u << (nj - 16)) - 1;
+      auto [m0, m1] = panelMasks(nj);
       for (int64_t p = 0; p < k; ++p) {
         const float *row = b + p * ldb + j0;
         _mm512_store_ps(panel + p * kNR, _mm512_maskz_loadu_ps(m0, row));
@@ -153,24 +175,6 @@ ZB_AVX512 void packB(bool transB, int64_t k, int64_t n, const float *b,
   }
 }
 
-} // namespace
-
-namespace zbrt {
-
-bool sgemmKernelAvailable() {
-  static const bool available = __builtin_cpu_supports("avx512f");
-  return available;
-}
-
-size_t sgemmPackedSize(int64_t k, int64_t n) {
-  return static_cast<size_t>(k) * ((n + kNR - 1) / kNR) * kNR;
-}
-
-void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b, int64_t ldb,
-                float *packed) {
-  packB(transB, k, n, b, ldb, packed);
-}
-
 ZB_AVX512 void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k,
                            float alpha, const float *a, int64_t lda,
                            const float *packed, float beta, float *c,
@@ -189,8 +193,7 @@ ZB_AVX512 void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k,
       int64_t mc = std::min(kMC, m - i0);
       for (int64_t j0 = 0; j0 < n; j0 += kNR) {
         int64_t nj = std::min(kNR, n - j0);
-        __mmask16 m0 = nj >= 16 ? 0xFFFF : (1u << nj) - 1;
-        __mmask16 m1 = nj >= 32 ? 0xFFFF : nj <= 16 ? 0 : (1u << (nj - 16)) - 1;
+        auto [m0, m1] = panelMasks(nj);
         const float *panel = packed + (j0 / kNR) * k * kNR + k0 * kNR;
         for (int64_t i = i0; i < i0 + mc; i += kMR) {
           int64_t mr = std::min(kMR, i0 + mc - i);
