@@ -54,6 +54,9 @@ struct PackedCopy {
   AlignedFloats floats;
   /// The scope it was packed in (0: none yet).
   uint64_t scope = 0;
+  /// When it was packed there, counting the thread's packings: the order
+  /// of its first use.
+  uint64_t order = 0;
 };
 
 /// This thread's PackedWeights state.
@@ -66,6 +69,11 @@ struct WeightCache {
   std::unordered_map<PackedKey, PackedCopy, PackedKeyHash> copies;
   /// The copies' bytes, and the open scope's budget for them.
   size_t bytes = 0, budget = 0;
+  /// The copies an earlier scope kept whose weights lie in the open
+  /// scope's ranges, in the order of their first use there, reversed: what
+  /// packWeightWhileIdle repacks, from the back.
+  std::vector<PackedKey> pending;
+  uint64_t packings = 0;
 };
 
 WeightCache &weightCache() {
@@ -73,23 +81,33 @@ WeightCache &weightCache() {
   return cache;
 }
 
+/// Whether the B of `key` lies wholly in one of the open scope's ranges.
+bool inScope(const WeightCache &cache, const PackedKey &key) {
+  int64_t rows = key.transB ? key.n : key.k, cols = key.transB ? key.k : key.n;
+  auto first = reinterpret_cast<uintptr_t>(key.b);
+  uintptr_t end = first + ((rows - 1) * key.ldb + cols) * sizeof(float);
+  auto it = std::upper_bound(cache.ranges.begin(), cache.ranges.end(), first,
+                             [](uintptr_t address, const auto &range) {
+                               return address < range.first;
+                             });
+  return it != cache.ranges.begin() && end <= std::prev(it)->second;
+}
+
+/// Packs `key`'s weight into `copy` for the open scope.
+void repack(WeightCache &cache, const PackedKey &key, PackedCopy &copy) {
+  sgemmPackB(key.transB, key.k, key.n, key.b, key.ldb, copy.floats.data());
+  copy.scope = cache.scope;
+  copy.order = ++cache.packings;
+}
+
 /// The packed op(B) of the open scope when B lies wholly in one of its
 /// ranges (packed now if this is the scope's first use), else null.
 const float *packedWeight(bool transB, int64_t k, int64_t n, const float *b,
                           int64_t ldb) {
   WeightCache &cache = weightCache();
-  if (cache.ranges.empty())
-    return nullptr;
-  int64_t rows = transB ? n : k, cols = transB ? k : n;
-  auto first = reinterpret_cast<uintptr_t>(b);
-  uintptr_t end = first + ((rows - 1) * ldb + cols) * sizeof(float);
-  auto it = std::upper_bound(cache.ranges.begin(), cache.ranges.end(), first,
-                             [](uintptr_t address, const auto &range) {
-                               return address < range.first;
-                             });
-  if (it == cache.ranges.begin() || end > std::prev(it)->second)
-    return nullptr;
   PackedKey key{b, k, n, ldb, transB};
+  if (cache.ranges.empty() || !inScope(cache, key))
+    return nullptr;
   auto found = cache.copies.find(key);
   if (found != cache.copies.end() && found->second.scope == cache.scope)
     return found->second.floats.data();
@@ -108,8 +126,7 @@ const float *packedWeight(bool transB, int64_t k, int64_t n, const float *b,
     return nullptr;
   }
   cache.bytes += copy.floats.size() * sizeof(float) - held;
-  sgemmPackB(transB, k, n, b, ldb, copy.floats.data());
-  copy.scope = cache.scope;
+  repack(cache, key, copy);
   return copy.floats.data();
 }
 
@@ -126,6 +143,17 @@ PackedWeights::PackedWeights(std::vector<MemoryRange> weights, size_t budget) {
                                     w.second);
   std::sort(cache.ranges.begin(), cache.ranges.end());
   ++cache.scope;
+  // The previous scope's copies (the only ones kept) of weights in these
+  // ranges, to repack while the thread would wait: first used, last popped.
+  std::vector<std::pair<uint64_t, PackedKey>> kept;
+  for (const auto &[key, copy] : cache.copies)
+    if (inScope(cache, key))
+      kept.emplace_back(copy.order, key);
+  std::sort(kept.begin(), kept.end(),
+            [](const auto &x, const auto &y) { return x.first > y.first; });
+  cache.pending.clear();
+  for (const auto &entry : kept)
+    cache.pending.push_back(entry.second);
 }
 
 PackedWeights::~PackedWeights() {
@@ -141,7 +169,22 @@ PackedWeights::~PackedWeights() {
     it = cache.copies.erase(it);
   }
   cache.ranges.clear();
+  cache.pending.clear();
   ++cache.scope;
+}
+
+bool zbrt::packWeightWhileIdle() {
+  WeightCache &cache = weightCache();
+  while (!cache.pending.empty()) {
+    PackedKey key = cache.pending.back();
+    cache.pending.pop_back();
+    auto found = cache.copies.find(key);
+    if (found == cache.copies.end() || found->second.scope == cache.scope)
+      continue;
+    repack(cache, key, found->second);
+    return true;
+  }
+  return false;
 }
 
 size_t zbrt::packedWeightBytes() { return weightCache().bytes; }

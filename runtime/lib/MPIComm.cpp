@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zbrt/Comm.h"
+#include "zbrt/Gemm.h"
 
 #include <mpi.h>
 #include <sched.h>
@@ -218,7 +219,10 @@ void MPIComm::waitAll(std::vector<MPI_Request> &requests,
     if (now > deadline)
       abort(timeoutMessage());
     if (now < spinUntil) {
-      sched_yield();
+      // The wait repacks the step's weights ahead of their use, one at a
+      // time (a fraction of a millisecond each), or yields the core.
+      if (!packWeightWhileIdle())
+        sched_yield();
       continue;
     }
     std::this_thread::sleep_for(pause);

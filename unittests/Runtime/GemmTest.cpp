@@ -191,10 +191,6 @@ TEST_P(SgemmKernelTest, PackedOnceEqualsPerCall) {
   }
 }
 
-/// zbrt_sgemm in a PackedWeights scope: a B inside the scope's ranges is
-/// packed once and reused, with the same bits as without the scope; a new
-/// scope packs it again, so a weight changed between scopes is seen; a B
-/// outside the ranges is not kept.
 /// zbrt_sgemm products A * op(B) of one shape above the kernel's smallest
 /// volume, on one OpenBLAS thread (where the kernel serves), with A fixed.
 struct WeightProducts {
@@ -216,6 +212,10 @@ struct WeightProducts {
   }
 };
 
+/// zbrt_sgemm in a PackedWeights scope: a B inside the scope's ranges is
+/// packed once and reused, with the same bits as without the scope; a new
+/// scope packs it again, so a weight changed between scopes is seen; a B
+/// outside the ranges is not kept.
 TEST_P(SgemmKernelTest, PackedWeightsScope) {
   auto [transA, transB] = GetParam();
   WeightProducts p(transA, transB);
@@ -257,6 +257,55 @@ TEST_P(SgemmKernelTest, PackedWeightsScope) {
   }
   // A scope that does not use a copy drops it.
   { zbrt::PackedWeights scope({}); }
+  EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
+}
+
+/// packWeightWhileIdle repacks the previous scope's copies for the open
+/// scope, in the order of their first use there, each once; the products
+/// then use them with the bits of per-call packing.
+TEST_P(SgemmKernelTest, PackedWeightsIdle) {
+  auto [transA, transB] = GetParam();
+  WeightProducts p(transA, transB);
+  std::vector<float> w1 = p.weight(), w2 = p.weight();
+  auto product = [&](const std::vector<float> &b) { return p.product(b); };
+  EXPECT_FALSE(zbrt::packWeightWhileIdle()) << "no scope open";
+  std::vector<zbrt::MemoryRange> ranges{{w1.data(), w1.size() * 4},
+                                        {w2.data(), w2.size() * 4}};
+  {
+    zbrt::PackedWeights scope(ranges);
+    EXPECT_FALSE(zbrt::packWeightWhileIdle()) << "nothing kept yet";
+    product(w2);
+    product(w1);
+  }
+  size_t bytes = zbrt::packedWeightBytes();
+  // An optimizer step between the scopes.
+  for (float &w : w1)
+    w *= -0.5f;
+  for (float &w : w2)
+    w += 0.25f;
+  std::vector<float> want1 = product(w1), want2 = product(w2);
+  {
+    zbrt::PackedWeights scope(ranges);
+    // w2 was used first: it is packed first. Its copy now holds the
+    // values of this scope, which the product uses (w2 changed behind the
+    // scope's back shows it: the product does not see the change).
+    ASSERT_TRUE(zbrt::packWeightWhileIdle());
+    std::vector<float> saved = w2;
+    for (float &w : w2)
+      w = 7.0f;
+    EXPECT_EQ(product(w2), want2);
+    w2 = saved;
+    ASSERT_TRUE(zbrt::packWeightWhileIdle());
+    EXPECT_FALSE(zbrt::packWeightWhileIdle()) << "each copy once";
+    EXPECT_EQ(product(w1), want1);
+    EXPECT_EQ(zbrt::packedWeightBytes(), bytes);
+  }
+  {
+    // A scope over other memory repacks nothing.
+    std::vector<float> elsewhere = p.weight();
+    zbrt::PackedWeights scope({{elsewhere.data(), elsewhere.size() * 4}});
+    EXPECT_FALSE(zbrt::packWeightWhileIdle());
+  }
   EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
 }
 

@@ -10,9 +10,10 @@
 // thread that opens the scope sees it; its products whose B lies wholly in
 // one of the ranges use the copy packed at the first of them. The memory in
 // the ranges must not change while the scope is open. The packed copies are
-// kept for the next scope (repacked there), so their memory is allocated
-// once per process; they take at most the scope's byte budget (a weight
-// beyond it is packed per call, as outside a scope).
+// kept for the next scope (repacked there, at their first use or while the
+// thread waits for a peer), so their memory is allocated once per process;
+// they take at most the scope's byte budget (a weight beyond it is packed
+// per call, as outside a scope).
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,6 +46,13 @@ public:
   PackedWeights(const PackedWeights &) = delete;
   PackedWeights &operator=(const PackedWeights &) = delete;
 };
+
+/// Repacks one of the copies the previous scope used, for this thread's
+/// open scope, ahead of its first use: for a rank about to wait (for a
+/// peer's message), whose wait then does work the step needs anyway. The
+/// copies come in the order of their first use in the previous scope.
+/// False when none is left (or no scope is open).
+bool packWeightWhileIdle();
 
 /// Bytes of the packed copies this thread holds.
 size_t packedWeightBytes();
