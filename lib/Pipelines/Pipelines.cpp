@@ -135,6 +135,12 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   // the cost model (with a warning).
   partition.ignoreMismatchedCuts = true;
   partition.profile = options.partitionProfile;
+  // Measured times: the cuts follow what the schedule makes of them (at
+  // its default memory; the exact solver is too slow to ask per move).
+  if (!options.forwardOnly && options.schedule != "optimal") {
+    partition.scheduleName = options.schedule;
+    partition.numMicrobatches = options.microbatches;
+  }
   pm.addPass(createZBPartitionStages(partition));
   pm.addPass(createZBAutodiff());
   pm.addPass(createCanonicalizerPass());

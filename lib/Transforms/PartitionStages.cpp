@@ -13,7 +13,9 @@
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/Profile.h"
 #include "zb/Model/Model.h"
+#include "zb/Schedule/Generators.h"
 #include "zb/Schedule/Problem.h"
+#include "zb/Schedule/Simulator.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -357,6 +359,114 @@ static void dropCuts(SmallVectorImpl<pipe::CutOp> &cuts) {
   cuts.clear();
 }
 
+namespace {
+/// What a partition is planned for: the schedule that will run it.
+struct SchedulePlan {
+  /// Empty: no schedule given (the dynamic program's stages stand).
+  std::string name;
+  int64_t ranks = 1, chunks = 1, microbatches = 1;
+  schedule::Placement placement = schedule::Placement::Loop;
+};
+} // namespace
+
+/// The stages of `stageOf` with their cuts moved, one cut point at a time,
+/// while the schedule of `plan` ends sooner in the simulator on the ops'
+/// times `opF`/`opB`/`opW` (the stage times the schedule will plan with).
+/// The dynamic program evens out each stage's total; what the schedule
+/// then makes of the stages also depends on where their F, B and W lie
+/// (the first stage's F delays every other rank, a stage without B waits
+/// differently), which only the schedule itself measures.
+static void refineForSchedule(const OpGraph &graph, func::FuncOp fn,
+                              const SchedulePlan &plan, ArrayRef<double> opF,
+                              ArrayRef<double> opB, ArrayRef<double> opW,
+                              SmallVectorImpl<int64_t> &stageOf) {
+  int64_t total = plan.ranks * plan.chunks;
+  if (plan.name.empty() || total < 2)
+    return;
+  unsigned n = graph.ops.size();
+  SmallVector<unsigned> cuts = findCutPoints(graph, fn).cuts;
+  // at[s]: the index in `cuts` of the cut after stage s (s < total - 1).
+  SmallVector<size_t> at;
+  for (unsigned i = 0; i + 1 < n; ++i)
+    if (stageOf[i] != stageOf[i + 1]) {
+      const unsigned *found = llvm::find(cuts, i);
+      if (found == cuts.end())
+        return;
+      at.push_back(found - cuts.begin());
+    }
+  if (static_cast<int64_t>(at.size()) != total - 1)
+    return;
+  SmallVector<double> prefixF(n + 1, 0.0), prefixB(n + 1, 0.0),
+      prefixW(n + 1, 0.0);
+  for (unsigned i = 0; i < n; ++i) {
+    prefixF[i + 1] = prefixF[i] + opF[i];
+    prefixB[i + 1] = prefixB[i] + opB[i];
+    prefixW[i + 1] = prefixW[i] + opW[i];
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  auto makespan = [&](ArrayRef<size_t> cutAt) {
+    schedule::Problem problem;
+    problem.numRanks = static_cast<int>(plan.ranks);
+    problem.numChunks = static_cast<int>(plan.chunks);
+    problem.numMicrobatches = static_cast<int>(plan.microbatches);
+    problem.placement = plan.placement;
+    for (int64_t s = 0; s < total; ++s) {
+      unsigned begin = s == 0 ? 0 : cuts[cutAt[s - 1]] + 1;
+      unsigned end = s + 1 == total ? n : cuts[cutAt[s]] + 1;
+      problem.stageCostF.push_back(prefixF[end] - prefixF[begin]);
+      problem.stageCostB.push_back(prefixB[end] - prefixB[begin]);
+      problem.stageCostW.push_back(prefixW[end] - prefixW[begin]);
+    }
+    std::string error;
+    if (!problem.verify(error))
+      return inf;
+    schedule::Result<schedule::Schedule> planned =
+        schedule::generateSchedule(plan.name, problem);
+    if (!planned.ok())
+      return inf;
+    schedule::Result<schedule::SimulationResult> simulated =
+        schedule::simulate(problem, *planned, /*timeline=*/false);
+    return simulated.ok() ? simulated->makespan : inf;
+  };
+  double best = makespan(at);
+  if (best == inf)
+    return;
+  // Steepest descent: the best single move of one cut to a neighbouring
+  // cut point, while it gains more than rounding, within a bounded number
+  // of simulations (each a few milliseconds at P = 8, M = 64).
+  constexpr int kMaxSimulations = 512;
+  int simulations = 1;
+  while (simulations + 2 * static_cast<int>(at.size()) <= kMaxSimulations) {
+    SmallVector<size_t> bestAt;
+    double bestTime = best * (1.0 - 1e-9);
+    for (size_t c = 0; c < at.size(); ++c)
+      for (int step : {-1, 1}) {
+        if ((step < 0 && at[c] == 0) ||
+            (step < 0 && c > 0 && at[c] - 1 == at[c - 1]) ||
+            (step > 0 && at[c] + 1 == cuts.size()) ||
+            (step > 0 && c + 1 < at.size() && at[c] + 1 == at[c + 1]))
+          continue;
+        SmallVector<size_t> moved = at;
+        moved[c] += step;
+        double time = makespan(moved);
+        ++simulations;
+        if (time < bestTime) {
+          bestTime = time;
+          bestAt = moved;
+        }
+      }
+    if (bestAt.empty())
+      break;
+    at = bestAt;
+    best = bestTime;
+  }
+  for (unsigned i = 0, s = 0; i < n; ++i) {
+    stageOf[i] = s;
+    if (s < at.size() && i == cuts[at[s]])
+      ++s;
+  }
+}
+
 /// The partition of `fn` into `total` stages from the measured times in the
 /// profile at `path` of its partition into N stages (see the pass's
 /// description); records each stage's share of the times on it.
@@ -364,7 +474,8 @@ static LogicalResult partitionByProfile(func::FuncOp fn,
                                         const ModelSignature &sig,
                                         SmallVectorImpl<pipe::CutOp> &cuts,
                                         StringRef path, int64_t total,
-                                        ArrayRef<int64_t> rankOf) {
+                                        ArrayRef<int64_t> rankOf,
+                                        const SchedulePlan &plan) {
   sched::StageProfile measured;
   if (std::optional<std::string> error =
           sched::readProfile(path, /*numStages=*/-1, measured))
@@ -393,23 +504,29 @@ static LogicalResult partitionByProfile(func::FuncOp fn,
     stageFlops[(*fine)[i]] += flops[i];
     stageOps[(*fine)[i]] += 1;
   }
-  SmallVector<double> share(n), cost(n);
+  SmallVector<double> opF(n), opB(n), opW(n), cost(n);
   for (unsigned i = 0; i < n; ++i) {
     int64_t s = (*fine)[i];
-    share[i] = stageFlops[s] > 0 ? flops[i] / stageFlops[s] : 1.0 / stageOps[s];
-    cost[i] = share[i] * (measured.f[s] + measured.b[s] + measured.w[s]);
+    double share =
+        stageFlops[s] > 0 ? flops[i] / stageFlops[s] : 1.0 / stageOps[s];
+    opF[i] = share * measured.f[s];
+    opB[i] = share * measured.b[s];
+    opW[i] = share * measured.w[s];
+    cost[i] = opF[i] + opB[i] + opW[i];
   }
   FailureOr<SmallVector<int64_t>> stageOf =
       stagesFromCosts(graph, fn, total, cost);
-  if (failed(stageOf) ||
-      failed(materialise(fn, sig, graph, *stageOf, total, rankOf)))
+  if (failed(stageOf))
+    return failure();
+  refineForSchedule(graph, fn, plan, opF, opB, opW, *stageOf);
+  if (failed(materialise(fn, sig, graph, *stageOf, total, rankOf)))
     return failure();
   SmallVector<double> timeF(total, 0.0), timeB(total, 0.0), timeW(total, 0.0);
   for (unsigned i = 0; i < n; ++i) {
-    int64_t s = (*fine)[i], t = (*stageOf)[i];
-    timeF[t] += share[i] * measured.f[s];
-    timeB[t] += share[i] * measured.b[s];
-    timeW[t] += share[i] * measured.w[s];
+    int64_t t = (*stageOf)[i];
+    timeF[t] += opF[i];
+    timeB[t] += opB[i];
+    timeW[t] += opW[i];
   }
   Builder b(fn.getContext());
   for (pipe::StageOp stage : fn.getOps<pipe::StageOp>()) {
@@ -472,7 +589,22 @@ struct PartitionStagesPass
 
     SmallVector<pipe::CutOp> cuts(fn.getOps<pipe::CutOp>());
     if (!profile.empty()) {
-      if (failed(partitionByProfile(fn, *sig, cuts, profile, total, rankOf)))
+      SchedulePlan plan;
+      if (!scheduleName.empty()) {
+        if (!schedule::lookupSchedule(scheduleName)) {
+          module.emitError("--zb-partition-stages: unknown schedule '")
+              << scheduleName << "'; known: " << schedule::knownScheduleNames();
+          return signalPassFailure();
+        }
+        if (numMicrobatches < 1) {
+          module.emitError("--zb-partition-stages: 'microbatches' must be "
+                           "at least 1");
+          return signalPassFailure();
+        }
+        plan = {scheduleName, numStages, numChunks, numMicrobatches, place};
+      }
+      if (failed(
+              partitionByProfile(fn, *sig, cuts, profile, total, rankOf, plan)))
         return signalPassFailure();
       return;
     }

@@ -220,7 +220,13 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
       4·P·V stages round the ranks): the pass redoes that partition (the rule above for N
       stages), gives each op its stage's measured time in proportion to
       the op's FLOPs, and cuts by the same dynamic program on those times
-      instead of the FLOPs, ignoring markers. Each stage records its
+      instead of the FLOPs, ignoring markers. With `schedule` (and
+      `microbatches`), the cuts then move, one cut point at a time, while
+      that schedule, simulated on those times, ends sooner: the program
+      evens out each stage's total, but the schedule's makespan also
+      depends on where the F, B and W times lie (the first stage's F
+      delays every other rank; a stage whose input needs no gradient has
+      no B). Each stage records its
       measured share as `time_f`/`time_b`/`time_w`, which `--zb-schedule`
       plans with.
 
@@ -239,7 +245,12 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
            "by the cost model (default: an error)">,
     Option<"profile", "profile", "std::string", "\"\"",
            "Cut by the measured stage times of this profile of an N-stage "
-           "partition of the model (JSON, zb-run --profile)">
+           "partition of the model (JSON, zb-run --profile)">,
+    Option<"scheduleName", "schedule", "std::string", "\"\"",
+           "With profile: move the cuts while this schedule (see zb-sched), "
+           "simulated on the measured times, ends sooner">,
+    Option<"numMicrobatches", "microbatches", "int64_t", "1",
+           "With schedule: microbatches M per step">
   ];
   let dependentDialects = ["zb::pipe::PipeDialect"];
 }
