@@ -136,8 +136,8 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   partition.ignoreMismatchedCuts = true;
   partition.profile = options.partitionProfile;
   // Measured times: the cuts follow what the schedule makes of them (at
-  // its default memory; the exact solver is too slow to ask per move).
-  if (!options.forwardOnly && options.schedule != "optimal") {
+  // its default memory).
+  if (!options.forwardOnly) {
     partition.scheduleName = options.schedule;
     partition.numMicrobatches = options.microbatches;
   }

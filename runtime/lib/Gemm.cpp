@@ -55,7 +55,8 @@ struct PackedCopy {
   /// The scope it was packed in (0: none yet).
   uint64_t scope = 0;
   /// When it was packed there, counting the thread's packings: the order
-  /// of its first use.
+  /// of its first use, or of packWeightWhileIdle's, which follows the
+  /// previous scope's order.
   uint64_t order = 0;
 };
 
@@ -70,7 +71,7 @@ struct WeightCache {
   /// The copies' bytes, and the open scope's budget for them.
   size_t bytes = 0, budget = 0;
   /// The copies an earlier scope kept whose weights lie in the open
-  /// scope's ranges, in the order of their first use there, reversed: what
+  /// scope's ranges, in the order they were packed there, reversed: what
   /// packWeightWhileIdle repacks, from the back.
   std::vector<PackedKey> pending;
   uint64_t packings = 0;
@@ -144,7 +145,8 @@ PackedWeights::PackedWeights(std::vector<MemoryRange> weights, size_t budget) {
   std::sort(cache.ranges.begin(), cache.ranges.end());
   ++cache.scope;
   // The previous scope's copies (the only ones kept) of weights in these
-  // ranges, to repack while the thread would wait: first used, last popped.
+  // ranges, to repack while the thread would wait: first packed, last
+  // popped.
   std::vector<std::pair<uint64_t, PackedKey>> kept;
   for (const auto &[key, copy] : cache.copies)
     if (inScope(cache, key))

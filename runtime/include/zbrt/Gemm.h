@@ -50,7 +50,8 @@ public:
 /// Repacks one of the copies the previous scope used, for this thread's
 /// open scope, ahead of its first use: for a rank about to wait (for a
 /// peer's message), whose wait then does work the step needs anyway. The
-/// copies come in the order of their first use in the previous scope.
+/// copies come in the order the previous scope packed them (at their first
+/// use, or ahead of it here, in the order before).
 /// False when none is left (or no scope is open).
 bool packWeightWhileIdle();
 
