@@ -582,9 +582,10 @@ int main(int argc, char **argv) {
   }
 
   if (!gemms.empty()) {
-    std::printf("\ngemm path (zbrt_sgemm_batched, beta=1) vs direct "
-                "cblas_sgemm; \"B packed\": zbrt with B a weight packed "
-                "once (zbrt::PackedWeights)\n");
+    std::printf("\ngemm path (zbrt_sgemm_batched, beta=1; kernel: %s) vs "
+                "direct cblas_sgemm; \"B packed\": zbrt with B a weight "
+                "packed once (zbrt::PackedWeights)\n",
+                zbrt::sgemmKernelName());
     std::printf("%-19s %-15s %10s %12s %10s %12s %10s\n", "shape m*n*k", "use",
                 "zbrt us", "OpenBLAS us", "zbrt/BLAS", "B packed us",
                 "packed/BLAS");

@@ -20,15 +20,23 @@ using namespace zbrt;
 
 namespace {
 
-/// The smallest m * n * k the runtime's kernel takes: below it OpenBLAS's
-/// small-matrix paths are as fast or faster than packing (2^19: 128x64x64
-/// 1.07x OpenBLAS's time, 96x80x72 1.28x; 2^20: 128x128x64 0.93-0.96x).
-constexpr int64_t kMinKernelVolume = int64_t(1) << 20;
-/// And the smallest m, n and k: a narrow C fills few of a panel's 32 lanes
-/// (m = 1024, n = 8, k = 64: 3.1x OpenBLAS's time), a short k leaves the
-/// call to loading and storing C (512 x 1024 x 1: 1.8x), and a few rows
-/// of A do not repay packing B (8 x 64 x 1024 with B transposed: 2.0x).
-constexpr int64_t kMinKernelM = 32, kMinKernelN = 64, kMinKernelK = 64;
+/// The smallest product the runtime's kernel takes, per instruction set.
+struct KernelMinimum {
+  int64_t m, n, k, volume;
+};
+/// With AVX-512: below m * n * k = 2^20, OpenBLAS's small-matrix paths are
+/// as fast or faster than packing (2^19: 128x64x64 1.07x OpenBLAS's time,
+/// 96x80x72 1.28x; 2^20: 128x128x64 0.93-0.96x); a narrow C fills few of a
+/// panel's 32 lanes (m = 1024, n = 8, k = 64: 3.1x), a short k leaves the
+/// call to loading and storing C (512 x 1024 x 1: 1.8x), and a few rows of
+/// A do not repay packing B (8 x 64 x 1024 with B transposed: 2.0x).
+constexpr KernelMinimum kAvx512Minimum{32, 64, 64, int64_t(1) << 20};
+/// With AVX2 (Zen 3), OpenBLAS's Haswell-era kernels leave the small
+/// products to the runtime's (64^3: 0.85-0.95x OpenBLAS's time in every
+/// transpose, 32^3 0.79x, 16 x 32 x 64 0.81x); a 16-row C still repays
+/// packing B (16 x 64 x 1024, B transposed: 0.88x); n or k of 16 do not
+/// (1024 x 16 x 64 at parity, 512 x 1024 x 16 1.5x).
+constexpr KernelMinimum kAvx2Minimum{16, 32, 32, int64_t(1) << 15};
 
 /// One packed copy of a weight: which operand, as which op(B).
 struct PackedKey {
@@ -205,18 +213,33 @@ std::string zbrt::sgemmChoiceProblem() {
          "'";
 }
 
+/// The kernel's instruction set, None with ZB_SGEMM=openblas.
+static SgemmIsa kernelIsa() {
+  static const SgemmIsa isa =
+      sgemmChoice() == "openblas" ? SgemmIsa::None : sgemmIsa();
+  return isa;
+}
+
+const char *zbrt::sgemmKernelName() {
+  SgemmIsa isa = kernelIsa();
+  return isa == SgemmIsa::None ? "openblas" : sgemmIsaName(isa);
+}
+
 /// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
-/// than OpenBLAS: on a CPU with AVX-512F, for products of at least
-/// kMinKernelVolume and no side below its minimum, while OpenBLAS runs on one
+/// than OpenBLAS: on a CPU with AVX-512F or AVX2, for products no smaller
+/// than that instruction set's KernelMinimum, while OpenBLAS runs on one
 /// thread (the kernel is single-thread: a rank given more threads keeps
 /// OpenBLAS's), unless ZB_SGEMM=openblas says otherwise (zb-run rejects other
 /// values, see sgemmChoiceProblem). The choice depends on the shape alone, so a
-/// product has the same bits wherever it runs.
+/// product has the same bits wherever it runs on a machine.
 static bool useRuntimeSgemm(int64_t m, int64_t n, int64_t k) {
-  static const bool allowed =
-      sgemmKernelAvailable() && sgemmChoice() != "openblas";
-  return allowed && m >= kMinKernelM && n >= kMinKernelN && k >= kMinKernelK &&
-         m * n * k >= kMinKernelVolume && openblas_get_num_threads() == 1;
+  SgemmIsa isa = kernelIsa();
+  if (isa == SgemmIsa::None)
+    return false;
+  const KernelMinimum &least =
+      isa == SgemmIsa::Avx512 ? kAvx512Minimum : kAvx2Minimum;
+  return m >= least.m && n >= least.n && k >= least.k &&
+         m * n * k >= least.volume && openblas_get_num_threads() == 1;
 }
 
 extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,

@@ -1,4 +1,4 @@
-//===- Sgemm.h - The f32 matrix product for one thread, AVX-512 -*- C++ -*-===//
+//===- Sgemm.h - The f32 matrix product for one thread ----------*- C++ -*-===//
 //
 // Part of ZeroBubble MLIR.
 //
@@ -6,7 +6,8 @@
 //
 // The runtime's own single-thread f32 gemm (Sgemm.cpp): row-major
 // C = alpha * op(A) * op(B) + beta * C with B packed into 32-column panels
-// and A read in place. It needs AVX-512F (sgemmKernelAvailable); zbrt_sgemm
+// and A read in place. It needs AVX-512F or AVX2 with FMA
+// (sgemmKernelAvailable), and gives the same bits with either; zbrt_sgemm
 // (Gemm.cpp) decides when it serves a call and when OpenBLAS does.
 //
 //===----------------------------------------------------------------------===//
@@ -42,28 +43,44 @@ private:
   size_t capacity = 0;
 };
 
-/// Whether this CPU runs the kernel (AVX-512F).
+/// The instruction sets the kernel is written for.
+enum class SgemmIsa { None, Avx2, Avx512 };
+
+/// Whether this CPU runs `isa`'s kernel (AVX2 needs FMA as well).
+bool sgemmIsaSupported(SgemmIsa isa);
+
+/// The best instruction set this CPU runs the kernel with: AVX-512F, else
+/// AVX2, else None.
+SgemmIsa sgemmIsa();
+
+/// "avx512", "avx2" or "none".
+const char *sgemmIsaName(SgemmIsa isa);
+
+/// Whether this CPU runs the kernel at all (sgemmIsa() is not None).
 bool sgemmKernelAvailable();
 
 /// Floats a packed op(B) of k x n takes.
 size_t sgemmPackedSize(int64_t k, int64_t n);
 
 /// Packs op(B) (k x n; B itself n x k when transB) into `packed`, which
-/// holds sgemmPackedSize(k, n) floats and is 64-byte aligned.
+/// holds sgemmPackedSize(k, n) floats and is 64-byte aligned. The layout is
+/// the same for every instruction set. `isa` must be supported (all three
+/// functions below take it, by default the best one).
 void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b, int64_t ldb,
-                float *packed);
+                float *packed, SgemmIsa isa = sgemmIsa());
 
 /// C = alpha * op(A) * P + beta * C for a P packed by sgemmPackB (k x n).
 /// With beta = 0, C is written without being read.
 void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *packed, float beta,
-                 float *c, int64_t ldc);
+                 float *c, int64_t ldc, SgemmIsa isa = sgemmIsa());
 
 /// The whole product, B packed into a per-thread buffer. False (C
 /// untouched) when that buffer cannot be allocated.
 bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc);
+           int64_t ldb, float beta, float *c, int64_t ldc,
+           SgemmIsa isa = sgemmIsa());
 
 } // namespace zbrt
 

@@ -98,32 +98,53 @@ INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,
                          ::testing::Combine(::testing::Bool(),
                                             ::testing::Bool()));
 
-/// The runtime's AVX-512 kernel against the reference, on shapes that
-/// straddle its blocks: rows around its 8-row register block and 256-row
-/// cache block, columns around its 32-column panels and 16-wide halves,
-/// depths around its 16 x 16 transposes and 512-step blocks; row strides
-/// wider than the matrices; alpha and beta 0, 1 and others.
+/// Every instruction set this CPU runs the runtime's kernel with: AVX-512F
+/// and AVX2 on a CPU with both (each tested; a CPU without AVX-512F skips
+/// its rows).
+const zbrt::SgemmIsa kIsas[] = {zbrt::SgemmIsa::Avx512, zbrt::SgemmIsa::Avx2};
+
+/// The runtime's kernel, with each instruction set, against the reference,
+/// on shapes that straddle its blocks: rows around its register blocks (8
+/// rows with AVX-512, 6 with AVX2) and cache blocks (256 and 144 rows),
+/// columns around its 32-column panels and 16-wide halves, depths around
+/// its 16 x 16 and 8 x 8 transposes and 512-step blocks; row strides wider
+/// than the matrices; with transA, A's blocks read in place and (AVX2, C of
+/// 256 columns or more) copied; alpha and beta 0, 1 and others.
+class SgemmIsaTest
+    : public ::testing::TestWithParam<std::tuple<bool, bool, zbrt::SgemmIsa>> {
+protected:
+  void SetUp() override {
+    zbrt::SgemmIsa isa = std::get<2>(GetParam());
+    if (!zbrt::sgemmIsaSupported(isa))
+      GTEST_SKIP() << "this CPU has no " << zbrt::sgemmIsaName(isa);
+  }
+};
+
+/// zbrt_sgemm's kernel where the CPU has one (the PackedWeights tests).
 class SgemmKernelTest
     : public ::testing::TestWithParam<std::tuple<bool, bool>> {
 protected:
   void SetUp() override {
     if (!zbrt::sgemmKernelAvailable())
-      GTEST_SKIP() << "no AVX-512F on this CPU: zbrt_sgemm uses OpenBLAS";
+      GTEST_SKIP() << "neither AVX-512F nor AVX2 with FMA on this CPU: "
+                      "zbrt_sgemm uses OpenBLAS";
   }
 };
 
-TEST_P(SgemmKernelTest, MatchesReference) {
-  auto [transA, transB] = GetParam();
+TEST_P(SgemmIsaTest, MatchesReference) {
+  auto [transA, transB, isa] = GetParam();
   struct Case {
     int64_t m, n, k, pad;
     float alpha, beta;
   };
   const Case cases[] = {
-      {1, 1, 1, 0, 1.f, 0.f},      {7, 5, 9, 0, 0.5f, 2.f},
-      {8, 32, 16, 0, 1.f, 1.f},    {9, 33, 17, 3, 1.f, 0.f},
-      {17, 15, 31, 1, -1.f, 0.5f}, {3, 70, 513, 5, 1.f, 1.f},
-      {300, 48, 40, 0, 2.f, 0.f},  {64, 64, 1030, 7, 1.f, -1.f},
-      {12, 31, 0, 0, 1.f, 0.5f},   {259, 97, 64, 2, 0.f, 1.f},
+      {1, 1, 1, 0, 1.f, 0.f},       {7, 5, 9, 0, 0.5f, 2.f},
+      {8, 32, 16, 0, 1.f, 1.f},     {9, 33, 17, 3, 1.f, 0.f},
+      {17, 15, 31, 1, -1.f, 0.5f},  {3, 70, 513, 5, 1.f, 1.f},
+      {300, 48, 40, 0, 2.f, 0.f},   {64, 64, 1030, 7, 1.f, -1.f},
+      {12, 31, 0, 0, 1.f, 0.5f},    {259, 97, 64, 2, 0.f, 1.f},
+      {145, 16, 100, 3, 1.f, 1.f},  {6, 8, 520, 0, 0.5f, 0.f},
+      {150, 260, 70, 5, 1.f, 0.5f}, {20, 256, 600, 0, 2.f, 1.f},
   };
   std::mt19937 rng(11);
   for (const Case &t : cases) {
@@ -134,7 +155,7 @@ TEST_P(SgemmKernelTest, MatchesReference) {
     std::vector<float> c = randomValues<float>(t.m * ldc, rng);
     std::vector<float> expected = c;
     ASSERT_TRUE(zbrt::sgemm(transA, transB, t.m, t.n, t.k, t.alpha, a.data(),
-                            lda, b.data(), ldb, t.beta, c.data(), ldc));
+                            lda, b.data(), ldb, t.beta, c.data(), ldc, isa));
     referenceGemm(transA, transB, t.m, t.n, t.k, t.alpha, a, lda, b, ldb,
                   t.beta, expected, ldc);
     for (int64_t i = 0; i < t.m; ++i)
@@ -150,8 +171,8 @@ TEST_P(SgemmKernelTest, MatchesReference) {
 }
 
 /// With beta = 0, C is written without being read: NaNs in it vanish.
-TEST_P(SgemmKernelTest, BetaZeroIgnoresC) {
-  auto [transA, transB] = GetParam();
+TEST_P(SgemmIsaTest, BetaZeroIgnoresC) {
+  auto [transA, transB, isa] = GetParam();
   const int64_t m = 10, n = 20, k = 30;
   std::mt19937 rng(3);
   std::vector<float> a = randomValues<float>(m * k, rng);
@@ -159,7 +180,7 @@ TEST_P(SgemmKernelTest, BetaZeroIgnoresC) {
   std::vector<float> c(m * n, std::nanf("")), expected(m * n, 0.f);
   ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(),
                           transA ? m : k, b.data(), transB ? k : n, 0.f,
-                          c.data(), n));
+                          c.data(), n, isa));
   referenceGemm(transA, transB, m, n, k, 1.f, a, transA ? m : k, b,
                 transB ? k : n, 0.f, expected, n);
   for (int64_t i = 0; i < m * n; ++i)
@@ -168,8 +189,8 @@ TEST_P(SgemmKernelTest, BetaZeroIgnoresC) {
 
 /// A B packed once serves several products, each equal to the unpacked
 /// call bit for bit (the packing is the only difference).
-TEST_P(SgemmKernelTest, PackedOnceEqualsPerCall) {
-  auto [transA, transB] = GetParam();
+TEST_P(SgemmIsaTest, PackedOnceEqualsPerCall) {
+  auto [transA, transB, isa] = GetParam();
   const int64_t m = 40, n = 45, k = 70;
   std::mt19937 rng(5);
   std::vector<float> b = randomValues<float>(k * n, rng);
@@ -178,17 +199,58 @@ TEST_P(SgemmKernelTest, PackedOnceEqualsPerCall) {
   float *p = packed.data();
   while (reinterpret_cast<uintptr_t>(p) % 64)
     ++p;
-  zbrt::sgemmPackB(transB, k, n, b.data(), transB ? k : n, p);
+  zbrt::sgemmPackB(transB, k, n, b.data(), transB ? k : n, p, isa);
   for (int round = 0; round < 3; ++round) {
     std::vector<float> a = randomValues<float>(m * k, rng);
     std::vector<float> c1(m * n, 0.f), c2(m * n, 0.f);
     zbrt::sgemmPacked(transA, m, n, k, 1.f, a.data(), transA ? m : k, p, 0.f,
-                      c1.data(), n);
+                      c1.data(), n, isa);
     ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(),
                             transA ? m : k, b.data(), transB ? k : n, 0.f,
-                            c2.data(), n));
+                            c2.data(), n, isa));
     EXPECT_EQ(c1, c2) << "round " << round;
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransposes, SgemmIsaTest,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Bool(),
+                                            ::testing::ValuesIn(kIsas)),
+                         [](const auto &info) {
+                           return std::string(std::get<0>(info.param) ? "T"
+                                                                      : "N") +
+                                  (std::get<1>(info.param) ? "T" : "N") + "_" +
+                                  zbrt::sgemmIsaName(std::get<2>(info.param));
+                         });
+
+/// The instruction sets give the same bits: each element sums its k terms
+/// in the same order with fused multiply-adds, whatever the register block,
+/// so a model trains the same on either (packed once or per call, A read in
+/// place or copied).
+TEST(SgemmKernelIsas, SameBits) {
+  for (zbrt::SgemmIsa isa : kIsas)
+    if (!zbrt::sgemmIsaSupported(isa))
+      GTEST_SKIP() << "this CPU has no " << zbrt::sgemmIsaName(isa)
+                   << ": one instruction set, nothing to compare";
+  std::mt19937 rng(17);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 45, 1100},
+                         {150, 70, 96},
+                         {9, 300, 33}})
+    for (bool transA : {false, true})
+      for (bool transB : {false, true}) {
+        std::vector<float> a = randomValues<float>(m * k, rng);
+        std::vector<float> b = randomValues<float>(k * n, rng);
+        std::vector<float> c0 = randomValues<float>(m * n, rng);
+        std::vector<float> c512 = c0, c2 = c0;
+        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(),
+                                transA ? m : k, b.data(), transB ? k : n, 1.f,
+                                c512.data(), n, zbrt::SgemmIsa::Avx512));
+        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(),
+                                transA ? m : k, b.data(), transB ? k : n, 1.f,
+                                c2.data(), n, zbrt::SgemmIsa::Avx2));
+        EXPECT_EQ(c512, c2) << m << "x" << n << "x" << k << " transA " << transA
+                            << " transB " << transB;
+      }
 }
 
 /// zbrt_sgemm products A * op(B) of one shape above the kernel's smallest

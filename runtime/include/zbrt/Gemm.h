@@ -58,9 +58,14 @@ bool packWeightWhileIdle();
 /// Bytes of the packed copies this thread holds.
 size_t packedWeightBytes();
 
+/// What serves zbrt_sgemm's products above the kernel's minimum here: the
+/// kernel's instruction set ("avx512", "avx2"), or "openblas" (no kernel for
+/// this CPU, or ZB_SGEMM=openblas).
+const char *sgemmKernelName();
+
 /// What is wrong with ZB_SGEMM, which picks the f32 gemm ("zbrt": the
-/// runtime's kernel where the CPU has AVX-512F, the default; "openblas"),
-/// as a message; empty when it is unset or valid.
+/// runtime's kernel where the CPU has AVX-512F or AVX2, the default;
+/// "openblas"), as a message; empty when it is unset or valid.
 std::string sgemmChoiceProblem();
 
 } // namespace zbrt

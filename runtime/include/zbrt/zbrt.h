@@ -21,7 +21,8 @@ const char *zbrt_version(void);
 /* Single-precision row-major GEMM: C = alpha * op(A) * op(B) + beta * C,
  * with op(X) = X or X^T as transA / transB say. op(A) is m x k, op(B) is
  * k x n, C is m x n; lda, ldb, ldc are the row strides of A, B, C as stored.
- * Computed by the runtime's AVX-512 kernel or OpenBLAS (docs/Runtime.md). */
+ * Computed by the runtime's kernel (AVX-512 or AVX2) or OpenBLAS
+ * (docs/Runtime.md). */
 void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n, int64_t k,
                 float alpha, const float *a, int64_t lda, const float *b,
                 int64_t ldb, float beta, float *c, int64_t ldc);
