@@ -393,17 +393,16 @@ ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
         copyTransposedA(mc, kc, a, lda, i0, k0, aCopy);
       for (int64_t j0 = 0; j0 < n; j0 += kNR) {
         const float *panel = packedB + (j0 / kNR) * k * kNR + k0 * kNR;
-        // The panel's halves in turn, a half past n skipped.
-        for (int64_t h = 0; h < kNR && j0 + h < n; h += 16) {
-          int64_t cols = std::min<int64_t>(16, n - j0 - h);
-          for (int64_t i = i0; i < i0 + mc; i += kMR) {
-            int64_t mr = std::min(kMR, i0 + mc - i);
-            const float *rows =
-                aCopy ? aCopy + (i - i0) * kc : a + i * strideI + k0 * strideK;
+        // A group of rows meets both halves of the panel in turn (a half
+        // past n skipped), its rows of A still in L1 for the second.
+        for (int64_t i = i0; i < i0 + mc; i += kMR) {
+          int64_t mr = std::min(kMR, i0 + mc - i);
+          const float *rows =
+              aCopy ? aCopy + (i - i0) * kc : a + i * strideI + k0 * strideK;
+          for (int64_t h = 0; h < kNR && j0 + h < n; h += 16)
             kKernels[mr](kc, rows, aCopy ? 1 : strideI, aCopy ? kMR : strideK,
                          panel + h, c + i * ldc + j0 + h, ldc, alpha, beta,
-                         k0 == 0, cols);
-          }
+                         k0 == 0, std::min<int64_t>(16, n - j0 - h));
         }
       }
     }
