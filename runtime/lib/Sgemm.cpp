@@ -366,9 +366,9 @@ ZB_AVX2 void copyTransposedA(int64_t mc, int64_t kc, const float *a,
     }
     for (int64_t p = 0; p < kc; ++p, src += lda, dst += kMR) {
       _mm_storeu_ps(dst, _mm_loadu_ps(src));
-      _mm_storel_pi(reinterpret_cast<__m64 *>(dst + 4),
-                    _mm_castpd_ps(_mm_load_sd(
-                        reinterpret_cast<const double *>(src + 4))));
+      _mm_storel_epi64(reinterpret_cast<__m128i *>(dst + 4),
+                       _mm_loadl_epi64(
+                           reinterpret_cast<const __m128i *>(src + 4)));
     }
   }
 }

@@ -223,34 +223,42 @@ INSTANTIATE_TEST_SUITE_P(AllTransposes, SgemmIsaTest,
                                   zbrt::sgemmIsaName(std::get<2>(info.param));
                          });
 
-/// The instruction sets give the same bits: each element sums its k terms
-/// in the same order with fused multiply-adds, whatever the register block,
-/// so a model trains the same on either (packed once or per call, A read in
-/// place or copied).
+/// The two kernels give the same bits: each element sums its k terms in
+/// the same order with fused multiply-adds, whatever the register block (A
+/// read in place or, with AVX2, copied; beta 1 or 0 over a C of NaNs).
 TEST(SgemmKernelIsas, SameBits) {
   for (zbrt::SgemmIsa isa : kIsas)
     if (!zbrt::sgemmIsaSupported(isa))
       GTEST_SKIP() << "this CPU has no " << zbrt::sgemmIsaName(isa)
                    << ": one instruction set, nothing to compare";
   std::mt19937 rng(17);
+  // The last two copy A with AVX2 when transposed (n >= 256, A's columns
+  // spanning more than 32 KB), with a ragged last group of rows.
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 45, 1100},
                          {150, 70, 96},
-                         {9, 300, 33}})
+                         {9, 300, 33},
+                         {23, 260, 600},
+                         {150, 260, 70}})
     for (bool transA : {false, true})
-      for (bool transB : {false, true}) {
-        std::vector<float> a = randomValues<float>(m * k, rng);
-        std::vector<float> b = randomValues<float>(k * n, rng);
-        std::vector<float> c0 = randomValues<float>(m * n, rng);
-        std::vector<float> c512 = c0, c2 = c0;
-        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(),
-                                transA ? m : k, b.data(), transB ? k : n, 1.f,
-                                c512.data(), n, zbrt::SgemmIsa::Avx512));
-        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(),
-                                transA ? m : k, b.data(), transB ? k : n, 1.f,
-                                c2.data(), n, zbrt::SgemmIsa::Avx2));
-        EXPECT_EQ(c512, c2) << m << "x" << n << "x" << k << " transA " << transA
-                            << " transB " << transB;
-      }
+      for (bool transB : {false, true})
+        for (float beta : {1.f, 0.f}) {
+          std::vector<float> a = randomValues<float>(m * k, rng);
+          std::vector<float> b = randomValues<float>(k * n, rng);
+          std::vector<float> c0 = beta == 0.f
+                                      ? std::vector<float>(m * n, std::nanf(""))
+                                      : randomValues<float>(m * n, rng);
+          std::vector<float> c512 = c0, c2 = c0;
+          ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(),
+                                  transA ? m : k, b.data(), transB ? k : n,
+                                  beta, c512.data(), n,
+                                  zbrt::SgemmIsa::Avx512));
+          ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(),
+                                  transA ? m : k, b.data(), transB ? k : n,
+                                  beta, c2.data(), n, zbrt::SgemmIsa::Avx2));
+          EXPECT_EQ(c512, c2) << m << "x" << n << "x" << k << " transA "
+                              << transA << " transB " << transB << " beta "
+                              << beta;
+        }
 }
 
 /// zbrt_sgemm products A * op(B) of one shape above the kernel's smallest
