@@ -35,6 +35,9 @@
 
 namespace {
 
+// op(B) (k x n) is packed in panels: panel j holds columns [32j, 32j + 32)
+// as k rows of 32 floats (zeros past n), at `out + j * k * 32`, whichever
+// instruction set packs or reads it.
 constexpr int64_t kNR = 32; // columns of a B panel
 constexpr int64_t kKC = 512;
 
@@ -131,8 +134,6 @@ ZB_AVX512 void transpose16(__m512 r[16]) {
   }
 }
 
-// op(B) (k x n) in panels: panel j holds columns [32j, 32j + 32) as k rows
-// of 32 floats (zeros past n), at `out + j * k * 32`.
 ZB_AVX512 void packB(bool transB, int64_t k, int64_t n, const float *b,
                      int64_t ldb, float *out) {
   for (int64_t j0 = 0; j0 < n; j0 += kNR) {
@@ -303,7 +304,6 @@ ZB_AVX2 void transpose8(__m256 r[8]) {
   }
 }
 
-// The same panels as avx512::packB.
 ZB_AVX2 void packB(bool transB, int64_t k, int64_t n, const float *b,
                    int64_t ldb, float *out) {
   for (int64_t j0 = 0; j0 < n; j0 += kNR) {
@@ -384,7 +384,9 @@ ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
   bool copyA = transA && n >= kCopyAMinN &&
                std::min(k, kKC) * lda * int64_t(sizeof(float)) > kCopyASpan;
   float *aCopy = copyA && aBlock.reserve(kMC * kKC) ? aBlock.data() : nullptr;
-  int64_t strideI = transA ? 1 : lda, strideK = transA ? lda : 1;
+  // A's element (i, p) of a group at rows[i * strideI + p * strideK].
+  int64_t strideI = aCopy || transA ? 1 : lda;
+  int64_t strideK = aCopy ? kMR : transA ? lda : 1;
   for (int64_t k0 = 0; k0 < k; k0 += kKC) {
     int64_t kc = std::min(kKC, k - k0);
     for (int64_t i0 = 0; i0 < m; i0 += kMC) {
@@ -400,9 +402,9 @@ ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
           const float *rows =
               aCopy ? aCopy + (i - i0) * kc : a + i * strideI + k0 * strideK;
           for (int64_t h = 0; h < kNR && j0 + h < n; h += 16)
-            kKernels[mr](kc, rows, aCopy ? 1 : strideI, aCopy ? kMR : strideK,
-                         panel + h, c + i * ldc + j0 + h, ldc, alpha, beta,
-                         k0 == 0, std::min<int64_t>(16, n - j0 - h));
+            kKernels[mr](kc, rows, strideI, strideK, panel + h,
+                         c + i * ldc + j0 + h, ldc, alpha, beta, k0 == 0,
+                         std::min<int64_t>(16, n - j0 - h));
         }
       }
     }
@@ -453,8 +455,6 @@ size_t sgemmPackedSize(int64_t k, int64_t n) {
   return static_cast<size_t>(k) * ((n + kNR - 1) / kNR) * kNR;
 }
 
-// op(B) (k x n) in panels: panel j holds columns [32j, 32j + 32) as k rows
-// of 32 floats (zeros past n), at `out + j * k * 32`.
 void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b, int64_t ldb,
                 float *out, SgemmIsa isa) {
   if (isa == SgemmIsa::Avx512)
