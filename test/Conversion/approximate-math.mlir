@@ -18,6 +18,48 @@ func.func @f32(%x: f32) -> (f32, f32, f32) {
   return %e, %x2, %l : f32, f32, f32
 }
 
+// f32 erf: x clamped to [-3.8, 3.8] (NaN kept: ordered comparisons), then
+// x P(x^2) / Q(x^2), P of degree 6 and Q of degree 4 by Horner's rule.
+// CHECK-LABEL: func.func @erf(
+// CHECK-SAME: %[[X:.*]]: f32
+// CHECK: %[[HI:.*]] = arith.constant 3.800000e+00 : f32
+// CHECK: %[[ABOVE:.*]] = arith.cmpf ogt, %[[X]], %[[HI]]
+// CHECK: %[[X1:.*]] = arith.select %[[ABOVE]], %[[HI]], %[[X]]
+// CHECK: %[[LO:.*]] = arith.constant -3.800000e+00 : f32
+// CHECK: %[[BELOW:.*]] = arith.cmpf olt, %[[X1]], %[[LO]]
+// CHECK: %[[XC:.*]] = arith.select %[[BELOW]], %[[LO]], %[[X1]]
+// CHECK: %[[X2:.*]] = arith.mulf %[[XC]], %[[XC]]
+// CHECK-COUNT-6: math.fma %{{.*}}, %[[X2]], %{{.*}}
+// CHECK: %[[NUM:.*]] = arith.mulf %[[XC]], %{{.*}}
+// CHECK-COUNT-4: math.fma %{{.*}}, %[[X2]], %{{.*}}
+// CHECK: %[[R:.*]] = arith.divf %[[NUM]], %{{.*}} : f32
+// CHECK-NOT: arith.select
+// CHECK: return %[[R]]
+func.func @erf(%x: f32) -> f32 {
+  %e = math.erf %x : f32
+  return %e : f32
+}
+
+// The same on vectors, with splat constants.
+// CHECK-LABEL: func.func @erf_vector(
+// CHECK: arith.constant dense<3.800000e+00> : vector<8xf32>
+// CHECK-COUNT-10: math.fma {{.*}} : vector<8xf32>
+// CHECK: arith.divf {{.*}} : vector<8xf32>
+func.func @erf_vector(%x: vector<8xf32>) -> vector<8xf32> {
+  %e = math.erf %x : vector<8xf32>
+  return %e : vector<8xf32>
+}
+
+// f16 erf keeps MLIR's approximation (coefficients picked per interval).
+// CHECK-LABEL: func.func @erf_f16(
+// CHECK-NOT: math.erf
+// CHECK: arith.select
+// CHECK: arith.divf {{.*}} : f16
+func.func @erf_f16(%x: f16) -> f16 {
+  %e = math.erf %x : f16
+  return %e : f16
+}
+
 // CHECK-LABEL: func.func @f64(
 // CHECK: math.erf %{{.*}} : f64
 // CHECK: math.exp %{{.*}} : f64
