@@ -30,6 +30,13 @@ std::string zb::executableIdentity(const char *argv0, void *anchor) {
       llvm::SHA256::hash(llvm::arrayRefFromStringRef((*binary)->getBuffer())));
 }
 
+std::string zb::moduleDigest(ModuleOp module) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  module->print(os, OpPrintingFlags().enableDebugInfo(false));
+  return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(text)));
+}
+
 llvm::Expected<CompileCache> zb::openCache(const CompileSettings &settings) {
   return CompileCache::open(settings.cacheDir.empty()
                                 ? CompileCache::defaultDirectory()

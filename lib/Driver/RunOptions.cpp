@@ -181,7 +181,7 @@ zb::schedule::Problem RunOptions::scheduleLayout() const {
 }
 
 std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
-                                       llvm::StringRef balanceProfile) const {
+                                       llvm::StringRef balancedProgram) const {
   return (modelText + ";pipeline;np=" + llvm::Twine(ranks) + ";schedule=" +
           schedule + ";chunks=" + llvm::Twine(chunksForSchedule()) +
           ";m=" + llvm::Twine(microbatches) + ";dp=" + llvm::Twine(replicas) +
@@ -189,7 +189,7 @@ std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
           (dtype == "f32" ? "" : ";dtype=" + dtype) +
           (usesCompiledUpdate() ? ";update=" + optimizer : "") +
           ";rank=" + llvm::Twine(rank) +
-          (balanceProfile.empty() ? "" : ";balance=" + balanceProfile))
+          (balancedProgram.empty() ? "" : ";balanced=" + balancedProgram))
       .str();
 }
 

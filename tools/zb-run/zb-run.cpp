@@ -608,8 +608,12 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
       return fail(error), nullptr;
     if (!compiler)
       return nullptr;
+    // Cut at measured times, the program is keyed by what it is: a rerun
+    // whose times give the same cut and schedule finds it cached.
+    std::string balanced =
+        balanceProfile.empty() ? "" : zb::moduleDigest(*rankModule);
     llvm::Expected<std::unique_ptr<zb::CacheEntry>> entry = zb::compileCached(
-        *rankModule, opts.rankProgramKey(modelText, r, balanceProfile),
+        *rankModule, opts.rankProgramKey(modelText, r, balanced),
         compiler->settings, compiler->cache, warn);
     if (!entry)
       return fail("compiling '" + opts.modelPath +

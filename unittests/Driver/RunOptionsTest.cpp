@@ -107,7 +107,7 @@ TEST(RunOptions, RankProgramKeysDifferInEveryChoice) {
   std::string key = base.rankProgramKey("model", 0);
   EXPECT_NE(key, base.rankProgramKey("model", 1));
   EXPECT_NE(key, base.rankProgramKey("model2", 0));
-  // Stages cut at measured times: another program per profile.
+  // Stages cut at measured times: another program per cut program.
   EXPECT_NE(key, base.rankProgramKey("model", 0, "{\"stages\": []}"));
   EXPECT_NE(base.rankProgramKey("model", 0, "a"),
             base.rankProgramKey("model", 0, "b"));

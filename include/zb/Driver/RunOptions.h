@@ -101,10 +101,12 @@ struct RunOptions {
   /// The ranks, chunks, placement and microbatches of the schedule that
   /// runs (for the simulator beside a measured run).
   zb::schedule::Problem scheduleLayout() const;
-  /// The cache key of rank `rank`'s program of `modelText`, partitioned
-  /// at the times of `balanceProfile` (--balance) when given.
+  /// The cache key of rank `rank`'s program of `modelText`; with --balance,
+  /// `balancedProgram` is the moduleDigest of the rank's program as cut at
+  /// the measured times: the same cut and schedule make the same key,
+  /// whatever times a run measured.
   std::string rankProgramKey(llvm::StringRef modelText, int rank,
-                             llvm::StringRef balanceProfile = "") const;
+                             llvm::StringRef balancedProgram = "") const;
   /// The compiler's settings (the CPU from $ZB_TARGET_CPU unless given);
   /// `identity` is the running compiler's.
   CompileSettings compileSettings(std::string identity) const;
