@@ -15,6 +15,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SHA256.h"
 
+#include <limits>
 #include <unistd.h>
 
 using namespace mlir;
@@ -33,7 +34,16 @@ std::string zb::executableIdentity(const char *argv0, void *anchor) {
 std::string zb::moduleDigest(ModuleOp module) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  module->print(os, OpPrintingFlags().enableDebugInfo(false));
+  // Every flag that could leave something out set here, whatever a tool's
+  // command line (--mlir-elide-elementsattrs-if-larger, ...) says.
+  constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
+  OpPrintingFlags flags;
+  flags.enableDebugInfo(false)
+      .elideLargeElementsAttrs(kAll)
+      .elideLargeResourceString(kAll)
+      .skipRegions(false)
+      .printGenericOpForm(false);
+  module->print(os, flags);
   return llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(text)));
 }
 

@@ -21,8 +21,10 @@ namespace zb {
 /// older one cached.
 std::string executableIdentity(const char *argv0, void *anchor);
 
-/// A digest (SHA-256, hex) of `module`'s printed form: equal for two modules
-/// exactly when they print alike, whatever produced them; a cache key for a
+/// A digest (SHA-256, hex) of `module`'s printed form, everything printed
+/// (no large constant elided, every region, whatever a tool's printing
+/// options): equal for two modules exactly when they print alike, whatever
+/// produced them; a cache key for a
 /// program whose inputs vary where the program does not (--balance's
 /// measured times, which move from run to run while the cut they give
 /// stays).
