@@ -92,14 +92,14 @@ def ZBApproximateMath : Pass<"zb-approximate-math"> {
     call per element (GELU's `math.erf` was the CPU forward's most expensive
     op). `math.erf` becomes x P(x^2) / Q(x^2) on x clamped to [-3.8, 3.8]
     (ten fused multiply-adds and a division; a vectorised GELU forward
-    takes under half its time with MLIR's approximation, which picks
-    coefficients per element from three intervals and stays for f16); the
-    others become MLIR's polynomial approximations. f64 ops and ops not named stay and become libm calls
-    (`--convert-math-to-libm`). erf is within 6 ulp of libm's (3.5e-7
-    absolute; checked on every f32 in [0.5, 3.8], where the error peaks,
-    and samples elsewhere); exp and log within 2 ulp where input and
-    result are normal f32 numbers (MLIR's log takes a subnormal input as
-    the smallest normal one); NaN stays NaN.
+    takes under half the time it took with MLIR's approximation, which
+    picks coefficients per element from three intervals and stays for
+    f16); the others become MLIR's polynomial approximations. f64 ops and
+    ops not named stay and become libm calls (`--convert-math-to-libm`).
+    erf is within 6 ulp of libm's (3.5e-7 absolute; checked on every f32
+    in [0.5, 3.8], where the error peaks, and samples elsewhere); exp and
+    log within 2 ulp where input and result are normal f32 numbers (MLIR's
+    log takes a subnormal input as the smallest normal one); NaN stays NaN.
   }];
   let options = [
     ListOption<"ops", "ops", "std::string",

@@ -24,10 +24,9 @@ std::string executableIdentity(const char *argv0, void *anchor);
 /// A digest (SHA-256, hex) of `module`'s printed form, everything printed
 /// (no large constant elided, every region, whatever a tool's printing
 /// options): equal for two modules exactly when they print alike, whatever
-/// produced them; a cache key for a
-/// program whose inputs vary where the program does not (--balance's
-/// measured times, which move from run to run while the cut they give
-/// stays).
+/// produced them; a cache key for a program whose inputs vary where the
+/// program does not (--balance's measured times, which move from run to run
+/// while the cut they give stays).
 std::string moduleDigest(mlir::ModuleOp module);
 
 /// How programs are compiled and where they are cached.
