@@ -198,30 +198,41 @@ static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element) {
   return fn;
 }
 
+std::pair<Value, SmallVector<Value>> zb::describeBuffer(OpBuilder &builder,
+                                                        Location loc,
+                                                        Value memref,
+                                                        Type element) {
+  Type i64 = builder.getI64Type();
+  Type ptrType = LLVM::LLVMPointerType::get(builder.getContext());
+  auto toI64 = [&](Value index) -> Value {
+    return arith::IndexCastOp::create(builder, loc, i64, index);
+  };
+  auto meta = memref::ExtractStridedMetadataOp::create(builder, loc, memref);
+  Value base =
+      memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, memref);
+  Value ptr = LLVM::IntToPtrOp::create(builder, loc, ptrType, toI64(base));
+  Value first = LLVM::GEPOp::create(builder, loc, ptrType, element, ptr,
+                                    ValueRange{toI64(meta.getOffset())});
+  SmallVector<Value> strides;
+  for (Value stride : meta.getStrides())
+    strides.push_back(toI64(stride));
+  return {first, strides};
+}
+
 /// Emits the call that replaces `op`: C = op(A) op(B) + beta C.
 static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
                          const GemmPlan &plan, func::FuncOp callee,
                          double beta) {
   Location loc = op.getLoc();
   Type i64 = rewriter.getI64Type(), element = plan.element;
-  Type ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
   auto i64Const = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(rewriter, loc, i64, v);
   };
-  auto toI64 = [&](Value index) -> Value {
-    return arith::IndexCastOp::create(rewriter, loc, i64, index);
-  };
   // Pointer to the first element, leading-dimension stride, batch stride.
   auto describe = [&](Value memref) -> std::array<Value, 3> {
-    auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, memref);
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(
-        rewriter, loc, memref);
-    Value ptr = LLVM::IntToPtrOp::create(rewriter, loc, ptrType, toI64(base));
-    Value first = LLVM::GEPOp::create(rewriter, loc, ptrType, element, ptr,
-                                      ValueRange{toI64(meta.getOffset())});
-    auto strides = meta.getStrides();
-    Value ld = toI64(strides[strides.size() - 2]);
-    Value batchStride = plan.hasBatch ? toI64(strides[0]) : i64Const(0);
+    auto [first, strides] = zb::describeBuffer(rewriter, loc, memref, element);
+    Value ld = strides[strides.size() - 2];
+    Value batchStride = plan.hasBatch ? strides[0] : i64Const(0);
     return {first, ld, batchStride};
   };
   auto [pa, lda, sa] = describe(plan.a);

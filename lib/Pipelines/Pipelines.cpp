@@ -60,8 +60,10 @@ void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
 void zb::buildLowerToCPUPipeline(OpPassManager &pm,
                                  const LowerToCPUOptions &options) {
   buildBufferizeModelPipeline(pm);
-  if (options.useRuntimeGemm)
+  if (options.useRuntimeGemm) {
     pm.addPass(zb::createZBLowerGemmToRuntime());
+    pm.addPass(zb::createZBLowerTransposesToRuntime());
+  }
   // Row reductions as vector code in a fixed order; the rest as loops that
   // LLVM vectorises where no order changes.
   pm.addPass(zb::createZBVectorizeRowReductions());

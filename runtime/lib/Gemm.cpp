@@ -305,3 +305,14 @@ extern "C" void zbrt_dgemm_batched(int32_t transA, int32_t transB,
   batched(zbrt_dgemm, transA, transB, batch, m, n, k, alpha, a, lda, strideA, b,
           ldb, strideB, beta, c, ldc, strideC);
 }
+
+extern "C" void zbrt_transpose_f32(int64_t batch0, int64_t batch1, int64_t rows,
+                                   int64_t cols, const float *in,
+                                   int64_t inStride0, int64_t inStride1,
+                                   int64_t ldIn, float *out, int64_t outStride0,
+                                   int64_t outStride1, int64_t ldOut) {
+  for (int64_t b0 = 0; b0 < batch0; ++b0)
+    for (int64_t b1 = 0; b1 < batch1; ++b1)
+      zbrt::transposeF32(rows, cols, in + b0 * inStride0 + b1 * inStride1, ldIn,
+                         out + b0 * outStride0 + b1 * outStride1, ldOut);
+}

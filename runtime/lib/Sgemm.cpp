@@ -284,7 +284,7 @@ constexpr KernelFn kKernels[kMR + 1] = {
     nullptr, kernel<1>, kernel<2>, kernel<3>, kernel<4>, kernel<5>, kernel<6>};
 
 /// Transposes the 8 x 8 block in `r` in place.
-ZB_AVX2 void transpose8(__m256 r[8]) {
+ZB_AVX2 inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
   __m256 t[8], u[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
@@ -343,6 +343,29 @@ ZB_AVX2 void packB(bool transB, int64_t k, int64_t n, const float *b,
               q < cols ? b[(j0 + jj + q) * ldb + p] : 0.0f;
     }
   }
+}
+
+/// out[j * ldOut + i] = in[i * ldIn + j]: 8 x 8 blocks transposed in
+/// registers, the ragged edges element by element.
+ZB_AVX2 void transpose(int64_t rows, int64_t cols, const float *in,
+                       int64_t ldIn, float *out, int64_t ldOut) {
+  int64_t rowsFull = rows - rows % 8, colsFull = cols - cols % 8;
+  for (int64_t i0 = 0; i0 < rowsFull; i0 += 8) {
+    for (int64_t j0 = 0; j0 < colsFull; j0 += 8) {
+      __m256 r[8];
+      for (int64_t q = 0; q < 8; ++q)
+        r[q] = _mm256_loadu_ps(in + (i0 + q) * ldIn + j0);
+      transpose8(r);
+      for (int64_t q = 0; q < 8; ++q)
+        _mm256_storeu_ps(out + (j0 + q) * ldOut + i0, r[q]);
+    }
+    for (int64_t j = colsFull; j < cols; ++j)
+      for (int64_t q = 0; q < 8; ++q)
+        out[j * ldOut + i0 + q] = in[(i0 + q) * ldIn + j];
+  }
+  for (int64_t i = rowsFull; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      out[j * ldOut + i] = in[i * ldIn + j];
 }
 
 /// Copies the `mc` x `kc` block of A^T at (i0, k0) (A's element (i, p) at
@@ -477,6 +500,18 @@ void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
     avx512::packed(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
   else
     avx2::packed(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
+}
+
+void transposeF32(int64_t rows, int64_t cols, const float *in, int64_t ldIn,
+                  float *out, int64_t ldOut, SgemmIsa isa) {
+  // Either kernel's CPU has AVX2.
+  if (isa != SgemmIsa::None) {
+    avx2::transpose(rows, cols, in, ldIn, out, ldOut);
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      out[j * ldOut + i] = in[i * ldIn + j];
 }
 
 bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,

@@ -82,6 +82,14 @@ bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            int64_t ldb, float beta, float *c, int64_t ldc,
            SgemmIsa isa = sgemmIsa());
 
+/// out[j * ldOut + i] = in[i * ldIn + j] for i < rows, j < cols: the
+/// rows x cols matrix at `in` transposed into `out` (which must not overlap
+/// it), 8 x 8 blocks at a time in registers with either kernel's
+/// instruction set (as sgemmPackB packs a transposed B), element by element
+/// with None (any CPU).
+void transposeF32(int64_t rows, int64_t cols, const float *in, int64_t ldIn,
+                  float *out, int64_t ldOut, SgemmIsa isa = sgemmIsa());
+
 } // namespace zbrt
 
 #endif // ZBRT_LIB_SGEMM_H

@@ -40,6 +40,37 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
                            "mlir::arith::ArithDialect"];
 }
 
+def ZBLowerTransposesToRuntime : Pass<"zb-lower-transposes-to-runtime",
+                                      "mlir::ModuleOp"> {
+  let summary = "Lower f32 copies that move the innermost dimension to "
+                "runtime transposes";
+  let description = [{
+    Rewrites every f32 permutation copy on memrefs (a `linalg.transpose`, or
+    an all-parallel `linalg.generic` with permutation maps whose body yields
+    its one input) of rank 2 to 4, with static sizes and unit innermost
+    strides, that moves the innermost dimension (the output's innermost
+    dimension is not the input's) into a call of the runtime's
+    `zbrt_transpose_f32`: a batch of up to two dimensions of 2-D transposes,
+    which transposes 8 x 8 blocks in registers where loops would read one
+    element at a time (attention's K^T, the transposed operands autodiff
+    writes). Strides are read at run time. Copies that keep the innermost
+    dimension in place are left to the loops, which copy rows.
+
+    ```mlir
+    linalg.transpose ins(%k : memref<4x64x4x64xf32>)
+                     outs(%kt : memref<4x4x64x64xf32>) permutation = [0, 2, 3, 1]
+    // becomes: for each of the 4 x 4 (batch, head), the 64 x 64 matrix of
+    // rows (token) 256 apart transposed into rows (feature) 64 apart
+    func.call @zbrt_transpose_f32(%c4, %c4, %c64, %c64, %pk, %s0, %s2, %s1,
+        %pkt, %t0, %t1, %t2) : ...
+    ```
+  }];
+  let dependentDialects = ["mlir::func::FuncDialect",
+                           "mlir::LLVM::LLVMDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
 def ZBAccumulateInGemms : Pass<"zb-accumulate-in-gemms",
                                 "mlir::func::FuncOp"> {
   let summary = "Let a GEMM add its product to a sum argument in place";

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 
 namespace zb {
@@ -41,6 +42,24 @@ unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee,
 /// each operand stored [batch,] row-major or transposed, static shapes (the
 /// buffers of `lowerGemmsToCalls` must also be unit-stride innermost).
 bool isGemm(mlir::linalg::LinalgOp op);
+
+/// The runtime transposing copy (`--zb-lower-transposes-to-runtime`).
+inline constexpr llvm::StringLiteral kHostTransposeFn = "zbrt_transpose_f32";
+
+/// Rewrites every f32 permutation copy on buffers in `module` (a
+/// `linalg.transpose` or an all-parallel `linalg.generic` that yields its one
+/// input) that moves the innermost dimension, of rank 2 to 4 with static
+/// sizes and unit innermost strides, into a call of `zbrt_transpose_f32`
+/// (zbrt.h), declared privately in `module` when needed. Returns the number
+/// of ops rewritten.
+unsigned lowerTransposesToCalls(mlir::ModuleOp module);
+
+/// For a runtime call at `builder`'s insertion point: a pointer (an LLVM
+/// pointer) to the first element of the buffer `memref` of `element`s, and
+/// its strides in elements as i64 values, read from its descriptor.
+std::pair<mlir::Value, llvm::SmallVector<mlir::Value>>
+describeBuffer(mlir::OpBuilder &builder, mlir::Location loc, mlir::Value memref,
+               mlir::Type element);
 
 /// Declares the runtime function `name` of `type` privately in `module` at
 /// `builder`'s insertion point, unless `module` has it already; with

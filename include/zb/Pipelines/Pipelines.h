@@ -27,15 +27,17 @@ namespace zb {
 struct LowerToCPUOptions : mlir::PassPipelineOptions<LowerToCPUOptions> {
   Option<bool> useRuntimeGemm{
       *this, "runtime-gemm",
-      llvm::cl::desc("Lower matmul-family ops to the runtime's BLAS gemm "
-                     "(otherwise to loops)"),
+      llvm::cl::desc("Lower matmul-family ops to the runtime's BLAS gemm, "
+                     "and copies that move the innermost dimension to its "
+                     "transposes (otherwise both to loops)"),
       llvm::cl::init(true)};
 };
 
 /// Builds `--zb-lower-to-cpu`: linalg on tensors to the LLVM dialect, with
 /// elementwise fusion, one-shot bufferization with buffer deallocation,
 /// results turned into out-parameters, matmul-family ops as runtime gemm
-/// calls, the rest as loops, and a C entry point per public function.
+/// calls, transposing copies as runtime transposes, the rest as loops, and
+/// a C entry point per public function.
 void buildLowerToCPUPipeline(mlir::OpPassManager &pm,
                              const LowerToCPUOptions &options);
 

@@ -36,6 +36,17 @@ void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
                         const float *b, int64_t ldb, int64_t strideB,
                         float beta, float *c, int64_t ldc, int64_t strideC);
 
+/* Transposing copies: for every b0 < batch0 and b1 < batch1, the rows x
+ * cols matrix at in + b0*inStride0 + b1*inStride1 (rows ldIn apart, columns
+ * contiguous) is written transposed, cols x rows, at out + b0*outStride0 +
+ * b1*outStride1 (rows ldOut apart, columns contiguous); the two must not
+ * overlap. What compiled code calls for an f32 permutation copy that moves
+ * the innermost dimension (--zb-lower-transposes-to-runtime). */
+void zbrt_transpose_f32(int64_t batch0, int64_t batch1, int64_t rows,
+                        int64_t cols, const float *in, int64_t inStride0,
+                        int64_t inStride1, int64_t ldIn, float *out,
+                        int64_t outStride0, int64_t outStride1, int64_t ldOut);
+
 /* The same two in double precision (f64 models, such as gradient checks). */
 void zbrt_dgemm(int32_t transA, int32_t transB, int64_t m, int64_t n, int64_t k,
                 double alpha, const double *a, int64_t lda, const double *b,
