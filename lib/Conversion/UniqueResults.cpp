@@ -42,6 +42,44 @@ static void copyRepeatedResults(func::FuncOp fn) {
   });
 }
 
+/// A buffer returned through a reshape (an elementwise op on a gemm's
+/// (token, feature) rows whose sum is returned as (batch, token, feature))
+/// is allocated in the returned shape instead, its writers given the
+/// reshape's inverse as a view, so that it becomes an out-parameter as it
+/// is, without a copy.
+static void allocateInReturnedShape(func::FuncOp fn) {
+  fn.walk([&](func::ReturnOp ret) {
+    for (Value v : ret.getOperands()) {
+      Operation *reshape = v.getDefiningOp();
+      if (!isa_and_nonnull<memref::ExpandShapeOp, memref::CollapseShapeOp>(
+              reshape))
+        continue;
+      auto alloc = reshape->getOperand(0).getDefiningOp<memref::AllocOp>();
+      auto type = cast<MemRefType>(v.getType());
+      if (!alloc || alloc->getNumOperands() != 0 ||
+          !alloc.getType().getLayout().isIdentity() ||
+          !type.getLayout().isIdentity() || !type.hasStaticShape())
+        continue;
+      OpBuilder b(alloc);
+      Location loc = alloc.getLoc();
+      auto fresh =
+          memref::AllocOp::create(b, loc, type, alloc.getAlignmentAttr());
+      Value view;
+      if (auto expand = dyn_cast<memref::ExpandShapeOp>(reshape))
+        view = memref::CollapseShapeOp::create(
+            b, loc, fresh, expand.getReassociationIndices());
+      else
+        view = memref::ExpandShapeOp::create(
+            b, loc, alloc.getType(), fresh,
+            cast<memref::CollapseShapeOp>(reshape).getReassociationIndices());
+      alloc.replaceAllUsesWith(view);
+      v.replaceAllUsesWith(fresh.getResult());
+      reshape->erase();
+      alloc.erase();
+    }
+  });
+}
+
 /// A function's last `count` results that bufferization updated in place:
 /// they return its own arguments (the last `count` of them when `matching`),
 /// and stop being returned. Fails (with an error naming `what`) where such
@@ -80,6 +118,7 @@ struct UniqueResultsPass : zb::impl::ZBUniqueResultsBase<UniqueResultsPass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      allocateInReturnedShape(fn);
       // An optimizer update (--zb-emit-optimizer) returns its parameters
       // and state, a gradient function its sums (`zb.grad_sums`).
       if (fn->hasAttr(zb::ZBDialect::kOptimizerAttrName)) {

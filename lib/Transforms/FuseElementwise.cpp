@@ -160,6 +160,23 @@ struct FuseElementwisePass
             return false;
           return !readsOwnOutput(producer);
         });
+    // An elementwise op on the other side of a reshape takes the reshape's
+    // shape, so that the two fuse: a bias add on a gemm's (token, feature)
+    // rows and the residual add after it on (batch, token, feature). Never
+    // a contraction (it must stay a gemm), nor an op that writes into
+    // anything but a fresh tensor (a gradient sum updated in place stays
+    // in its argument's shape, or bufferization no longer sees it in
+    // place).
+    linalg::populateFoldReshapeOpsByCollapsingPatterns(
+        patterns, [](OpOperand *fused) {
+          auto op = dyn_cast<linalg::LinalgOp>(fused->getOwner());
+          if (!op)
+            op = fused->get().getDefiningOp<linalg::LinalgOp>();
+          return op && !isContraction(op) &&
+                 llvm::all_of(op.getDpsInits(), [](Value init) {
+                   return init.getDefiningOp<tensor::EmptyOp>();
+                 });
+        });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     fuseNarrowingCopies(getOperation());

@@ -255,3 +255,72 @@ func.func @narrowed_transpose(%x: tensor<4x8xf32>) -> (tensor<8x4xf32>, tensor<8
   } -> tensor<8x4xbf16>
   return %t, %n : tensor<8x4xf32>, tensor<8x4xbf16>
 }
+
+// A bias add on a gemm's (token, feature) rows and the residual add after it
+// on (batch, token, feature): the residual add takes the rows' shape, the
+// two fuse, and the sum is reshaped once, at the end.
+// CHECK-LABEL: func.func @bias_residual_across_reshape
+// CHECK: %[[M:.*]] = linalg.matmul
+// CHECK: %[[R:.*]] = tensor.collapse_shape %arg3 {{\[}}[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+// CHECK: %[[S:.*]] = linalg.generic {{.*}} ins(%[[R]], %[[M]], %arg2 : tensor<8x8xf32>, tensor<8x8xf32>, tensor<8xf32>)
+// CHECK: arith.addf
+// CHECK: arith.addf
+// CHECK-NOT: linalg.generic
+// CHECK: %[[E:.*]] = tensor.expand_shape %[[S]] {{\[}}[0, 1], [2]] output_shape [2, 4, 8] : tensor<8x8xf32> into tensor<2x4x8xf32>
+// CHECK: return %[[E]]
+func.func @bias_residual_across_reshape(%x: tensor<8x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>, %res: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<8x8xf32>, tensor<8x8xf32>) outs(%z : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %a = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<8x8xf32>, tensor<8xf32>) outs(%e : tensor<8x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  %x3 = tensor.expand_shape %a [[0, 1], [2]] output_shape [2, 4, 8] : tensor<8x8xf32> into tensor<2x4x8xf32>
+  %e3 = tensor.empty() : tensor<2x4x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j, k)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%res, %x3 : tensor<2x4x8xf32>, tensor<2x4x8xf32>) outs(%e3 : tensor<2x4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8xf32>
+  return %r : tensor<2x4x8xf32>
+}
+
+// An op that adds into an argument in place (a gradient sum) keeps the
+// argument's shape across a reshape, or bufferization would no longer see
+// the update in place. A contraction is left for the gemm lowering as it
+// is.
+// CHECK-LABEL: func.func @kept_across_reshape
+// CHECK: %[[G:.*]] = tensor.expand_shape %arg0
+// CHECK: linalg.generic {{.*}} ins(%[[G]] : tensor<2x4x8xf32>) outs(%arg1 : tensor<2x4x8xf32>)
+// CHECK: %[[H:.*]] = tensor.expand_shape %arg2
+// CHECK: linalg.generic {{.*}} ins(%[[H]], %arg3 : tensor<2x4x8xf32>, tensor<8x8xf32>) outs(%{{.*}} : tensor<2x4x8xf32>)
+// CHECK-NOT: tensor.collapse_shape
+func.func @kept_across_reshape(%g: tensor<8x8xf32>, %sum: tensor<2x4x8xf32>, %h: tensor<8x8xf32>, %w: tensor<8x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %g3 = tensor.expand_shape %g [[0, 1], [2]] output_shape [2, 4, 8] : tensor<8x8xf32> into tensor<2x4x8xf32>
+  %acc = linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j, k)>],
+                         iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g3 : tensor<2x4x8xf32>) outs(%sum : tensor<2x4x8xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %s = arith.addf %o, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8xf32>
+  %h3 = tensor.expand_shape %h [[0, 1], [2]] output_shape [2, 4, 8] : tensor<8x8xf32> into tensor<2x4x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(b, m, n, k) -> (b, m, k)>, affine_map<(b, m, n, k) -> (k, n)>, affine_map<(b, m, n, k) -> (b, m, n)>],
+                       iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%h3, %w : tensor<2x4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<2x4x8xf32>) {
+  ^bb0(%u: f32, %v: f32, %o: f32):
+    %t = arith.mulf %u, %v : f32
+    %s = arith.addf %o, %t : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4x8xf32>
+  return %acc, %p : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}

@@ -208,7 +208,11 @@ def ZBUniqueResults : Pass<"zb-unique-results", "mlir::ModuleOp"> {
     arguments, updated in place: it stops returning anything (an error if
     a result is not an argument). So does a gradient function with
     `zb.grad_sums` = N for its last N results, each of which must be the
-    matching one of its last N arguments.
+    matching one of its last N arguments. In every function, a buffer
+    returned through a reshape (`memref.expand_shape` or
+    `memref.collapse_shape` of a `memref.alloc`) is allocated in the
+    returned shape instead, the reshape's inverse a view for its writers,
+    so that it becomes an out-parameter without a copy.
   }];
 }
 

@@ -31,9 +31,17 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
   let description = [{
     Fuses each `linalg.generic` producer whose only user is another
     elementwise `linalg.generic` into that user, so a chain such as
-    bias-add, activation and scaling becomes one loop nest. Unlike
-    upstream `--linalg-fuse-elementwise-ops` it does not propagate
-    reshapes into contractions, and fuses nothing into a matrix product
+    bias-add, activation and scaling becomes one loop nest. An elementwise
+    generic that reads or writes through a `tensor.expand_shape` /
+    `tensor.collapse_shape` takes the other side's shape (upstream's
+    folding of reshapes by collapsing) when it writes a fresh tensor, so
+    that the chain fuses across the reshape: a bias add on a gemm's (token,
+    feature) rows and the residual add after it on (batch, token,
+    feature) become one loop nest on the rows. Unlike upstream
+    `--linalg-fuse-elementwise-ops` it does not propagate reshapes into
+    contractions, nor into an op that updates an argument in place (a
+    gradient sum, which must keep its argument's shape to stay in place),
+    and fuses nothing into a matrix product
     written as a `linalg.generic` (`out + a * b` of two inputs over a
     reduction both index, each with a parallel loop of its own, once the
     bodies are folded: autodiff's weight gradients): not a bf16 stash
