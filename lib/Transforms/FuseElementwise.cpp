@@ -78,6 +78,26 @@ static bool isNarrowingCopy(linalg::GenericOp op) {
          trunc.getIn() == body->getArgument(0);
 }
 
+/// Fuses the producer of `input` into its owner, `consumer`, at the
+/// consumer's place: the fused op writes the consumer's results and those
+/// of the producer that others read; the two ops go. False if the fusion
+/// failed (nothing changed).
+static bool fuseInto(IRRewriter &rewriter, linalg::GenericOp consumer,
+                     OpOperand *input) {
+  Operation *producer = input->get().getDefiningOp();
+  rewriter.setInsertionPoint(consumer);
+  FailureOr<linalg::ElementwiseOpFusionResult> fused =
+      linalg::fuseElementwiseOps(rewriter, input);
+  if (failed(fused))
+    return false;
+  for (auto [original, replacement] : fused->replacements)
+    rewriter.replaceAllUsesWith(original, replacement);
+  rewriter.eraseOp(consumer);
+  if (producer->use_empty())
+    rewriter.eraseOp(producer);
+  return true;
+}
+
 /// Fuses each narrowing copy (isNarrowingCopy) of an all-parallel op's
 /// result (a generic, or a named op such as a transpose, generalised) into
 /// that op, which then writes both: the copy moves right
@@ -119,16 +139,52 @@ static void fuseNarrowingCopies(Operation *root) {
     rewriter.moveOpAfter(copy, producer);
     rewriter.moveOpBefore(empty, copy);
     // The fused op takes the copy's place.
-    rewriter.setInsertionPoint(copy);
-    FailureOr<linalg::ElementwiseOpFusionResult> fused =
-        linalg::fuseElementwiseOps(rewriter, input);
-    if (failed(fused))
-      continue;
-    for (auto [original, replacement] : fused->replacements)
-      rewriter.replaceAllUsesWith(original, replacement);
-    rewriter.eraseOp(copy);
-    if (producer->use_empty())
-      rewriter.eraseOp(producer);
+    fuseInto(rewriter, copy, input);
+  }
+}
+
+/// Fuses each all-parallel generic whose result one all-parallel generic
+/// reads and the function returns besides (the bias add before GELU, which
+/// a forward stashes) into that reader, which then writes both: the value
+/// is read back from memory by no one.
+static void fuseReturnedProducers(Operation *root) {
+  // The first such pair in `root`, or a null consumer.
+  auto findPair = [&]() -> std::pair<linalg::GenericOp, OpOperand *> {
+    std::pair<linalg::GenericOp, OpOperand *> found = {nullptr, nullptr};
+    root->walk([&](linalg::GenericOp consumer) {
+      if (!consumer.hasPureTensorSemantics() ||
+          consumer.getNumParallelLoops() != consumer.getNumLoops() ||
+          !llvm::all_of(consumer.getDpsInits(), [](Value init) {
+            return init.getDefiningOp<tensor::EmptyOp>();
+          }))
+        return WalkResult::advance();
+      for (OpOperand *input : consumer.getDpsInputOperands()) {
+        auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+        if (!producer || producer->hasOneUse() ||
+            producer->getBlock() != consumer->getBlock() ||
+            producer.getNumParallelLoops() != producer.getNumLoops() ||
+            readsOwnOutput(producer) ||
+            llvm::any_of(
+                producer->getUses(),
+                [&](OpOperand &use) {
+                  return &use != input &&
+                         !use.getOwner()->hasTrait<OpTrait::IsTerminator>();
+                }) ||
+            !linalg::areElementwiseOpsFusable(input))
+          continue;
+        found = {consumer, input};
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    return found;
+  };
+  IRRewriter rewriter(root->getContext());
+  for (auto [consumer, input] = findPair(); consumer;
+       std::tie(consumer, input) = findPair()) {
+    // areElementwiseOpsFusable held: a failure would find the pair again.
+    if (!fuseInto(rewriter, consumer, input))
+      return;
   }
 }
 
@@ -180,6 +236,7 @@ struct FuseElementwisePass
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     fuseNarrowingCopies(getOperation());
+    fuseReturnedProducers(getOperation());
   }
 };
 } // namespace

@@ -58,6 +58,12 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
     value, which the other readers take, and its bf16 copy. The stash is
     then written where its value is computed instead of by a copy that
     reads it back at the end of the forward.
+
+    Likewise an all-parallel generic whose result the function returns (a
+    forward's stash) and one all-parallel generic writing a fresh tensor
+    reads (the bias add before GELU) joins that reader, which then writes
+    both: the stashed value is not read back from memory to compute the
+    next one.
   }];
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
