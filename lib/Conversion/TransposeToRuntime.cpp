@@ -88,6 +88,9 @@ static FailureOr<TransposePlan> planTranspose(linalg::LinalgOp op) {
   TransposePlan plan;
   plan.in = input->get();
   plan.out = init->get();
+  // The runtime reads and writes different memory.
+  if (plan.in == plan.out)
+    return failure();
   plan.rows = ranges[i];
   plan.cols = ranges[j];
   plan.rowsInInput = position(inMap, i);

@@ -9,6 +9,7 @@
 #include "zb/Autodiff/Autodiff.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -144,9 +145,9 @@ static void fuseNarrowingCopies(Operation *root) {
 }
 
 /// Fuses each all-parallel generic whose result one all-parallel generic
-/// reads and the function returns besides (the bias add before GELU, which
-/// a forward stashes) into that reader, which then writes both: the value
-/// is read back from memory by no one.
+/// reads, element for element, and the function returns besides (the bias
+/// add before GELU, which a forward stashes) into that reader, which then
+/// writes both: the value is read back from memory by no one.
 static void fuseReturnedProducers(Operation *root) {
   // The first such pair in `root`, or a null consumer.
   auto findPair = [&]() -> std::pair<linalg::GenericOp, OpOperand *> {
@@ -160,16 +161,21 @@ static void fuseReturnedProducers(Operation *root) {
         return WalkResult::advance();
       for (OpOperand *input : consumer.getDpsInputOperands()) {
         auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+        // The reader reads each element once (no broadcast: the fused op
+        // would write the producer's elements once per extra loop), and
+        // the producer's other users are the function's return, after it.
         if (!producer || producer->hasOneUse() ||
             producer->getBlock() != consumer->getBlock() ||
             producer.getNumParallelLoops() != producer.getNumLoops() ||
             readsOwnOutput(producer) ||
-            llvm::any_of(
-                producer->getUses(),
-                [&](OpOperand &use) {
-                  return &use != input &&
-                         !use.getOwner()->hasTrait<OpTrait::IsTerminator>();
-                }) ||
+            !consumer.getMatchingIndexingMap(input).isPermutation() ||
+            llvm::any_of(producer->getUses(),
+                         [&](OpOperand &use) {
+                           return &use != input &&
+                                  (!isa<func::ReturnOp>(use.getOwner()) ||
+                                   use.getOwner()->getBlock() !=
+                                       consumer->getBlock());
+                         }) ||
             !linalg::areElementwiseOpsFusable(input))
           continue;
         found = {consumer, input};
@@ -218,11 +224,11 @@ struct FuseElementwisePass
         });
     // An elementwise op on the other side of a reshape takes the reshape's
     // shape, so that the two fuse: a bias add on a gemm's (token, feature)
-    // rows and the residual add after it on (batch, token, feature). Never
-    // a contraction (it must stay a gemm), nor an op that writes into
-    // anything but a fresh tensor (a gradient sum updated in place stays
-    // in its argument's shape, or bufferization no longer sees it in
-    // place).
+    // rows and the residual add after it on (batch, token, feature). Only
+    // an op that writes into a fresh tensor: a gradient sum updated in
+    // place stays in its argument's shape, or bufferization no longer sees
+    // it in place (and a contraction, which must stay a gemm, writes into a
+    // fill; it is excluded by name as well).
     linalg::populateFoldReshapeOpsByCollapsingPatterns(
         patterns, [](OpOperand *fused) {
           auto op = dyn_cast<linalg::LinalgOp>(fused->getOwner());

@@ -1,10 +1,11 @@
 // RUN: zb-opt %s --zb-lower-transposes-to-runtime --canonicalize --split-input-file | FileCheck %s
 
 // Attention's K^T: (batch, token, head, feature) to (batch, head, feature,
-// token). Loop dimension 3 (token) is the output's innermost, 1 (feature)
-// the input's: per (batch, head), 64 token rows of 64 features, the rows
-// 256 floats apart, transposed into rows 64 apart; the batch strides are
-// the input's dimensions 0 and 2 and the output's 0 and 1.
+// token). The loops are the output's dimensions: loop 3 (token) is the
+// output's innermost, loop 2 (feature) the input's: per (batch, head), 64
+// token rows of 64 features, the rows 256 floats apart, transposed into
+// rows 64 apart; the batch strides are the input's dimensions 0 and 2 and
+// the output's 0 and 1.
 // CHECK: func.func private @zbrt_transpose_f32(i64, i64, i64, i64, !llvm.ptr, i64, i64, i64, !llvm.ptr, i64, i64, i64)
 // CHECK-LABEL: func.func @key_transposed
 // CHECK-SAME: (%[[K:[^:]*]]: memref<4x64x4x64xf32>, %[[KT:[^:]*]]: memref<4x4x64x64xf32>)
@@ -37,6 +38,34 @@ func.func @generic_2d(%a: memref<3x5xf32>, %b: memref<5x3xf32>) {
   linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j, i)>],
                   iterator_types = ["parallel", "parallel"]}
       ins(%a : memref<3x5xf32>) outs(%b : memref<5x3xf32>) {
+  ^bb0(%x: f32, %y: f32):
+    linalg.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+// Both maps permuted, every size distinct. Loops (i, j, k, l) of sizes 3,
+// 2, 7, 5; the input 2x3x5x7 is (j, i, l, k), strides 105, 35, 7, 1; the
+// output 5x2x7x3 is (l, j, k, i), strides 42, 21, 3, 1. Loop i is the
+// output's innermost (3 rows, 35 apart in the input), k the input's (7
+// columns, rows 3 apart in the output); j and l batch, in loop order
+// (2: 105 and 21; 5: 7 and 42).
+// CHECK-LABEL: func.func @both_permuted
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[C3:.*]] = arith.constant 3 : i64
+// CHECK-DAG: %[[C5:.*]] = arith.constant 5 : i64
+// CHECK-DAG: %[[C7:.*]] = arith.constant 7 : i64
+// CHECK-DAG: %[[C21:.*]] = arith.constant 21 : i64
+// CHECK-DAG: %[[C35:.*]] = arith.constant 35 : i64
+// CHECK-DAG: %[[C42:.*]] = arith.constant 42 : i64
+// CHECK-DAG: %[[C105:.*]] = arith.constant 105 : i64
+// CHECK: call @zbrt_transpose_f32(%[[C2]], %[[C5]], %[[C3]], %[[C7]], %{{.*}}, %[[C105]], %[[C7]], %[[C35]], %{{.*}}, %[[C21]], %[[C42]], %[[C3]])
+func.func @both_permuted(%a: memref<2x3x5x7xf32>, %b: memref<5x2x7x3xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j, k, l) -> (j, i, l, k)>, affine_map<(i, j, k, l) -> (l, j, k, i)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%a : memref<2x3x5x7xf32>) outs(%b : memref<5x2x7x3xf32>) {
   ^bb0(%x: f32, %y: f32):
     linalg.yield %x : f32
   }

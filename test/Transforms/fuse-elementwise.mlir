@@ -327,14 +327,15 @@ func.func @kept_across_reshape(%g: tensor<8x8xf32>, %sum: tensor<2x4x8xf32>, %h:
 
 // A bias add that the function returns (a forward's stash) and GELU-like
 // op reads: one generic writes both, and nothing reads the bias add back.
-// A producer returned and read by two ops stays on its own.
+// A producer returned and read by two ops stays on its own, as does one
+// that its reader broadcasts (the fused op would write it once per row).
 // CHECK-LABEL: func.func @returned_producer
-// CHECK: %[[F:.*]]:2 = linalg.generic {{.*}} ins(%{{.*}}, %arg1 : tensor<4x8xf32>, tensor<8xf32>)
-// CHECK: arith.addf
-// CHECK: math.tanh
-// CHECK: linalg.yield
+// CHECK: %[[F:.*]]:2 = linalg.generic {{.*}} ins(%arg0, %arg1 : tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: %[[S:.*]] = arith.addf
+// CHECK: %[[T:.*]] = math.tanh %[[S]]
+// CHECK: linalg.yield %[[S]], %[[T]]
 // CHECK-NOT: linalg.generic
-// CHECK: return %[[F]]#{{.}}, %[[F]]#{{.}}
+// CHECK: return %[[F]]#0, %[[F]]#1
 func.func @returned_producer(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %e = tensor.empty() : tensor<4x8xf32>
   %a = linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
@@ -379,4 +380,25 @@ func.func @returned_and_shared(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tenso
     linalg.yield %t : f32
   } -> tensor<4x8xf32>
   return %a, %g, %h : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// CHECK-LABEL: func.func @returned_and_broadcast
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @returned_and_broadcast(%x: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<8xf32>, tensor<4x8xf32>) {
+  %e = tensor.empty() : tensor<8xf32>
+  %a = linalg.generic {indexing_maps = [affine_map<(j) -> (j)>, affine_map<(j) -> (j)>, affine_map<(j) -> (j)>], iterator_types = ["parallel"]}
+      ins(%x, %b : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %s = arith.addf %p, %q : f32
+    linalg.yield %s : f32
+  } -> tensor<8xf32>
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %g = linalg.generic {indexing_maps = [#col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a : tensor<8xf32>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %t = math.tanh %p : f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  return %a, %g : tensor<8xf32>, tensor<4x8xf32>
 }
