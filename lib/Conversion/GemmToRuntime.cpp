@@ -182,8 +182,6 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
 /// Declares the batched gemm `name` on `element`s (its alpha and beta too)
 /// in `module` if it is not there yet.
 static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element) {
-  if (auto fn = module.lookupSymbol<func::FuncOp>(name))
-    return fn;
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
   Type ptr = LLVM::LLVMPointerType::get(ctx);
@@ -193,9 +191,8 @@ static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element) {
                          ptr, i64, i64, element, ptr, i64, i64},
                         {});
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name, type);
-  fn.setPrivate();
-  return fn;
+  zb::declareRuntimeFunction(b, module, name, type, /*cInterface=*/false);
+  return module.lookupSymbol<func::FuncOp>(name);
 }
 
 std::pair<Value, SmallVector<Value>> zb::describeBuffer(OpBuilder &builder,

@@ -104,22 +104,6 @@ static FailureOr<TransposePlan> planTranspose(linalg::LinalgOp op) {
   return plan;
 }
 
-/// Declares `zbrt_transpose_f32` in `module` if it is not there yet.
-static func::FuncOp declareTranspose(ModuleOp module) {
-  if (auto fn = module.lookupSymbol<func::FuncOp>(zb::kHostTransposeFn))
-    return fn;
-  MLIRContext *ctx = module.getContext();
-  Type i64 = IntegerType::get(ctx, 64);
-  Type ptr = LLVM::LLVMPointerType::get(ctx);
-  auto type = FunctionType::get(
-      ctx, {i64, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64, i64}, {});
-  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto fn =
-      func::FuncOp::create(b, module.getLoc(), zb::kHostTransposeFn, type);
-  fn.setPrivate();
-  return fn;
-}
-
 unsigned zb::lowerTransposesToCalls(ModuleOp module) {
   SmallVector<std::pair<linalg::LinalgOp, TransposePlan>> copies;
   module.walk([&](linalg::LinalgOp op) {
@@ -128,8 +112,16 @@ unsigned zb::lowerTransposesToCalls(ModuleOp module) {
   });
   if (copies.empty())
     return 0;
-  func::FuncOp callee = declareTranspose(module);
-  IRRewriter rewriter(module.getContext());
+  MLIRContext *ctx = module.getContext();
+  Type i64 = IntegerType::get(ctx, 64), ptr = LLVM::LLVMPointerType::get(ctx);
+  OpBuilder moduleStart = OpBuilder::atBlockBegin(module.getBody());
+  declareRuntimeFunction(moduleStart, module, kHostTransposeFn,
+                         FunctionType::get(ctx,
+                                           {i64, i64, i64, i64, ptr, i64, i64,
+                                            i64, ptr, i64, i64, i64},
+                                           {}),
+                         /*cInterface=*/false);
+  IRRewriter rewriter(ctx);
   for (auto &[op, plan] : copies) {
     rewriter.setInsertionPoint(op);
     Location loc = op.getLoc();
@@ -150,7 +142,7 @@ unsigned zb::lowerTransposesToCalls(ModuleOp module) {
       outBatch[b] = outStrides[plan.batchInOutput[b]];
     }
     func::CallOp::create(
-        rewriter, loc, callee,
+        rewriter, loc, kHostTransposeFn, TypeRange(),
         ValueRange{batch[0], batch[1], i64Const(plan.rows), i64Const(plan.cols),
                    in, inBatch[0], inBatch[1], inStrides[plan.rowsInInput], out,
                    outBatch[0], outBatch[1], outStrides[plan.colsInOutput]});

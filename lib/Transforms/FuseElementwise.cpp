@@ -63,6 +63,14 @@ static bool readsOwnOutput(linalg::LinalgOp op) {
   });
 }
 
+/// Whether `op` writes only fresh tensors (each init a tensor.empty), not
+/// into an argument it updates in place.
+static bool writesFreshTensors(linalg::LinalgOp op) {
+  return llvm::all_of(op.getDpsInits(), [](Value init) {
+    return init.getDefiningOp<tensor::EmptyOp>();
+  });
+}
+
 /// Whether `op` narrows its one input's elements to its output's type
 /// (--zb-narrow-stash's bf16 stash, but any arith.truncf copy): all loops
 /// parallel, identity maps, a body that is one arith.truncf.
@@ -81,22 +89,22 @@ static bool isNarrowingCopy(linalg::GenericOp op) {
 
 /// Fuses the producer of `input` into its owner, `consumer`, at the
 /// consumer's place: the fused op writes the consumer's results and those
-/// of the producer that others read; the two ops go. False if the fusion
-/// failed (nothing changed).
-static bool fuseInto(IRRewriter &rewriter, linalg::GenericOp consumer,
-                     OpOperand *input) {
+/// of the producer that others read; the two ops go. Returns the fused op,
+/// or null if the fusion failed (nothing changed).
+static linalg::GenericOp
+fuseInto(IRRewriter &rewriter, linalg::GenericOp consumer, OpOperand *input) {
   Operation *producer = input->get().getDefiningOp();
   rewriter.setInsertionPoint(consumer);
   FailureOr<linalg::ElementwiseOpFusionResult> fused =
       linalg::fuseElementwiseOps(rewriter, input);
   if (failed(fused))
-    return false;
+    return nullptr;
   for (auto [original, replacement] : fused->replacements)
     rewriter.replaceAllUsesWith(original, replacement);
   rewriter.eraseOp(consumer);
   if (producer->use_empty())
     rewriter.eraseOp(producer);
-  return true;
+  return cast<linalg::GenericOp>(fused->fusedOp);
 }
 
 /// Fuses each narrowing copy (isNarrowingCopy) of an all-parallel op's
@@ -149,49 +157,44 @@ static void fuseNarrowingCopies(Operation *root) {
 /// add before GELU, which a forward stashes) into that reader, which then
 /// writes both: the value is read back from memory by no one.
 static void fuseReturnedProducers(Operation *root) {
-  // The first such pair in `root`, or a null consumer.
-  auto findPair = [&]() -> std::pair<linalg::GenericOp, OpOperand *> {
-    std::pair<linalg::GenericOp, OpOperand *> found = {nullptr, nullptr};
-    root->walk([&](linalg::GenericOp consumer) {
-      if (!consumer.hasPureTensorSemantics() ||
-          consumer.getNumParallelLoops() != consumer.getNumLoops() ||
-          !llvm::all_of(consumer.getDpsInits(), [](Value init) {
-            return init.getDefiningOp<tensor::EmptyOp>();
-          }))
-        return WalkResult::advance();
-      for (OpOperand *input : consumer.getDpsInputOperands()) {
-        auto producer = input->get().getDefiningOp<linalg::GenericOp>();
-        // The reader reads each element once (no broadcast: the fused op
-        // would write the producer's elements once per extra loop), and
-        // the producer's other users are the function's return, after it.
-        if (!producer || producer->hasOneUse() ||
-            producer->getBlock() != consumer->getBlock() ||
-            producer.getNumParallelLoops() != producer.getNumLoops() ||
-            readsOwnOutput(producer) ||
-            !consumer.getMatchingIndexingMap(input).isPermutation() ||
-            llvm::any_of(producer->getUses(),
-                         [&](OpOperand &use) {
-                           return &use != input &&
-                                  (!isa<func::ReturnOp>(use.getOwner()) ||
-                                   use.getOwner()->getBlock() !=
-                                       consumer->getBlock());
-                         }) ||
-            !linalg::areElementwiseOpsFusable(input))
-          continue;
-        found = {consumer, input};
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    return found;
+  // The producer of one of `consumer`'s inputs that can join it, or null.
+  auto joining = [](linalg::GenericOp consumer) -> OpOperand * {
+    if (!consumer.hasPureTensorSemantics() ||
+        consumer.getNumParallelLoops() != consumer.getNumLoops() ||
+        !writesFreshTensors(consumer))
+      return nullptr;
+    for (OpOperand *input : consumer.getDpsInputOperands()) {
+      auto producer = input->get().getDefiningOp<linalg::GenericOp>();
+      // The reader reads each element once (no broadcast: the fused op
+      // would write the producer's elements once per extra loop), and the
+      // producer's other users are the function's return, after it.
+      if (producer && !producer->hasOneUse() &&
+          producer->getBlock() == consumer->getBlock() &&
+          producer.getNumParallelLoops() == producer.getNumLoops() &&
+          !readsOwnOutput(producer) &&
+          consumer.getMatchingIndexingMap(input).isPermutation() &&
+          llvm::all_of(producer->getUses(),
+                       [&](OpOperand &use) {
+                         return &use == input ||
+                                (isa<func::ReturnOp>(use.getOwner()) &&
+                                 use.getOwner()->getBlock() ==
+                                     consumer->getBlock());
+                       }) &&
+          linalg::areElementwiseOpsFusable(input))
+        return input;
+    }
+    return nullptr;
   };
+  // In block order a producer comes before its reader: a fusion erases only
+  // ops already visited (the reader and its producer), and the fused op
+  // takes the reader's place for its other inputs.
+  SmallVector<linalg::GenericOp> consumers;
+  root->walk([&](linalg::GenericOp op) { consumers.push_back(op); });
   IRRewriter rewriter(root->getContext());
-  for (auto [consumer, input] = findPair(); consumer;
-       std::tie(consumer, input) = findPair()) {
-    // areElementwiseOpsFusable held: a failure would find the pair again.
-    if (!fuseInto(rewriter, consumer, input))
-      return;
-  }
+  for (linalg::GenericOp consumer : consumers)
+    while (OpOperand *input = joining(consumer))
+      if (!(consumer = fuseInto(rewriter, consumer, input)))
+        break;
 }
 
 namespace {
@@ -234,10 +237,7 @@ struct FuseElementwisePass
           auto op = dyn_cast<linalg::LinalgOp>(fused->getOwner());
           if (!op)
             op = fused->get().getDefiningOp<linalg::LinalgOp>();
-          return op && !isContraction(op) &&
-                 llvm::all_of(op.getDpsInits(), [](Value init) {
-                   return init.getDefiningOp<tensor::EmptyOp>();
-                 });
+          return op && !isContraction(op) && writesFreshTensors(op);
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
