@@ -4,7 +4,8 @@
 //
 // zb-forward-bench [--examples DIR] [--dump DIR] [--repeats N]
 //                  [--min-time-ms T] [--threads N] [--tsv] [--quick]
-//                  [--only forward|gemm|model-gemm] [--keep-objects]
+//                  [--only forward|gemm|causal|model-gemm]
+//                  [--keep-objects]
 //
 // Prints, side by side in one run:
 //   * forward: microseconds per forward of the compiled examples/mlp.mlir
@@ -17,6 +18,11 @@
 //     medium and large GPT's of bench/peer_torch.py and larger; and the
 //     zbrt call again with B packed once (a zbrt::PackedWeights scope over
 //     it), as a step's products with a weight for B run;
+//   * causal: causal attention's six products per head at the medium and
+//     large GPT's sizes (scores, P V, dP, dV, dQ, dK), each as
+//     zbrt_sgemm_batched_terms with the term set
+//     --zb-mark-triangular-products gives it against every term
+//     (zbrt_sgemm_batched) and OpenBLAS;
 //   * model gemm: a compiled one-matmul function (C = A B, accumulator
 //     zero-filled in the compiled code) through the whole compiled path
 //     against one direct cblas_sgemm with beta = 0.
@@ -323,6 +329,17 @@ struct GemmResult {
 /// 1) against the same products as direct cblas_sgemm calls; and the same
 /// call inside a zbrt::PackedWeights scope over B, as a step runs it with B
 /// a weight (packed at the first call, reused by the others).
+/// `s`'s batch of products as direct cblas_sgemm calls, C = A B + beta C.
+void blasBatch(const GemmShape &s, const float *a, const float *b, float beta,
+               float *c) {
+  int64_t lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
+  for (int64_t j = 0; j < s.batch; ++j)
+    cblas_sgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
+                s.transB ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.f,
+                a + j * s.m * s.k, lda, b + j * s.k * s.n, ldb, beta,
+                c + j * s.m * s.n, s.n);
+}
+
 GemmResult benchGemm(const GemmShape &s) {
   std::vector<float> a = randomMatrix(s.batch * s.m * s.k, 1);
   std::vector<float> b = randomMatrix(s.batch * s.k * s.n, 2);
@@ -338,11 +355,7 @@ GemmResult benchGemm(const GemmShape &s) {
       },
       [&](int64_t n) {
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < s.batch; ++j)
-            cblas_sgemm(CblasRowMajor, s.transA ? CblasTrans : CblasNoTrans,
-                        s.transB ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
-                        1.f, a.data() + j * sa, lda, b.data() + j * sb, ldb,
-                        1.f, c2.data() + j * sc, s.n);
+          blasBatch(s, a.data(), b.data(), 1.f, c2.data());
       },
       [&](int64_t n) {
         zbrt::PackedWeights scope({{b.data(), b.size() * sizeof(float)}});
@@ -353,6 +366,41 @@ GemmResult benchGemm(const GemmShape &s) {
       },
   });
   return {s, t.us[0], t.us[1], t.ratio, t.us[2], t.ratios[2]};
+}
+
+struct CausalResult {
+  GemmShape shape;
+  int terms;
+  double termsUs, allUs, blasUs, termsRatio, blasRatio;
+};
+
+/// zbrt_sgemm_batched_terms with `terms` against the same call over every
+/// term and against OpenBLAS, interleaved (beta = 0).
+CausalResult benchCausal(const GemmShape &s, int terms) {
+  std::vector<float> a = randomMatrix(s.batch * s.m * s.k, 1);
+  std::vector<float> b = randomMatrix(s.batch * s.k * s.n, 2);
+  std::vector<float> c(s.batch * s.m * s.n, 0.f);
+  int64_t sa = s.m * s.k, sb = s.k * s.n, sc = s.m * s.n;
+  int64_t lda = s.transA ? s.m : s.k, ldb = s.transB ? s.k : s.n;
+  Timings t = timeInterleaved({
+      [&](int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          zbrt_sgemm_batched_terms(terms, s.transA, s.transB, s.batch, s.m, s.n,
+                                   s.k, 1.f, a.data(), lda, sa, b.data(), ldb,
+                                   sb, 0.f, c.data(), s.n, sc);
+      },
+      [&](int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          zbrt_sgemm_batched(s.transA, s.transB, s.batch, s.m, s.n, s.k, 1.f,
+                             a.data(), lda, sa, b.data(), ldb, sb, 0.f,
+                             c.data(), s.n, sc);
+      },
+      [&](int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          blasBatch(s, a.data(), b.data(), 0.f, c.data());
+      },
+  });
+  return {s, terms, t.us[0], t.us[1], t.us[2], t.ratio, t.us[0] / t.us[2]};
 }
 
 struct ModelGemmResult {
@@ -420,7 +468,7 @@ void usage() {
       "usage: zb-forward-bench [--examples DIR] [--dump DIR] [--repeats N]\n"
       "                        [--min-time-ms T] [--threads N] [--tsv] "
       "[--quick]\n"
-      "                        [--only forward|gemm|model-gemm] "
+      "                        [--only forward|gemm|causal|model-gemm] "
       "[--keep-objects]\n");
 }
 
@@ -458,9 +506,9 @@ void parseArgs(int argc, char **argv) {
     else if (arg == "--only") {
       options.only = value();
       if (options.only != "forward" && options.only != "gemm" &&
-          options.only != "model-gemm")
-        die("--only takes forward, gemm or model-gemm, got '" + options.only +
-            "'");
+          options.only != "causal" && options.only != "model-gemm")
+        die("--only takes forward, gemm, causal or model-gemm, got '" +
+            options.only + "'");
     }
     else if (arg == "-h" || arg == "--help") {
       usage();
@@ -534,6 +582,33 @@ int main(int argc, char **argv) {
     for (const GemmShape &s : shapes)
       gemms.push_back(benchGemm(s));
 
+  // Per head: T x T scores from T x d rows (K^T read transposed), P V,
+  // dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q; the term sets of
+  // zbrt.h (ZBRT_TERMS_*) that --zb-mark-triangular-products leads to.
+  std::vector<std::pair<GemmShape, int>> causalShapes;
+  for (auto [size, heads, t, d] :
+       {std::tuple<const char *, int64_t, int64_t, int64_t>{"medium", 16, 64,
+                                                            64},
+        {"large", 32, 128, 64}}) {
+    std::string name = size;
+    causalShapes.push_back(
+        {{name + " S=QK^T", heads, t, t, d, false, true}, ZBRT_TERMS_N_UPTO_M});
+    causalShapes.push_back(
+        {{name + " O=PV", heads, t, d, t, false, false}, ZBRT_TERMS_K_UPTO_M});
+    causalShapes.push_back({{name + " dP=dOV^T", heads, t, t, d, false, true},
+                            ZBRT_TERMS_N_UPTO_M});
+    causalShapes.push_back({{name + " dV=P^TdO", heads, t, d, t, true, false},
+                            ZBRT_TERMS_K_FROM_M});
+    causalShapes.push_back({{name + " dQ=dSK", heads, t, d, t, false, false},
+                            ZBRT_TERMS_K_UPTO_M});
+    causalShapes.push_back({{name + " dK=dS^TQ", heads, t, d, t, true, false},
+                            ZBRT_TERMS_K_FROM_M});
+  }
+  std::vector<CausalResult> causals;
+  if (runs("causal"))
+    for (const auto &[shape, terms] : causalShapes)
+      causals.push_back(benchCausal(shape, terms));
+
   std::vector<GemmShape> modelShapes = {
       {"gpt q/k/v/proj", 1, 32, 32, 32},
       {"gpt mlp fc", 1, 32, 128, 32},
@@ -563,6 +638,10 @@ int main(int argc, char **argv) {
       std::printf("gemm\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n",
                   shapeLabel(g.shape).c_str(), g.shape.use.c_str(), g.zbrtUs,
                   g.blasUs, g.ratio, g.packedUs, g.packedRatio);
+    for (const CausalResult &g : causals)
+      std::printf("causal\t%s\t%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\n",
+                  shapeLabel(g.shape).c_str(), g.shape.use.c_str(), g.terms,
+                  g.termsUs, g.allUs, g.blasUs, g.termsRatio, g.blasRatio);
     for (const ModelGemmResult &g : modelGemms)
       std::printf("model-gemm\t%s\t%s\t%.4f\t%.4f\t%.4f\t%.3g\n",
                   shapeLabel(g.shape).c_str(), g.shape.use.c_str(),
@@ -593,6 +672,19 @@ int main(int argc, char **argv) {
       std::printf("%-19s %-15s %10.3f %12.3f %10.3f %12.3f %10.3f\n",
                   shapeLabel(g.shape).c_str(), g.shape.use.c_str(), g.zbrtUs,
                   g.blasUs, g.ratio, g.packedUs, g.packedRatio);
+  }
+
+  if (!causals.empty()) {
+    std::printf("\ncausal attention's products: zbrt_sgemm_batched_terms "
+                "(the terms the mask leaves) vs every term and OpenBLAS, "
+                "beta=0\n");
+    std::printf("%-19s %-16s %5s %10s %10s %12s %10s %10s\n", "shape m*n*k",
+                "use", "terms", "terms us", "all us", "OpenBLAS us",
+                "terms/all", "terms/BLAS");
+    for (const CausalResult &g : causals)
+      std::printf("%-19s %-16s %5d %10.3f %10.3f %12.3f %10.3f %10.3f\n",
+                  shapeLabel(g.shape).c_str(), g.shape.use.c_str(), g.terms,
+                  g.termsUs, g.allUs, g.blasUs, g.termsRatio, g.blasRatio);
   }
 
   if (!modelGemms.empty()) {

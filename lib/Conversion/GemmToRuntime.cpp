@@ -11,6 +11,7 @@
 #include "zb/Conversion/GPUPasses.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Conversion/Transforms.h"
+#include "zb/Dialect/ZB/ZBDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,6 +44,8 @@ struct GemmPlan {
   bool transA = false, transB = false;
   bool hasBatch = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
+  /// The terms the product needs (ZBRT_TERMS_* in zbrt.h): 0 for all.
+  int32_t terms = 0;
 };
 } // namespace
 
@@ -175,21 +178,45 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
     bool transA = !plan.transB, transB = !plan.transA;
     plan.transA = transA;
     plan.transB = transB;
+    std::swap(m, n);
+  }
+  // The terms at points where loop c exceeds loop r are not needed
+  // (--zb-mark-triangular-products): which of the runtime's term sets that
+  // is, by the roles the two loops play in the call; none for others.
+  if (auto skip = op->getAttrOfType<DenseI64ArrayAttr>(
+          zb::ZBDialect::kSkipTermsAttrName);
+      skip && skip.size() == 2) {
+    auto is = [&](int64_t dim, unsigned loop) { return dim == int64_t(loop); };
+    int64_t r = skip[0], c = skip[1];
+    if (is(r, m) && is(c, k))
+      plan.terms = 1; // ZBRT_TERMS_K_UPTO_M
+    else if (is(r, k) && is(c, m))
+      plan.terms = 2; // ZBRT_TERMS_K_FROM_M
+    else if (is(r, m) && is(c, n))
+      plan.terms = 3; // ZBRT_TERMS_N_UPTO_M
+    else if (is(r, n) && is(c, k))
+      plan.terms = 4; // ZBRT_TERMS_K_UPTO_N
+    else if (is(r, k) && is(c, n))
+      plan.terms = 5; // ZBRT_TERMS_K_FROM_N
+    else if (is(r, n) && is(c, m))
+      plan.terms = 6; // ZBRT_TERMS_M_UPTO_N
   }
   return plan;
 }
 
 /// Declares the batched gemm `name` on `element`s (its alpha and beta too)
 /// in `module` if it is not there yet.
-static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element) {
+static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element,
+                                bool withTerms = false) {
   MLIRContext *ctx = module.getContext();
   Type i32 = IntegerType::get(ctx, 32), i64 = IntegerType::get(ctx, 64);
   Type ptr = LLVM::LLVMPointerType::get(ctx);
-  auto type =
-      FunctionType::get(ctx,
-                        {i32, i32, i64, i64, i64, i64, element, ptr, i64, i64,
-                         ptr, i64, i64, element, ptr, i64, i64},
-                        {});
+  SmallVector<Type> arguments = {i32,     i32,     i64, i64, i64, i64,
+                                 element, ptr,     i64, i64, ptr, i64,
+                                 i64,     element, ptr, i64, i64};
+  if (withTerms)
+    arguments.insert(arguments.begin(), i32);
+  auto type = FunctionType::get(ctx, arguments, {});
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   zb::declareRuntimeFunction(b, module, name, type, /*cInterface=*/false);
   return module.lookupSymbol<func::FuncOp>(name);
@@ -241,15 +268,32 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
       rewriter, loc, element, rewriter.getFloatAttr(element, beta));
   Value transA = arith::ConstantIntOp::create(rewriter, loc, plan.transA, 32);
   Value transB = arith::ConstantIntOp::create(rewriter, loc, plan.transB, 32);
-  func::CallOp::create(rewriter, loc, callee,
-                       ValueRange{transA, transB, i64Const(plan.batch),
-                                  i64Const(plan.m), i64Const(plan.n),
-                                  i64Const(plan.k), one, pa, lda, sa, pb, ldb,
-                                  sb, betaValue, pc, ldc, sc});
+  SmallVector<Value> arguments = {transA,
+                                  transB,
+                                  i64Const(plan.batch),
+                                  i64Const(plan.m),
+                                  i64Const(plan.n),
+                                  i64Const(plan.k),
+                                  one,
+                                  pa,
+                                  lda,
+                                  sa,
+                                  pb,
+                                  ldb,
+                                  sb,
+                                  betaValue,
+                                  pc,
+                                  ldc,
+                                  sc};
+  // The terms callee takes the term set first.
+  if (callee.getNumArguments() == arguments.size() + 1)
+    arguments.insert(arguments.begin(), arith::ConstantIntOp::create(
+                                            rewriter, loc, plan.terms, 32));
+  func::CallOp::create(rewriter, loc, callee, arguments);
 }
 
 unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
-                               StringRef f64Callee) {
+                               StringRef f64Callee, StringRef termsCallee) {
   SmallVector<std::pair<linalg::LinalgOp, GemmPlan>> gemms;
   module.walk([&](linalg::LinalgOp op) {
     FailureOr<GemmPlan> plan = planGemm(op);
@@ -260,8 +304,8 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
                  << "not a runtime gemm: " << op << "\n");
   });
   IRRewriter rewriter(module.getContext());
-  // The f32 and the f64 callee, declared on first use.
-  func::FuncOp callees[2];
+  // The f32, the f64 and the f32 terms callee, declared on first use.
+  func::FuncOp callees[3];
   for (auto &[op, plan] : gemms) {
     // linalg contractions accumulate into C (beta = 1), unless C was zeroed
     // just before: the gemm then overwrites it (beta = 0; C covers the
@@ -277,9 +321,14 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
       beta = 0.0;
     }
     bool f64 = plan.element.isF64();
-    func::FuncOp &fn = callees[f64];
+    bool terms = !f64 && plan.terms != 0 && !termsCallee.empty();
+    func::FuncOp &fn = callees[terms ? 2 : f64];
     if (!fn)
-      fn = declareGemm(module, f64 ? f64Callee : callee, plan.element);
+      fn = declareGemm(module,
+                       terms ? termsCallee
+                       : f64 ? f64Callee
+                             : callee,
+                       plan.element, terms);
     rewriter.setInsertionPoint(op);
     emitGemmCall(rewriter, op, plan, fn, beta);
     rewriter.eraseOp(op);
@@ -291,7 +340,8 @@ namespace {
 struct LowerGemmToRuntimePass
     : zb::impl::ZBLowerGemmToRuntimeBase<LowerGemmToRuntimePass> {
   void runOnOperation() override {
-    zb::lowerGemmsToCalls(getOperation(), zb::kHostGemmFn, zb::kHostGemmF64Fn);
+    zb::lowerGemmsToCalls(getOperation(), zb::kHostGemmFn, zb::kHostGemmF64Fn,
+                          zb::kHostGemmTermsFn);
   }
 };
 

@@ -74,15 +74,19 @@ zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
                  const CompileSettings &settings, CompileCache &cache,
                  CompileCache::Warn warn) {
   OwningOpRef<ModuleOp> clone = model.clone();
+  PassManager pm(model.getContext());
   if (withGradients) {
-    PassManager pm(model.getContext());
     ZBAutodiffOptions autodiff;
     autodiff.accumulate = true;
     pm.addPass(createZBAutodiff(autodiff));
-    if (failed(pm.run(*clone)))
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "differentiating the model failed");
   }
+  // The same products skip the same terms as in a pipeline's stages.
+  pm.addPass(createZBMarkTriangularProducts());
+  if (failed(pm.run(*clone)))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   withGradients
+                                       ? "differentiating the model failed"
+                                       : "preparing the model failed");
   return compileCached(*clone,
                        (modelText + (withGradients ? ";grads" : ";eval")).str(),
                        settings, cache, warn);

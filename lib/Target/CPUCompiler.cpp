@@ -63,7 +63,10 @@ targetCPU(const zb::CPUCompileOptions &options) {
 
 std::string zb::getCPUCompilerFingerprint(const CPUCompileOptions &options) {
   auto [cpu, features] = targetCPU(options);
-  return "zb-cpu-2;llvm-" LLVM_VERSION_STRING ";" +
+  // zb-cpu-N: the generation of the calls compiled code makes into the
+  // runtime (3: causal attention's products over the terms they need), so
+  // that a cache does not serve an older generation's objects.
+  return "zb-cpu-3;llvm-" LLVM_VERSION_STRING ";" +
          llvm::sys::getProcessTriple() + ";" + cpu + ";" + features + ";O" +
          std::to_string(options.optLevel) +
          (options.target == "gpu"

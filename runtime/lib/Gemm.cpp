@@ -295,6 +295,35 @@ extern "C" void zbrt_sgemm_batched(int32_t transA, int32_t transB,
           ldb, strideB, beta, c, ldc, strideC);
 }
 
+extern "C" void zbrt_sgemm_batched_terms(
+    int32_t terms, int32_t transA, int32_t transB, int64_t batch, int64_t m,
+    int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+    int64_t strideA, const float *b, int64_t ldb, int64_t strideB, float beta,
+    float *c, int64_t ldc, int64_t strideC) {
+  // Whatever its size, a product that leaves out terms takes the kernel
+  // (the only one that can): still a choice by the call site alone.
+  bool known = terms >= ZBRT_TERMS_K_UPTO_M && terms <= ZBRT_TERMS_M_UPTO_N;
+  SgemmIsa isa = kernelIsa();
+  if (known && isa != SgemmIsa::None && openblas_get_num_threads() == 1) {
+    auto kept = static_cast<zbrt::SgemmTerms>(terms);
+    int64_t i = 0;
+    for (; i < batch; ++i)
+      if (!zbrt::sgemm(transA, transB, m, n, k, alpha, a + i * strideA, lda,
+                       b + i * strideB, ldb, beta, c + i * strideC, ldc, isa,
+                       kept))
+        break;
+    if (i == batch)
+      return;
+    // Out of memory for the packed B: the rest computes every term.
+    a += i * strideA;
+    b += i * strideB;
+    c += i * strideC;
+    batch -= i;
+  }
+  zbrt_sgemm_batched(transA, transB, batch, m, n, k, alpha, a, lda, strideA, b,
+                     ldb, strideB, beta, c, ldc, strideC);
+}
+
 extern "C" void zbrt_dgemm_batched(int32_t transA, int32_t transB,
                                    int64_t batch, int64_t m, int64_t n,
                                    int64_t k, double alpha, const double *a,

@@ -41,6 +41,43 @@ namespace {
 constexpr int64_t kNR = 32; // columns of a B panel
 constexpr int64_t kKC = 512;
 
+/// The steps [first, first + count) of the k block [k0, k0 + kc), relative
+/// to k0, that the terms of the block of C at rows [i, i + mr) and columns
+/// [j, j + nr) need (zbrt::SgemmTerms); a count of 0 when none.
+struct Steps {
+  int64_t first = 0, count = 0;
+};
+inline Steps neededSteps(zbrt::SgemmTerms terms, int64_t i, int64_t mr,
+                         int64_t j, int64_t nr, int64_t k0, int64_t kc) {
+  using zbrt::SgemmTerms;
+  int64_t first = 0, last = kc;
+  switch (terms) {
+  case SgemmTerms::All:
+    break;
+  case SgemmTerms::KUpToM: // k <= m: up to the block's last row
+    last = std::min(kc, i + mr - k0);
+    break;
+  case SgemmTerms::KFromM: // k >= m: from the block's first row
+    first = std::clamp<int64_t>(i - k0, 0, kc);
+    break;
+  case SgemmTerms::NUpToM: // n <= m: none where every column is past
+    if (j > i + mr - 1)
+      last = 0;
+    break;
+  case SgemmTerms::KUpToN: // k <= n: up to the block's last column
+    last = std::min(kc, j + nr - k0);
+    break;
+  case SgemmTerms::KFromN: // k >= n: from the block's first column
+    first = std::clamp<int64_t>(j - k0, 0, kc);
+    break;
+  case SgemmTerms::MUpToN: // m <= n: none where every row is past
+    if (i > j + nr - 1)
+      last = 0;
+    break;
+  }
+  return {first, std::max<int64_t>(0, last - first)};
+}
+
 namespace avx512 {
 
 constexpr int64_t kMR = 8; // rows of C one register kernel call holds
@@ -173,7 +210,8 @@ ZB_AVX512 void packB(bool transB, int64_t k, int64_t n, const float *b,
 
 ZB_AVX512 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *packedB,
-                      float beta, float *c, int64_t ldc) {
+                      float beta, float *c, int64_t ldc,
+                      zbrt::SgemmTerms terms) {
   int64_t strideI = transA ? 1 : lda, strideK = transA ? lda : 1;
   for (int64_t k0 = 0; k0 < k; k0 += kKC) {
     int64_t kc = std::min(kKC, k - k0);
@@ -185,9 +223,15 @@ ZB_AVX512 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
         const float *panel = packedB + (j0 / kNR) * k * kNR + k0 * kNR;
         for (int64_t i = i0; i < i0 + mc; i += kMR) {
           int64_t mr = std::min(kMR, i0 + mc - i);
-          kKernels[mr](kc, a + i * strideI + k0 * strideK, strideI, strideK,
-                       panel, c + i * ldc + j0, ldc, alpha, beta, k0 == 0, m0,
-                       m1);
+          // Terms not needed are skipped; the first k block still writes
+          // beta * C where it has none.
+          Steps steps = neededSteps(terms, i, mr, j0, nj, k0, kc);
+          if (steps.count == 0 && k0 != 0)
+            continue;
+          kKernels[mr](steps.count,
+                       a + i * strideI + (k0 + steps.first) * strideK, strideI,
+                       strideK, panel + steps.first * kNR, c + i * ldc + j0,
+                       ldc, alpha, beta, k0 == 0, m0, m1);
         }
       }
     }
@@ -398,7 +442,7 @@ ZB_AVX2 void copyTransposedA(int64_t mc, int64_t kc, const float *a,
 
 ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *packedB,
-                    float beta, float *c, int64_t ldc) {
+                    float beta, float *c, int64_t ldc, zbrt::SgemmTerms terms) {
   // With transA, a group of kMR rows of op(A) reads kc lines lda apart per
   // kernel call: once those span more than L1 (and as many pages), and C is
   // wide enough for the copy to pay (kCopyAMinN), each block of A is copied
@@ -424,10 +468,19 @@ ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
           int64_t mr = std::min(kMR, i0 + mc - i);
           const float *rows =
               aCopy ? aCopy + (i - i0) * kc : a + i * strideI + k0 * strideK;
-          for (int64_t h = 0; h < kNR && j0 + h < n; h += 16)
-            kKernels[mr](kc, rows, strideI, strideK, panel + h,
+          for (int64_t h = 0; h < kNR && j0 + h < n; h += 16) {
+            // Terms not needed are skipped; the first k block still writes
+            // beta * C where it has none.
+            Steps steps =
+                neededSteps(terms, i, mr, j0 + h,
+                            std::min<int64_t>(16, n - j0 - h), k0, kc);
+            if (steps.count == 0 && k0 != 0)
+              continue;
+            kKernels[mr](steps.count, rows + steps.first * strideK, strideI,
+                         strideK, panel + h + steps.first * kNR,
                          c + i * ldc + j0 + h, ldc, alpha, beta, k0 == 0,
                          std::min<int64_t>(16, n - j0 - h));
+          }
         }
       }
     }
@@ -488,7 +541,7 @@ void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b, int64_t ldb,
 
 void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *packed, float beta,
-                 float *c, int64_t ldc, SgemmIsa isa) {
+                 float *c, int64_t ldc, SgemmIsa isa, SgemmTerms terms) {
   if (k == 0) {
     // No k steps: C = beta * C (zero when beta is 0, whatever C held).
     for (int64_t i = 0; i < m; ++i)
@@ -497,9 +550,9 @@ void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
     return;
   }
   if (isa == SgemmIsa::Avx512)
-    avx512::packed(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
+    avx512::packed(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc, terms);
   else
-    avx2::packed(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
+    avx2::packed(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc, terms);
 }
 
 void transposeF32(int64_t rows, int64_t cols, const float *in, int64_t ldIn,
@@ -516,12 +569,14 @@ void transposeF32(int64_t rows, int64_t cols, const float *in, int64_t ldIn,
 
 bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
-           int64_t ldb, float beta, float *c, int64_t ldc, SgemmIsa isa) {
+           int64_t ldb, float beta, float *c, int64_t ldc, SgemmIsa isa,
+           SgemmTerms terms) {
   thread_local AlignedFloats packed;
   if (!packed.reserve(sgemmPackedSize(k, n)))
     return false;
   sgemmPackB(transB, k, n, b, ldb, packed.data(), isa);
-  sgemmPacked(transA, m, n, k, alpha, a, lda, packed.data(), beta, c, ldc, isa);
+  sgemmPacked(transA, m, n, k, alpha, a, lda, packed.data(), beta, c, ldc, isa,
+              terms);
   return true;
 }
 

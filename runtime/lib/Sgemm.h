@@ -15,6 +15,8 @@
 #ifndef ZBRT_LIB_SGEMM_H
 #define ZBRT_LIB_SGEMM_H
 
+#include "zbrt/zbrt.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -46,6 +48,21 @@ private:
 /// The instruction sets the kernel is written for.
 enum class SgemmIsa { None, Avx2, Avx512 };
 
+/// Which terms of C(i, j) = sum over p of op(A)(i, p) * op(B)(p, j) a
+/// product computes: zbrt_sgemm_batched_terms's term sets (zbrt.h). The
+/// kernel leaves out whole register blocks of the others (a block with
+/// none of its terms kept gets beta * C), so some of them are still
+/// computed.
+enum class SgemmTerms : int32_t {
+  All = ZBRT_TERMS_ALL,
+  KUpToM = ZBRT_TERMS_K_UPTO_M,
+  KFromM = ZBRT_TERMS_K_FROM_M,
+  NUpToM = ZBRT_TERMS_N_UPTO_M,
+  KUpToN = ZBRT_TERMS_K_UPTO_N,
+  KFromN = ZBRT_TERMS_K_FROM_N,
+  MUpToN = ZBRT_TERMS_M_UPTO_N
+};
+
 /// Whether this CPU runs `isa`'s kernel (AVX2 needs FMA as well).
 bool sgemmIsaSupported(SgemmIsa isa);
 
@@ -69,18 +86,21 @@ size_t sgemmPackedSize(int64_t k, int64_t n);
 void sgemmPackB(bool transB, int64_t k, int64_t n, const float *b, int64_t ldb,
                 float *packed, SgemmIsa isa = sgemmIsa());
 
-/// C = alpha * op(A) * P + beta * C for a P packed by sgemmPackB (k x n).
-/// With beta = 0, C is written without being read.
+/// C = alpha * op(A) * P + beta * C for a P packed by sgemmPackB (k x n),
+/// over the `terms` asked for. With beta = 0, C is written without being
+/// read. Each element sums its terms in the order of p, so leaving out
+/// terms that are zero changes no bit.
 void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *packed, float beta,
-                 float *c, int64_t ldc, SgemmIsa isa = sgemmIsa());
+                 float *c, int64_t ldc, SgemmIsa isa = sgemmIsa(),
+                 SgemmTerms terms = SgemmTerms::All);
 
 /// The whole product, B packed into a per-thread buffer. False (C
 /// untouched) when that buffer cannot be allocated.
 bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc,
-           SgemmIsa isa = sgemmIsa());
+           SgemmIsa isa = sgemmIsa(), SgemmTerms terms = SgemmTerms::All);
 
 /// out[j * ldOut + i] = in[i * ldIn + j] for i < rows, j < cols: the
 /// rows x cols matrix at `in` transposed into `out` (which must not overlap

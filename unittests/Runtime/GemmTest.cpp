@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -210,6 +211,122 @@ TEST_P(SgemmIsaTest, PackedOnceEqualsPerCall) {
                             c2.data(), n, isa));
     EXPECT_EQ(c1, c2) << "round " << round;
   }
+}
+
+/// Whether the term (i, p, j) of C(i, j) is one `terms` asks for.
+bool keeps(zbrt::SgemmTerms terms, int64_t i, int64_t p, int64_t j) {
+  switch (terms) {
+  case zbrt::SgemmTerms::All:
+    return true;
+  case zbrt::SgemmTerms::KUpToM:
+    return p <= i;
+  case zbrt::SgemmTerms::KFromM:
+    return p >= i;
+  case zbrt::SgemmTerms::NUpToM:
+    return j <= i;
+  case zbrt::SgemmTerms::KUpToN:
+    return p <= j;
+  case zbrt::SgemmTerms::KFromN:
+    return p >= j;
+  case zbrt::SgemmTerms::MUpToN:
+    return i <= j;
+  }
+  return true;
+}
+
+/// Products over some of their terms (causal attention's): where the
+/// terms left out are zeros in an operand, the result equals the whole
+/// product bit for bit; where they land in elements not asked for, the
+/// others equal it and those hold the product or beta * C. And terms are
+/// left out: with NaNs instead of the zeros, or C unchanged where whole
+/// blocks are skipped, more elements come out finite or untouched than
+/// with every term. Shapes around the register and cache blocks, a second
+/// k block, A copied (AVX2, transA, 256 columns or more), ragged blocks
+/// that touch the diagonal.
+TEST_P(SgemmIsaTest, LeavesOutTermsNotNeeded) {
+  auto [transA, transB, isa] = GetParam();
+  using zbrt::SgemmTerms;
+  std::mt19937 rng(23);
+  for (SgemmTerms terms :
+       {SgemmTerms::KUpToM, SgemmTerms::KFromM, SgemmTerms::NUpToM,
+        SgemmTerms::KUpToN, SgemmTerms::KFromN, SgemmTerms::MUpToN})
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{50, 50, 50},
+                           {130, 70, 130},
+                           {70, 130, 130},
+                           {600, 40, 600},
+                           {40, 600, 600},
+                           {300, 300, 64},
+                           // A ragged last block whose corner is on the
+                           // diagonal: rows 30-32 meet columns 32-39;
+                           // columns 32-36 meet row 36.
+                           {33, 40, 20},
+                           {40, 37, 20}})
+      for (float beta : {0.f, 1.f}) {
+        bool inResult =
+            terms == SgemmTerms::NUpToM || terms == SgemmTerms::MUpToN;
+        int64_t lda = transA ? m : k, ldb = transB ? k : n;
+        std::vector<float> a = randomValues<float>(m * k, rng);
+        std::vector<float> b = randomValues<float>(k * n, rng);
+        auto aAt = [&](int64_t i, int64_t p) -> float & {
+          return transA ? a[p * lda + i] : a[i * lda + p];
+        };
+        auto bAt = [&](int64_t p, int64_t j) -> float & {
+          return transB ? b[j * ldb + p] : b[p * ldb + j];
+        };
+        // Zero the operand's entries that only feed terms left out.
+        auto fillLeftOut = [&](float value) {
+          bool inA = terms == SgemmTerms::KUpToM || terms == SgemmTerms::KFromM;
+          for (int64_t p = 0; p < k; ++p)
+            for (int64_t x = 0; x < (inA ? m : n); ++x)
+              if (!keeps(terms, inA ? x : 0, p, inA ? 0 : x))
+                (inA ? aAt(x, p) : bAt(p, x)) = value;
+        };
+        if (!inResult)
+          fillLeftOut(0.f);
+        std::vector<float> c0 = beta == 0.f
+                                    ? std::vector<float>(m * n, std::nanf(""))
+                                    : randomValues<float>(m * n, rng);
+        std::vector<float> all = c0, some = c0;
+        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(), lda,
+                                b.data(), ldb, beta, all.data(), n, isa));
+        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(), lda,
+                                b.data(), ldb, beta, some.data(), n, isa,
+                                terms));
+        std::string what = std::to_string(int(terms)) + " on " +
+                           std::to_string(m) + "x" + std::to_string(n) + "x" +
+                           std::to_string(k) + " beta " + std::to_string(beta);
+        int64_t untouched = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            float want = all[i * n + j], got = some[i * n + j];
+            float kept = beta == 0.f ? 0.f : c0[i * n + j];
+            if (inResult && !keeps(terms, i, 0, j)) {
+              ASSERT_TRUE(got == want || got == kept)
+                  << what << " at (" << i << ", " << j << ")";
+              untouched += got == kept && got != want;
+              continue;
+            }
+            ASSERT_EQ(got, want) << what << " at (" << i << ", " << j << ")";
+          }
+        if (inResult) {
+          EXPECT_GT(untouched, 0) << what;
+          continue;
+        }
+        // NaNs in place of the zeros: the terms left out do not see them.
+        fillLeftOut(std::nanf(""));
+        all = c0;
+        some = c0;
+        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(), lda,
+                                b.data(), ldb, beta, all.data(), n, isa));
+        ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 0.5f, a.data(), lda,
+                                b.data(), ldb, beta, some.data(), n, isa,
+                                terms));
+        auto finite = [](const std::vector<float> &c) {
+          return std::count_if(c.begin(), c.end(),
+                               [](float x) { return std::isfinite(x); });
+        };
+        EXPECT_GT(finite(some), finite(all)) << what;
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, SgemmIsaTest,

@@ -22,6 +22,10 @@ namespace zb {
 /// f64.
 inline constexpr llvm::StringLiteral kHostGemmFn = "zbrt_sgemm_batched";
 inline constexpr llvm::StringLiteral kHostGemmF64Fn = "zbrt_dgemm_batched";
+/// The host f32 gemm over some of each product's terms (a `zb.skip_terms`
+/// contraction's).
+inline constexpr llvm::StringLiteral kHostGemmTermsFn =
+    "zbrt_sgemm_batched_terms";
 /// The runtime's cuBLAS gemms (`--zb-lower-gemm-to-cublas`): f32, and f32
 /// storage with bf16 products accumulated in f32.
 inline constexpr llvm::StringLiteral kGPUGemmFn = "zbrt_gpu_sgemm_batched";
@@ -32,10 +36,14 @@ inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
 /// (batched) GEMM into a call of `callee`, a function with the signature of
 /// `zbrt_sgemm_batched` (zbrt.h), and with a non-empty `f64Callee` every f64
 /// one into a call of it (the signature of `zbrt_dgemm_batched`), each
-/// declared privately in `module` when needed. Other linalg ops are left
-/// alone. Returns the number of ops rewritten.
+/// declared privately in `module` when needed. With a non-empty
+/// `termsCallee` (the signature of `zbrt_sgemm_batched_terms`), an f32 GEMM
+/// whose `zb.skip_terms` names terms the runtime can leave out calls that
+/// instead. Other linalg ops are left alone. Returns the number of ops
+/// rewritten.
 unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee,
-                           llvm::StringRef f64Callee = {});
+                           llvm::StringRef f64Callee = {},
+                           llvm::StringRef termsCallee = {});
 
 /// Whether `op`, on tensors or on buffers, has the shape of a plain f32 or
 /// f64 (batched) GEMM: one m, n and k dimension, at most one batch dimension,

@@ -68,6 +68,38 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
   let dependentDialects = ["mlir::linalg::LinalgDialect"];
 }
 
+def ZBMarkTriangularProducts : Pass<"zb-mark-triangular-products",
+                                    "mlir::ModuleOp"> {
+  let summary = "Mark matrix products half of whose terms a causal mask "
+                "makes unneeded";
+  let description = [{
+    Causal attention multiplies matrices that are zero above the diagonal
+    (the softmax of scores masked to -inf there, and the gradient of the
+    scores, masked to zero), and its score products feed only the mask,
+    which overwrites their upper half. This pass finds such contractions
+    and gives each a `zb.skip_terms = array<i64: r, c>` attribute, `r` and
+    `c` two of its loop dimensions: every term at an iteration point where
+    loop `c` exceeds loop `r` either vanishes (an operand indexed by
+    `(r, c)` is zero there) or lands in a result element nothing reads.
+    `--zb-lower-gemm-to-runtime` then skips those terms (attention's six
+    products at context T do about half their work).
+
+    What is zero, -inf or unread above the diagonal (an operand's last two
+    dimensions, indexed by two loops) follows values through
+    `linalg.softmax` over the last dimension, elementwise `linalg.generic`
+    bodies (`arith.select` on a constant `i1` mask that is uniform above
+    the diagonal, products with zero, `math.exp` of -inf, ...), reshapes
+    that keep the last two dimensions, and a `pipe.stage`'s regions (an
+    input from the previous stage's forward, the F→B and B→W stashes). The
+    reasoning assumes finite values (`0 * x = 0`), as training does; the
+    skipped terms are exact zeros otherwise, so results do not change.
+
+    Runs on the staged model after `--zb-split-backward` (`zb-pipeline`
+    does), or on a plain function after `--zb-autodiff`.
+  }];
+  let dependentDialects = [];
+}
+
 def ZBUniqueFills : Pass<"zb-unique-fills"> {
   let summary = "Give each destination use of a shared linalg.fill its own "
                 "fill";

@@ -97,6 +97,17 @@ LogicalResult ZBDialect::verifyOperationAttribute(Operation *op,
       return op->emitError("'") << name << "' must be a unit attribute";
     return success();
   }
+  if (name == kSkipTermsAttrName) {
+    if (op->getName().getDialectNamespace() != "linalg")
+      return op->emitError("'") << name << "' belongs on a linalg op";
+    auto dims = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!dims || dims.size() != 2 || dims[0] < 0 || dims[1] < 0 ||
+        dims[0] == dims[1])
+      return op->emitError("'")
+             << name << "' must be two distinct loop dimensions, got "
+             << attr.getValue();
+    return success();
+  }
   if (name == kParamAttrName || name == kDataAttrName || name == kRangeAttrName)
     return op->emitError("'")
            << name << "' belongs on an argument of the model function";

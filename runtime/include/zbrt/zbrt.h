@@ -36,6 +36,41 @@ void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
                         const float *b, int64_t ldb, int64_t strideB,
                         float beta, float *c, int64_t ldc, int64_t strideC);
 
+/* zbrt_sgemm_batched over some of the terms of each product, where the
+ * others are known to be zero or to land in elements nothing reads (the
+ * products of causal attention, --zb-mark-triangular-products). With
+ * C(i, j) = sum over p of op(A)(i, p) op(B)(p, j), `terms` keeps:
+ *   ZBRT_TERMS_ALL      every term (zbrt_sgemm_batched);
+ *   ZBRT_TERMS_K_UPTO_M the terms with p <= i;
+ *   ZBRT_TERMS_K_FROM_M the terms with p >= i;
+ *   ZBRT_TERMS_N_UPTO_M the terms of the elements with j <= i;
+ *   ZBRT_TERMS_K_UPTO_N the terms with p <= j;
+ *   ZBRT_TERMS_K_FROM_N the terms with p >= j;
+ *   ZBRT_TERMS_M_UPTO_N the terms of the elements with i <= j.
+ * The kernel leaves out whole register blocks of terms, so some of the
+ * others may still be computed: with K_* the terms left out must be zero
+ * (an operand's entries there are), and then the result is that of
+ * zbrt_sgemm_batched bit for bit (each element sums its terms in order);
+ * with N_UPTO_M / M_UPTO_N the elements beyond the diagonal are not
+ * defined (each holds the product or beta * C): for elements nothing
+ * reads. Where the runtime's kernel does not serve f32 products (no AVX2,
+ * ZB_SGEMM=openblas, OpenBLAS on several threads) every term is computed. */
+enum {
+  ZBRT_TERMS_ALL = 0,
+  ZBRT_TERMS_K_UPTO_M = 1,
+  ZBRT_TERMS_K_FROM_M = 2,
+  ZBRT_TERMS_N_UPTO_M = 3,
+  ZBRT_TERMS_K_UPTO_N = 4,
+  ZBRT_TERMS_K_FROM_N = 5,
+  ZBRT_TERMS_M_UPTO_N = 6
+};
+void zbrt_sgemm_batched_terms(int32_t terms, int32_t transA, int32_t transB,
+                              int64_t batch, int64_t m, int64_t n, int64_t k,
+                              float alpha, const float *a, int64_t lda,
+                              int64_t strideA, const float *b, int64_t ldb,
+                              int64_t strideB, float beta, float *c,
+                              int64_t ldc, int64_t strideC);
+
 /* Transposing copies: for every b0 < batch0 and b1 < batch1, the rows x
  * cols matrix at in + b0*inStride0 + b1*inStride1 (rows ldIn apart, columns
  * contiguous) is written transposed, cols x rows, at out + b0*outStride0 +

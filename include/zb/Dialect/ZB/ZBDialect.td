@@ -41,6 +41,10 @@ def ZB_Dialect : Dialect {
 
     On `memref.view`: `zb.out_slot` (unit), the arena slot a call writes its
     result into (`--zb-results-to-slots`).
+
+    On a `linalg` contraction: `zb.skip_terms` (two distinct loop
+    dimensions `r`, `c`), the terms at iteration points where loop `c`
+    exceeds loop `r` are not needed (`--zb-mark-triangular-products`).
   }];
   let cppNamespace = "::zb";
   let hasOperationAttrVerify = 1;
@@ -64,6 +68,8 @@ def ZB_Dialect : Dialect {
         "zb.out_slot";
     constexpr const static ::llvm::StringLiteral kOptimizerAttrName =
         "zb.optimizer";
+    constexpr const static ::llvm::StringLiteral kSkipTermsAttrName =
+        "zb.skip_terms";
   }];
 }
 
