@@ -49,9 +49,17 @@ struct Abstract {
   /// diagonal Col > Row).
   enum Kind { Any, Zero, NegInf, Positive, True, False, Row, Col } kind = Any;
   bool tainted = false;
+  /// For Any: finite. The model's values are taken to be finite except
+  /// where -inf is known to flow (a mask's); a value under question is
+  /// replaced by finite ones, and stays finite through arithmetic that
+  /// keeps finite values finite (not through a division, a logarithm, ...).
+  bool finite = true;
 
-  static Abstract any(bool tainted) { return {Any, tainted}; }
-  static Abstract of(Kind kind) { return {kind, false}; }
+  static Abstract any(bool tainted, bool finite = true) {
+    return {Any, tainted, finite};
+  }
+  static Abstract of(Kind kind) { return {kind, false, kind != NegInf}; }
+  bool isFinite() const { return kind != NegInf && (kind != Any || finite); }
 };
 
 /// The two loop dimensions an operand's last two dimensions are indexed by
@@ -129,6 +137,16 @@ Abstract evaluate(Operation *op, ArrayRef<Abstract> operands) {
   auto is = [&](unsigned i, Abstract::Kind kind) {
     return operands[i].kind == kind;
   };
+  bool allFinite =
+      llvm::all_of(operands, [](const Abstract &a) { return a.isFinite(); });
+  // Anything else, finite when its operands are: for a value under question
+  // only through arithmetic that keeps finite values finite.
+  bool keepsFinite =
+      isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::NegFOp,
+          arith::SelectOp, arith::MaximumFOp, arith::MinimumFOp,
+          arith::MaxNumFOp, arith::MinNumFOp>(op);
+  Abstract unknown =
+      Abstract::any(tainted, allFinite && (keepsFinite || !tainted));
   if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
     auto value = dyn_cast<FloatAttr>(constant.getValue());
     if (!value)
@@ -140,13 +158,13 @@ Abstract evaluate(Operation *op, ArrayRef<Abstract> operands) {
       return Abstract::of(Abstract::NegInf);
     if (v.isFinite() && !v.isNegative())
       return Abstract::of(Abstract::Positive);
-    return Abstract::any(false);
+    return Abstract::any(false, v.isFinite());
   }
   if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
     // Col > Row: how the predicate compares them, with the column first.
     bool colFirst = is(0, Abstract::Col) && is(1, Abstract::Row);
     if (!colFirst && !(is(0, Abstract::Row) && is(1, Abstract::Col)))
-      return Abstract::any(tainted);
+      return unknown;
     bool holds = false;
     switch (cmp.getPredicate()) {
     case arith::CmpIPredicate::eq:
@@ -178,35 +196,35 @@ Abstract evaluate(Operation *op, ArrayRef<Abstract> operands) {
     if (operands[1].kind == operands[2].kind &&
         operands[1].kind != Abstract::Any)
       return operands[1];
-    return Abstract::any(tainted);
+    return unknown;
   }
   if (isa<arith::MulFOp>(op)) {
     // Zero times a finite value (a -inf would make a NaN).
-    if ((is(0, Abstract::Zero) && !is(1, Abstract::NegInf)) ||
-        (is(1, Abstract::Zero) && !is(0, Abstract::NegInf)))
+    if ((is(0, Abstract::Zero) && operands[1].isFinite()) ||
+        (is(1, Abstract::Zero) && operands[0].isFinite()))
       return Abstract::of(Abstract::Zero);
     if ((is(0, Abstract::NegInf) && is(1, Abstract::Positive)) ||
         (is(1, Abstract::NegInf) && is(0, Abstract::Positive)))
       return Abstract::of(Abstract::NegInf);
     if (is(0, Abstract::Positive) && is(1, Abstract::Positive))
       return Abstract::of(Abstract::Positive);
-    return Abstract::any(tainted);
+    return unknown;
   }
   if (isa<arith::AddFOp, arith::SubFOp>(op)) {
     if (is(0, Abstract::Zero) && is(1, Abstract::Zero))
       return Abstract::of(Abstract::Zero);
-    return Abstract::any(tainted);
+    return unknown;
   }
   if (isa<arith::DivFOp>(op)) {
     if (is(0, Abstract::Zero) && is(1, Abstract::Positive))
       return Abstract::of(Abstract::Zero);
-    return Abstract::any(tainted);
+    return unknown;
   }
   if (isa<arith::NegFOp>(op) && is(0, Abstract::Zero))
     return Abstract::of(Abstract::Zero);
   if (isa<math::ExpOp>(op) && is(0, Abstract::NegInf))
     return Abstract::of(Abstract::Zero);
-  return Abstract::any(tainted);
+  return unknown;
 }
 
 /// The facts, memoised, over one module.
@@ -237,9 +255,29 @@ private:
 };
 } // namespace
 
+/// The stage that takes `value` (a stage's result) as its input, and which
+/// input, or none when something else uses it too.
+static std::optional<std::pair<zb::pipe::StageOp, unsigned>>
+consumingStage(Value value) {
+  if (!value.hasOneUse())
+    return std::nullopt;
+  OpOperand &use = *value.use_begin();
+  auto next = dyn_cast<zb::pipe::StageOp>(use.getOwner());
+  if (!next || use.getOperandNumber() >= next.getInputs().size())
+    return std::nullopt;
+  return std::make_pair(next, use.getOperandNumber());
+}
+
+/// The region of `stage` that takes the forward's stash.
+static Region &backwardOf(zb::pipe::StageOp stage) {
+  return stage.isSplit() ? stage.getBackwardInput() : stage.getBackward();
+}
+
 /// What a value of a `pipe.stage` region stands for: a forward's input is
 /// the previous stage's forward result, a backward's stash argument what
-/// the region before it stashed. Other values stand for themselves.
+/// the region before it stashed, a backward's gradient of a result what the
+/// backward of the stage taking that result yields. Other values stand for
+/// themselves.
 static Value producerOf(Value value) {
   while (auto arg = dyn_cast<BlockArgument>(value)) {
     Region *region = arg.getOwner()->getParent();
@@ -263,33 +301,52 @@ static Value producerOf(Value value) {
       stash = cast<zb::pipe::YieldOp>(
                   stage.getBackwardInput().front().getTerminator())
                   .getStash();
-    if (index >= stash.size())
+    if (index < stash.size()) {
+      value = stash[index];
+      continue;
+    }
+    // A backward's gradient of the stage's result: what the backward of the
+    // stage taking that result yields for that input.
+    unsigned result = index - stash.size();
+    if (region == &stage.getBackwardWeight() ||
+        result >= stage->getNumResults())
       return value;
-    value = stash[index];
+    auto next = consumingStage(stage->getResult(result));
+    if (!next || backwardOf(next->first).empty())
+      return value;
+    value =
+        cast<zb::pipe::YieldOp>(backwardOf(next->first).front().getTerminator())
+            .getValues()[next->second];
   }
   return value;
 }
 
-/// The block arguments a stash operand `use` of a `pipe.yield` becomes, or
-/// none when it is not a stash operand.
-static std::optional<BlockArgument> stashArgumentFor(OpOperand &use) {
-  auto yield = dyn_cast<zb::pipe::YieldOp>(use.getOwner());
-  if (!yield)
-    return std::nullopt;
-  unsigned first = yield.getValues().size();
-  if (use.getOperandNumber() < first)
-    return std::nullopt;
-  unsigned index = use.getOperandNumber() - first;
+/// The block arguments an operand `use` of a `pipe.yield` becomes: a
+/// stash's in the region after, a forward result's in the forward of the
+/// stage that takes it; none for other operands (gradients, results used
+/// otherwise).
+static SmallVector<BlockArgument> argumentsFor(OpOperand &use) {
+  auto yield = cast<zb::pipe::YieldOp>(use.getOwner());
   auto stage = cast<zb::pipe::StageOp>(yield->getParentOp());
   Region *from = yield->getParentRegion();
+  unsigned first = yield.getValues().size();
+  if (use.getOperandNumber() < first) {
+    if (from != &stage.getForward())
+      return {};
+    auto next = consumingStage(stage->getResult(use.getOperandNumber()));
+    if (!next)
+      return {};
+    return {next->first.getForward().getArgument(next->second)};
+  }
+  unsigned index = use.getOperandNumber() - first;
   Region *to = nullptr;
   if (from == &stage.getForward())
-    to = stage.isSplit() ? &stage.getBackwardInput() : &stage.getBackward();
+    to = &backwardOf(stage);
   else if (from == &stage.getBackwardInput())
     to = &stage.getBackwardWeight();
   if (!to || to->empty() || index >= to->getNumArguments())
-    return std::nullopt;
-  return to->getArgument(index);
+    return {};
+  return {to->getArgument(index)};
 }
 
 Upper TriangularFacts::upper(Value value) {
@@ -332,7 +389,8 @@ TriangularFacts::evaluateBody(linalg::GenericOp generic, unsigned row,
   for (OpOperand *input : generic.getDpsInputOperands()) {
     Abstract known = Abstract::any(false);
     auto dims = lastTwoDims(generic.getMatchingIndexingMap(input));
-    if (input == tainted) {
+    // The value under question (also where it is read twice).
+    if (tainted && input->get() == tainted->get()) {
       known = Abstract::any(true);
     } else if (dims && dims->first == row && dims->second == col) {
       Value operand = input->get();
@@ -391,8 +449,10 @@ bool TriangularFacts::upperIsDead(Value value) {
     if (Value source = reshapeSource(user); source == use.get())
       return upperIsDead(user->getResult(0));
     if (isa<zb::pipe::YieldOp>(user)) {
-      std::optional<BlockArgument> arg = stashArgumentFor(use);
-      return arg && upperIsDead(*arg);
+      SmallVector<BlockArgument> args = argumentsFor(use);
+      return !args.empty() && llvm::all_of(args, [&](BlockArgument arg) {
+        return upperIsDead(arg);
+      });
     }
     auto generic = dyn_cast<linalg::GenericOp>(user);
     if (!generic || !generic.isDpsInput(&use))

@@ -301,7 +301,8 @@ extern "C" void zbrt_sgemm_batched_terms(
     int64_t strideA, const float *b, int64_t ldb, int64_t strideB, float beta,
     float *c, int64_t ldc, int64_t strideC) {
   // Whatever its size, a product that leaves out terms takes the kernel
-  // (the only one that can): still a choice by the call site alone.
+  // (the only one that can): a choice by the call site alone, but for a
+  // packing buffer that cannot be allocated.
   bool known = terms >= ZBRT_TERMS_K_UPTO_M && terms <= ZBRT_TERMS_M_UPTO_N;
   SgemmIsa isa = kernelIsa();
   if (known && isa != SgemmIsa::None && openblas_get_num_threads() == 1) {

@@ -225,3 +225,107 @@ func.func @index_mask_below(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: t
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x4x4xf32>, tensor<2x4x8xf32>) outs(%f2 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
   return %o : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Scores whose upper half meets P's zeros only after a division: 1/0 is not
+// finite, so changing them there could change the result; not marked. (P V
+// still is.)
+// CHECK-LABEL: func.func @division
+// CHECK: %[[S:.*]] = linalg.batch_matmul ins
+// CHECK: linalg.batch_matmul {zb.skip_terms = array<i64: 1, 3>}
+#id = affine_map<(b, i, j) -> (b, i, j)>
+func.func @division(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %x: tensor<2x4x4xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x4x4xf32>, tensor<2x4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<2x4x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %masked = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x : tensor<2x4x4xf32>) outs(%e : tensor<2x4x4xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %i = linalg.index 1 : index
+    %j = linalg.index 2 : index
+    %above = arith.cmpi ugt, %j, %i : index
+    %r = arith.select %above, %ninf, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<2x4x4xf32>
+  %p = linalg.softmax dimension(2) ins(%masked : tensor<2x4x4xf32>) outs(%e : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %s = linalg.batch_matmul ins(%q, %kt : tensor<2x4x8xf32>, tensor<2x8x4xf32>) outs(%f : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+  %w = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %p : tensor<2x4x4xf32>, tensor<2x4x4xf32>) outs(%e : tensor<2x4x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %one = arith.constant 1.0 : f32
+    %r = arith.divf %one, %a : f32
+    %y = arith.mulf %r, %b : f32
+    linalg.yield %y : f32
+  } -> tensor<2x4x4xf32>
+  %e2 = tensor.empty() : tensor<2x4x8xf32>
+  %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x4x4xf32>, tensor<2x4x8xf32>) outs(%f2 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+  return %w, %o : tensor<2x4x4xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
+// A cut between the scores and their mask, unsplit backwards: stage 0's
+// scores go to stage 1's mask (unread above the diagonal); stage 0's
+// backward gets the masked gradient stage 1's backward yields for them
+// (zero above the diagonal), so dQ = dS K leaves out k (d3) > m (d1).
+// CHECK-LABEL: func.func @across_stages
+// CHECK: pipe.stage 0
+// CHECK: linalg.batch_matmul {zb.skip_terms = array<i64: 1, 2>}
+// CHECK: backward
+// CHECK: linalg.generic
+// CHECK-SAME: zb.skip_terms = array<i64: 1, 3>
+// CHECK: pipe.stage 1
+#id = affine_map<(b, i, j) -> (b, i, j)>
+#mask = affine_map<(b, i, j) -> (i, j)>
+#ds = affine_map<(b, m, n, k) -> (b, m, k)>
+#k = affine_map<(b, m, n, k) -> (b, n, k)>
+#dq = affine_map<(b, m, n, k) -> (b, m, n)>
+func.func @across_stages(%q: tensor<1x4x8xf32>, %kt: tensor<1x8x4xf32>, %k: tensor<1x8x4xf32>) -> tensor<1x4x4xf32> {
+  %s = pipe.stage 0 on rank 0 inputs(%q : tensor<1x4x8xf32>) data(%kt, %k : tensor<1x8x4xf32>, tensor<1x8x4xf32>) -> tensor<1x4x4xf32>
+    forward {
+    ^bb0(%fq: tensor<1x4x8xf32>, %fkt: tensor<1x8x4xf32>, %fk: tensor<1x8x4xf32>):
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<1x4x4xf32>
+      %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+      %sc = linalg.batch_matmul ins(%fq, %fkt : tensor<1x4x8xf32>, tensor<1x8x4xf32>) outs(%f : tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+      pipe.yield %sc : tensor<1x4x4xf32> stash(%fk : tensor<1x8x4xf32>)
+    } backward {
+    ^bb0(%bk: tensor<1x8x4xf32>, %ds: tensor<1x4x4xf32>):
+      %zero = arith.constant 0.0 : f32
+      %e = tensor.empty() : tensor<1x4x8xf32>
+      %f = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+      %dq = linalg.generic {indexing_maps = [#ds, #k, #dq], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%ds, %bk : tensor<1x4x4xf32>, tensor<1x8x4xf32>) outs(%f : tensor<1x4x8xf32>) {
+      ^bb0(%a: f32, %b: f32, %acc: f32):
+        %t = arith.mulf %a, %b : f32
+        %r = arith.addf %acc, %t : f32
+        linalg.yield %r : f32
+      } -> tensor<1x4x8xf32>
+      pipe.yield %dq : tensor<1x4x8xf32>
+    }
+  %p = pipe.stage 1 on rank 1 inputs(%s : tensor<1x4x4xf32>) -> tensor<1x4x4xf32>
+    forward {
+    ^bb0(%x: tensor<1x4x4xf32>):
+      %mask = arith.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+      %e = tensor.empty() : tensor<1x4x4xf32>
+      %masked = linalg.generic {indexing_maps = [#id, #mask, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x, %mask : tensor<1x4x4xf32>, tensor<4x4xi1>) outs(%e : tensor<1x4x4xf32>) {
+      ^bb0(%a: f32, %m: i1, %out: f32):
+        %ninf = arith.constant 0xFF800000 : f32
+        %y = arith.select %m, %ninf, %a : f32
+        linalg.yield %y : f32
+      } -> tensor<1x4x4xf32>
+      pipe.yield %masked : tensor<1x4x4xf32>
+    } backward {
+    ^bb0(%dm: tensor<1x4x4xf32>):
+      %mask = arith.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+      %e = tensor.empty() : tensor<1x4x4xf32>
+      %dx = linalg.generic {indexing_maps = [#id, #mask, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%dm, %mask : tensor<1x4x4xf32>, tensor<4x4xi1>) outs(%e : tensor<1x4x4xf32>) {
+      ^bb0(%a: f32, %m: i1, %out: f32):
+        %z = arith.constant 0.0 : f32
+        %y = arith.select %m, %z, %a : f32
+        linalg.yield %y : f32
+      } -> tensor<1x4x4xf32>
+      pipe.yield %dx : tensor<1x4x4xf32>
+    }
+  return %p : tensor<1x4x4xf32>
+}

@@ -88,11 +88,17 @@ def ZBMarkTriangularProducts : Pass<"zb-mark-triangular-products",
     dimensions, indexed by two loops) follows values through
     `linalg.softmax` over the last dimension, elementwise `linalg.generic`
     bodies (`arith.select` on a constant `i1` mask that is uniform above
-    the diagonal, products with zero, `math.exp` of -inf, ...), reshapes
-    that keep the last two dimensions, and a `pipe.stage`'s regions (an
-    input from the previous stage's forward, the F→B and B→W stashes). The
-    reasoning assumes finite values (`0 * x = 0`), as training does; the
-    skipped terms are exact zeros otherwise, so results do not change.
+    the diagonal or on a comparison of the two loop indices, products with
+    zero, `math.exp` of -inf, ...), reshapes that keep the last two
+    dimensions, stage markers, and a `pipe.stage`'s regions (an input from
+    the previous stage's forward, the F→B and B→W stashes, a result's
+    gradient from the next stage's backward). The reasoning takes the
+    model's values to be finite (`0 * x = 0`) except where it sees -inf
+    flow from a mask, and an unread element replaced by a finite value to
+    stay finite only through additions, products, selections and the like
+    (not through a division or a logarithm). Skipped terms that vanish are
+    exact zeros, so those results do not change; unread elements may hold
+    anything finite.
 
     Runs on the staged model after `--zb-split-backward` (`zb-pipeline`
     does), or on a plain function after `--zb-autodiff`.

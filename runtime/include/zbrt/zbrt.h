@@ -49,12 +49,14 @@ void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
  *   ZBRT_TERMS_M_UPTO_N the terms of the elements with i <= j.
  * The kernel leaves out whole register blocks of terms, so some of the
  * others may still be computed: with K_* the terms left out must be zero
- * (an operand's entries there are), and then the result is that of
- * zbrt_sgemm_batched bit for bit (each element sums its terms in order);
- * with N_UPTO_M / M_UPTO_N the elements beyond the diagonal are not
- * defined (each holds the product or beta * C): for elements nothing
- * reads. Where the runtime's kernel does not serve f32 products (no AVX2,
- * ZB_SGEMM=openblas, OpenBLAS on several threads) every term is computed. */
+ * (an operand's entries there are), and then the result is the kernel's
+ * over every term, bit for bit up to the sign of a zero (each element sums
+ * its terms in order); with N_UPTO_M / M_UPTO_N the elements beyond the
+ * diagonal are not defined (each holds the product or beta * C): for
+ * elements nothing reads. These products take the kernel whatever their
+ * size; where it does not serve f32 products (no AVX2, ZB_SGEMM=openblas,
+ * OpenBLAS on several threads), or its packing buffer cannot be allocated,
+ * every term is computed as zbrt_sgemm_batched computes it. */
 enum {
   ZBRT_TERMS_ALL = 0,
   ZBRT_TERMS_K_UPTO_M = 1,
