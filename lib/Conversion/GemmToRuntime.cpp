@@ -243,10 +243,11 @@ std::pair<Value, SmallVector<Value>> zb::describeBuffer(OpBuilder &builder,
   return {first, strides};
 }
 
-/// Emits the call that replaces `op`: C = op(A) op(B) + beta C.
+/// Emits the call that replaces `op`: C = op(A) op(B) + beta C; to the
+/// terms callee (the term set first) `withTerms`.
 static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
-                         const GemmPlan &plan, func::FuncOp callee,
-                         double beta) {
+                         const GemmPlan &plan, func::FuncOp callee, double beta,
+                         bool withTerms) {
   Location loc = op.getLoc();
   Type i64 = rewriter.getI64Type(), element = plan.element;
   auto i64Const = [&](int64_t v) -> Value {
@@ -286,7 +287,7 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
                                   ldc,
                                   sc};
   // The terms callee takes the term set first.
-  if (callee.getNumArguments() == arguments.size() + 1)
+  if (withTerms)
     arguments.insert(arguments.begin(), arith::ConstantIntOp::create(
                                             rewriter, loc, plan.terms, 32));
   func::CallOp::create(rewriter, loc, callee, arguments);
@@ -330,7 +331,7 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
                              : callee,
                        plan.element, terms);
     rewriter.setInsertionPoint(op);
-    emitGemmCall(rewriter, op, plan, fn, beta);
+    emitGemmCall(rewriter, op, plan, fn, beta, terms);
     rewriter.eraseOp(op);
   }
   return gemms.size();

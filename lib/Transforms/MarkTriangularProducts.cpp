@@ -82,9 +82,10 @@ bool keepsLastTwo(ArrayRef<ReassociationIndices> groups) {
          groups[groups.size() - 2].size() == 1;
 }
 
-/// The source of a reshape that keeps the last two dimensions, or of a
-/// stage marker (an identity), or null.
-Value reshapeSource(Operation *op) {
+/// The source of an op whose result has the source's elements above the
+/// diagonal there too: a reshape that keeps the last two dimensions, a
+/// stage marker (an identity). Null for others.
+Value sourceKeepingDiagonal(Operation *op) {
   if (auto cut = dyn_cast_or_null<zb::pipe::CutOp>(op))
     return cut.getOperand();
   if (auto expand = dyn_cast_or_null<tensor::ExpandShapeOp>(op))
@@ -273,6 +274,11 @@ static Region &backwardOf(zb::pipe::StageOp stage) {
   return stage.isSplit() ? stage.getBackwardInput() : stage.getBackward();
 }
 
+/// The terminator of a stage's (non-empty) region.
+static zb::pipe::YieldOp yieldOf(Region &region) {
+  return cast<zb::pipe::YieldOp>(region.front().getTerminator());
+}
+
 /// What a value of a `pipe.stage` region stands for: a forward's input is
 /// the previous stage's forward result, a backward's stash argument what
 /// the region before it stashed, a backward's gradient of a result what the
@@ -298,9 +304,7 @@ static Value producerOf(Value value) {
     }
     OperandRange stash = stage.getForwardYield().getStash();
     if (region == &stage.getBackwardWeight())
-      stash = cast<zb::pipe::YieldOp>(
-                  stage.getBackwardInput().front().getTerminator())
-                  .getStash();
+      stash = yieldOf(stage.getBackwardInput()).getStash();
     if (index < stash.size()) {
       value = stash[index];
       continue;
@@ -314,29 +318,27 @@ static Value producerOf(Value value) {
     auto next = consumingStage(stage->getResult(result));
     if (!next || backwardOf(next->first).empty())
       return value;
-    value =
-        cast<zb::pipe::YieldOp>(backwardOf(next->first).front().getTerminator())
-            .getValues()[next->second];
+    value = yieldOf(backwardOf(next->first)).getValues()[next->second];
   }
   return value;
 }
 
-/// The block arguments an operand `use` of a `pipe.yield` becomes: a
+/// The block argument an operand `use` of a `pipe.yield` becomes: a
 /// stash's in the region after, a forward result's in the forward of the
 /// stage that takes it; none for other operands (gradients, results used
 /// otherwise).
-static SmallVector<BlockArgument> argumentsFor(OpOperand &use) {
+static std::optional<BlockArgument> argumentFor(OpOperand &use) {
   auto yield = cast<zb::pipe::YieldOp>(use.getOwner());
   auto stage = cast<zb::pipe::StageOp>(yield->getParentOp());
   Region *from = yield->getParentRegion();
   unsigned first = yield.getValues().size();
   if (use.getOperandNumber() < first) {
     if (from != &stage.getForward())
-      return {};
+      return std::nullopt;
     auto next = consumingStage(stage->getResult(use.getOperandNumber()));
     if (!next)
-      return {};
-    return {next->first.getForward().getArgument(next->second)};
+      return std::nullopt;
+    return next->first.getForward().getArgument(next->second);
   }
   unsigned index = use.getOperandNumber() - first;
   Region *to = nullptr;
@@ -345,13 +347,13 @@ static SmallVector<BlockArgument> argumentsFor(OpOperand &use) {
   else if (from == &stage.getBackwardInput())
     to = &stage.getBackwardWeight();
   if (!to || to->empty() || index >= to->getNumArguments())
-    return {};
-  return {to->getArgument(index)};
+    return std::nullopt;
+  return to->getArgument(index);
 }
 
 Upper TriangularFacts::upper(Value value) {
   value = producerOf(value);
-  if (Value source = reshapeSource(value.getDefiningOp()))
+  if (Value source = sourceKeepingDiagonal(value.getDefiningOp()))
     return upper(source);
   auto found = uppers.find(value);
   if (found != uppers.end())
@@ -446,13 +448,11 @@ bool TriangularFacts::upperIsDead(Value value) {
   dead[value] = false; // until shown; a cycle proves nothing
   auto deadUse = [&](OpOperand &use) -> bool {
     Operation *user = use.getOwner();
-    if (Value source = reshapeSource(user); source == use.get())
+    if (Value source = sourceKeepingDiagonal(user); source == use.get())
       return upperIsDead(user->getResult(0));
     if (isa<zb::pipe::YieldOp>(user)) {
-      SmallVector<BlockArgument> args = argumentsFor(use);
-      return !args.empty() && llvm::all_of(args, [&](BlockArgument arg) {
-        return upperIsDead(arg);
-      });
+      std::optional<BlockArgument> arg = argumentFor(use);
+      return arg && upperIsDead(*arg);
     }
     auto generic = dyn_cast<linalg::GenericOp>(user);
     if (!generic || !generic.isDpsInput(&use))

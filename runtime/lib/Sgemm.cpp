@@ -469,17 +469,15 @@ ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
           const float *rows =
               aCopy ? aCopy + (i - i0) * kc : a + i * strideI + k0 * strideK;
           for (int64_t h = 0; h < kNR && j0 + h < n; h += 16) {
+            int64_t cols = std::min<int64_t>(16, n - j0 - h);
             // Terms not needed are skipped; the first k block still writes
             // beta * C where it has none.
-            Steps steps =
-                neededSteps(terms, i, mr, j0 + h,
-                            std::min<int64_t>(16, n - j0 - h), k0, kc);
+            Steps steps = neededSteps(terms, i, mr, j0 + h, cols, k0, kc);
             if (steps.count == 0 && k0 != 0)
               continue;
             kKernels[mr](steps.count, rows + steps.first * strideK, strideI,
                          strideK, panel + h + steps.first * kNR,
-                         c + i * ldc + j0 + h, ldc, alpha, beta, k0 == 0,
-                         std::min<int64_t>(16, n - j0 - h));
+                         c + i * ldc + j0 + h, ldc, alpha, beta, k0 == 0, cols);
           }
         }
       }
