@@ -6,6 +6,8 @@
 
 #include "zb/Analysis/CostModel.h"
 
+#include "zb/Dialect/ZB/ZBDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -29,6 +31,30 @@ static double bodyFlops(Block &body) {
   return flops;
 }
 
+/// The points of a loop nest with ranges `ranges` at which loop c is at most
+/// loop r (`zb.skip_terms = array<i64: r, c>`: the terms a marked product
+/// computes), or every point without such loops.
+static double pointsComputed(ArrayRef<int64_t> ranges, DenseI64ArrayAttr skip) {
+  auto known = [&](int64_t loop) {
+    return loop >= 0 && loop < int64_t(ranges.size()) &&
+           !ShapedType::isDynamic(ranges[loop]);
+  };
+  bool triangle = skip && skip.size() == 2 && skip[0] != skip[1] &&
+                  known(skip[0]) && known(skip[1]);
+  double points = 1;
+  for (auto [loop, range] : llvm::enumerate(ranges)) {
+    if (triangle && (int64_t(loop) == skip[0] || int64_t(loop) == skip[1]))
+      continue;
+    points *= ShapedType::isDynamic(range) ? 1 : range;
+  }
+  if (!triangle)
+    return points;
+  // Pairs (r, c) with c <= r: r + 1 of them for each r below C, C above.
+  double r = ranges[skip[0]], c = ranges[skip[1]];
+  double below = std::min(r, c);
+  return points * (below * (below + 1) / 2 + (r - below) * c);
+}
+
 int64_t zb::estimateBytes(Type type) {
   auto shaped = dyn_cast<ShapedType>(type);
   if (!shaped || !shaped.hasStaticShape())
@@ -39,9 +65,9 @@ int64_t zb::estimateBytes(Type type) {
 
 double zb::estimateFlops(Operation *op) {
   if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
-    double points = 1;
-    for (int64_t range : linalgOp.getStaticLoopRanges())
-      points *= ShapedType::isDynamic(range) ? 1 : range;
+    double points = pointsComputed(linalgOp.getStaticLoopRanges(),
+                                   op->getAttrOfType<DenseI64ArrayAttr>(
+                                       zb::ZBDialect::kSkipTermsAttrName));
     double perPoint = bodyFlops(*linalgOp.getBlock());
     return points * std::max(perPoint, 0.0);
   }

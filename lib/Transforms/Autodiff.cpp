@@ -8,7 +8,6 @@
 
 #include "RegionStash.h"
 
-#include "zb/Analysis/CostModel.h"
 #include "zb/Autodiff/Autodiff.h"
 #include "zb/Autodiff/GradientOpInterface.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
@@ -83,9 +82,8 @@ static LogicalResult differentiateStage(pipe::StageOp stage) {
   SmallVector<Value> stash = stashValuesUsedFromAbove(backward, 0);
   yield.getStashMutable().assign(stash);
 
+  recordStageCosts(stage);
   Builder attrs(stage.getContext());
-  stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
-  stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backward)));
   stage.setMemBAttr(attrs.getI64IntegerAttr(forwardStashBytes(stage)));
   return success();
 }

@@ -17,6 +17,8 @@
 
 #include "zb/Transforms/Passes.h"
 
+#include "RegionStash.h"
+
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/ZB/ZBDialect.h"
 
@@ -29,6 +31,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace zb {
 #define GEN_PASS_DEF_ZBMARKTRIANGULARPRODUCTS
@@ -522,15 +525,24 @@ struct MarkTriangularProductsPass
     (void)applyPatternsGreedily(getOperation(), std::move(patterns), config);
 
     TriangularFacts facts;
+    llvm::SetVector<zb::pipe::StageOp> marked;
     getOperation()->walk([&](linalg::LinalgOp op) {
       if (!op.hasPureTensorSemantics())
         return;
-      if (auto dims = facts.skippableTerms(op))
-        op->setAttr(
-            zb::ZBDialect::kSkipTermsAttrName,
-            DenseI64ArrayAttr::get(op->getContext(), {int64_t(dims->first),
-                                                      int64_t(dims->second)}));
+      auto dims = facts.skippableTerms(op);
+      if (!dims)
+        return;
+      op->setAttr(
+          zb::ZBDialect::kSkipTermsAttrName,
+          DenseI64ArrayAttr::get(
+              op->getContext(), {int64_t(dims->first), int64_t(dims->second)}));
+      if (auto stage = op->getParentOfType<zb::pipe::StageOp>())
+        marked.insert(stage);
     });
+    // The scheduler plans with the FLOPs the stages now do.
+    for (zb::pipe::StageOp stage : marked)
+      if (stage.getCostFAttr())
+        zb::recordStageCosts(stage);
   }
 };
 } // namespace

@@ -98,6 +98,20 @@ static ArrayRef<BlockArgument> forwardParamArgs(zb::pipe::StageOp stage) {
       stage.getInputs().size() + stage.getData().size());
 }
 
+void zb::recordStageCosts(pipe::StageOp stage) {
+  Builder attrs(stage.getContext());
+  stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
+  if (!stage.isSplit()) {
+    stage.setCostBAttr(
+        attrs.getF64FloatAttr(estimateFlops(stage.getBackward())));
+    return;
+  }
+  stage.setCostBAttr(
+      attrs.getF64FloatAttr(estimateFlops(stage.getBackwardInput())));
+  stage.setCostWAttr(
+      attrs.getF64FloatAttr(estimateFlops(stage.getBackwardWeight())));
+}
+
 int64_t zb::forwardStashBytes(pipe::StageOp stage) {
   ArrayRef<BlockArgument> params = forwardParamArgs(stage);
   int64_t bytes = 0;

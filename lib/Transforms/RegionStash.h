@@ -36,6 +36,12 @@ mlir::Value rematerialise(mlir::OpBuilder &builder, mlir::Value value,
 llvm::SmallVector<mlir::Value> stashValuesUsedFromAbove(mlir::Region &region,
                                                         unsigned firstArg);
 
+/// Records the stage's cost_f, cost_b and, once split, cost_w: the FLOPs
+/// of its forward, of its backward (B once split) and of W
+/// (zb::estimateFlops). The one definition --zb-autodiff,
+/// --zb-split-backward and --zb-mark-triangular-products record.
+void recordStageCosts(pipe::StageOp stage);
+
 /// The stage's mem_b: the bytes its forward region stashes per microbatch,
 /// leaving out its parameters (held once, not per microbatch). The one
 /// definition --zb-autodiff and --zb-split-backward record.

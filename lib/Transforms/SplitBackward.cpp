@@ -8,7 +8,6 @@
 
 #include "RegionStash.h"
 
-#include "zb/Analysis/CostModel.h"
 #include "zb/Dialect/Pipe/PipeOps.h"
 
 #include "mlir/Transforms/RegionUtils.h"
@@ -68,10 +67,8 @@ static void splitStage(pipe::StageOp stage) {
   pipe::YieldOp::create(b, oldYield.getLoc(), inputGrads, wStash);
   oldYield.erase();
 
+  recordStageCosts(stage);
   Builder attrs(stage.getContext());
-  stage.setCostFAttr(attrs.getF64FloatAttr(estimateFlops(stage.getForward())));
-  stage.setCostBAttr(attrs.getF64FloatAttr(estimateFlops(backwardInput)));
-  stage.setCostWAttr(attrs.getF64FloatAttr(estimateFlops(backwardWeight)));
   stage.setMemBAttr(attrs.getI64IntegerAttr(forwardStashBytes(stage)));
   stage.setMemWAttr(attrs.getI64IntegerAttr(backwardWeightStashBytes(stage)));
 }

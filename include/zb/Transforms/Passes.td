@@ -100,6 +100,10 @@ def ZBMarkTriangularProducts : Pass<"zb-mark-triangular-products",
     exact zeros, so those results do not change; unread elements may hold
     anything finite.
 
+    A stage holding marked products has its `cost_f`, `cost_b` and
+    `cost_w` recorded again, counting only the terms computed, so that the
+    schedule plans with the work the stage does.
+
     Runs on the staged model after `--zb-split-backward` (`zb-pipeline`
     does), or on a plain function after `--zb-autodiff`.
   }];

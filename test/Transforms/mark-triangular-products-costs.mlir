@@ -1,0 +1,37 @@
+// RUN: zb-opt %s --zb-autodiff --zb-split-backward | FileCheck %s --check-prefix=WHOLE
+// RUN: zb-opt %s --zb-autodiff --zb-split-backward --zb-mark-triangular-products | FileCheck %s --check-prefix=MARKED
+
+// The stage's costs count the terms its products compute. Of each 2 x 4 x 4
+// x 8 product of causal attention (2 * 256 FLOPs whole), a marked one
+// computes the 10 of 16 pairs of its two triangular loops: 2 * 160. The
+// forward: S = Q K^T and P V (512 -> 320 each), the mask's select (32) and
+// the softmax (5 * 32): 1216 -> 832. The backward's four products (dP, dV,
+// dQ, dK) save 192 each: 2240 -> 1472.
+// WHOLE: pipe.stage 0
+// WHOLE-SAME: cost_b = 2.240000e+03 : f64, cost_f = 1.216000e+03 : f64, cost_w = 0.000000e+00 : f64
+// MARKED: pipe.stage 0
+// MARKED-SAME: cost_b = 1.472000e+03 : f64, cost_f = 8.320000e+02 : f64, cost_w = 0.000000e+00 : f64
+#id = affine_map<(b, i, j) -> (b, i, j)>
+#mask = affine_map<(b, i, j) -> (i, j)>
+func.func @attention(%q: tensor<2x4x8xf32>, %kt: tensor<2x8x4xf32>, %v: tensor<2x4x8xf32>) -> tensor<2x4x8xf32> {
+  %o = pipe.stage 0 on rank 0 inputs(%q, %kt, %v : tensor<2x4x8xf32>, tensor<2x8x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32> forward {
+  ^bb0(%aq: tensor<2x4x8xf32>, %akt: tensor<2x8x4xf32>, %av: tensor<2x4x8xf32>):
+    %zero = arith.constant 0.0 : f32
+    %mask = arith.constant dense<[[false, true, true, true], [false, false, true, true], [false, false, false, true], [false, false, false, false]]> : tensor<4x4xi1>
+    %e = tensor.empty() : tensor<2x4x4xf32>
+    %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    %s = linalg.batch_matmul ins(%aq, %akt : tensor<2x4x8xf32>, tensor<2x8x4xf32>) outs(%f : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    %masked = linalg.generic {indexing_maps = [#id, #mask, #id], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %mask : tensor<2x4x4xf32>, tensor<4x4xi1>) outs(%e : tensor<2x4x4xf32>) {
+    ^bb0(%x: f32, %m: i1, %out: f32):
+      %ninf = arith.constant 0xFF800000 : f32
+      %y = arith.select %m, %ninf, %x : f32
+      linalg.yield %y : f32
+    } -> tensor<2x4x4xf32>
+    %p = linalg.softmax dimension(2) ins(%masked : tensor<2x4x4xf32>) outs(%e : tensor<2x4x4xf32>) -> tensor<2x4x4xf32>
+    %e2 = tensor.empty() : tensor<2x4x8xf32>
+    %f2 = linalg.fill ins(%zero : f32) outs(%e2 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    %r = linalg.batch_matmul ins(%p, %av : tensor<2x4x4xf32>, tensor<2x4x8xf32>) outs(%f2 : tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+    pipe.yield %r : tensor<2x4x8xf32>
+  }
+  return %o : tensor<2x4x8xf32>
+}
