@@ -20,9 +20,11 @@ using namespace zbrt;
 
 namespace {
 
-/// The smallest product the runtime's kernel takes, per instruction set.
+/// The products the runtime's kernel takes, per instruction set: none
+/// smaller than m, n, k and volume (m * n * k), and none with A transposed
+/// of at least transAVolume (0: no such limit).
 struct KernelMinimum {
-  int64_t m, n, k, volume;
+  int64_t m, n, k, volume, transAVolume;
 };
 /// With AVX-512: below m * n * k = 2^20, OpenBLAS's small-matrix paths are
 /// as fast or faster than packing (2^19: 128x64x64 1.07x OpenBLAS's time,
@@ -30,13 +32,17 @@ struct KernelMinimum {
 /// panel's 32 lanes (m = 1024, n = 8, k = 64: 3.1x), a short k leaves the
 /// call to loading and storing C (512 x 1024 x 1: 1.8x), and a few rows of
 /// A do not repay packing B (8 x 64 x 1024 with B transposed: 2.0x).
-constexpr KernelMinimum kAvx512Minimum{32, 64, 64, int64_t(1) << 20};
+constexpr KernelMinimum kAvx512Minimum{32, 64, 64, int64_t(1) << 20, 0};
 /// With AVX2 (Zen 3), OpenBLAS's Haswell-era kernels leave the small
 /// products to the runtime's (64^3: 0.85-0.95x OpenBLAS's time in every
 /// transpose, 32^3 0.79x, 16 x 32 x 64 0.81x); a 16-row C still repays
 /// packing B (16 x 64 x 1024, B transposed: 0.88x); n or k of 16 do not
-/// (1024 x 16 x 64 at parity, 512 x 1024 x 16 1.5x).
-constexpr KernelMinimum kAvx2Minimum{16, 32, 32, int64_t(1) << 15};
+/// (1024 x 16 x 64 at parity, 512 x 1024 x 16 1.5x). A weight gradient's
+/// X^T dY (A transposed, B an activation packed per call) of 2^24 or more
+/// runs 2-5% faster in OpenBLAS, which packs as it goes, when its operands
+/// come from memory (256 x 768 x 256 to 2048 x 512 x 512, beta 1).
+constexpr KernelMinimum kAvx2Minimum{16, 32, 32, int64_t(1) << 15,
+                                     int64_t(1) << 24};
 
 /// One packed copy of a weight: which operand, as which op(B).
 struct PackedKey {
@@ -230,23 +236,27 @@ const char *zbrt::sgemmKernelName() {
 /// than that instruction set's KernelMinimum, while OpenBLAS runs on one
 /// thread (the kernel is single-thread: a rank given more threads keeps
 /// OpenBLAS's), unless ZB_SGEMM=openblas says otherwise (zb-run rejects other
-/// values, see sgemmChoiceProblem). The choice depends on the shape alone, so a
-/// product has the same bits wherever it runs on a machine.
-static bool useRuntimeSgemm(int64_t m, int64_t n, int64_t k) {
+/// values, see sgemmChoiceProblem). The choice depends on the shape and
+/// transposes alone, so a product has the same bits wherever it runs on a
+/// machine.
+static bool useRuntimeSgemm(bool transA, int64_t m, int64_t n, int64_t k) {
   SgemmIsa isa = kernelIsa();
   if (isa == SgemmIsa::None)
     return false;
   const KernelMinimum &least =
       isa == SgemmIsa::Avx512 ? kAvx512Minimum : kAvx2Minimum;
+  int64_t volume = m * n * k;
+  if (transA && least.transAVolume && volume >= least.transAVolume)
+    return false;
   return m >= least.m && n >= least.n && k >= least.k &&
-         m * n * k >= least.volume && openblas_get_num_threads() == 1;
+         volume >= least.volume && openblas_get_num_threads() == 1;
 }
 
 extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
                            int64_t k, float alpha, const float *a, int64_t lda,
                            const float *b, int64_t ldb, float beta, float *c,
                            int64_t ldc) {
-  if (useRuntimeSgemm(m, n, k)) {
+  if (useRuntimeSgemm(transA, m, n, k)) {
     if (const float *packed = packedWeight(transB, k, n, b, ldb)) {
       sgemmPacked(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
       return;

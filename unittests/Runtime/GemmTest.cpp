@@ -11,6 +11,8 @@
 
 #include "gtest/gtest.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -521,6 +523,34 @@ TEST_P(SgemmKernelTest, PackedWeightsBudget) {
     EXPECT_EQ(product(w2), want2);
   }
   EXPECT_EQ(zbrt::packedWeightBytes(), 0u);
+}
+
+/// zbrt_sgemm's choice between the kernel and OpenBLAS, told apart by their
+/// bits: the kernel above its smallest volume, except that with AVX2 a
+/// product with A transposed of 2^24 or more (a weight gradient's X^T dY)
+/// goes to OpenBLAS.
+TEST_P(SgemmKernelTest, ChoosesByShapeAndTransposes) {
+  auto [transA, transB] = GetParam();
+  openblas_set_num_threads(1);
+  std::mt19937 rng(11);
+  for (int64_t size : {128, 256}) {
+    const int64_t m = size, n = size, k = size;
+    std::vector<float> a = randomValues<float>(m * k, rng);
+    std::vector<float> b = randomValues<float>(k * n, rng);
+    std::vector<float> got(m * n), kernel(m * n), blas(m * n);
+    zbrt_sgemm(transA, transB, m, n, k, 1.f, a.data(), m, b.data(), n, 0.f,
+               got.data(), n);
+    ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(), m, b.data(),
+                            n, 0.f, kernel.data(), n));
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a.data(), m,
+                b.data(), n, 0.f, blas.data(), n);
+    ASSERT_NE(kernel, blas) << "the two sum in the same order: untestable";
+    bool toBlas =
+        transA && size == 256 && zbrt::sgemmIsa() == zbrt::SgemmIsa::Avx2;
+    EXPECT_EQ(got, toBlas ? blas : kernel)
+        << m << "^3, transA " << transA << ", transB " << transB;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, SgemmKernelTest,
