@@ -150,8 +150,10 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
   pm.addPass(createZBSplitBackward());
   // Causal attention's products: the terms a mask makes unneeded are marked
   // for the gemm calls to skip (while the stage's regions still show where
-  // each stashed value comes from).
-  pm.addPass(createZBMarkTriangularProducts());
+  // each stashed value comes from), and the stages' costs count the rest.
+  // The CPU's gemm calls skip them; cuBLAS computes every term.
+  if (options.target == "cpu")
+    pm.addPass(createZBMarkTriangularProducts());
   // Mixed precision: bf16 stashes, before the schedule plans their bytes.
   if (options.dtype == "bf16") {
     ZBNarrowStashOptions narrow;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 extern "C" void openblas_set_num_threads(int threads);
@@ -526,30 +527,41 @@ TEST_P(SgemmKernelTest, PackedWeightsBudget) {
 }
 
 /// zbrt_sgemm's choice between the kernel and OpenBLAS, told apart by their
-/// bits: the kernel above its smallest volume, except that with AVX2 a
-/// product with A transposed of 2^24 or more (a weight gradient's X^T dY)
-/// goes to OpenBLAS.
+/// bits (k beyond both's blocks, so they sum differently): the kernel above
+/// its smallest volume, except that with AVX2 a product with A transposed of
+/// 2^24 or more (a weight gradient's X^T dY) goes to OpenBLAS, its B a
+/// packed weight or not.
 TEST_P(SgemmKernelTest, ChoosesByShapeAndTransposes) {
   auto [transA, transB] = GetParam();
   openblas_set_num_threads(1);
+  std::string serving = zbrt::sgemmKernelName();
   std::mt19937 rng(11);
-  for (int64_t size : {128, 256}) {
-    const int64_t m = size, n = size, k = size;
+  // 2^21 and 2^24 multiply-adds.
+  for (int64_t size : {64, 128}) {
+    const int64_t m = size, n = size, k = 8 * size;
+    const int64_t lda = transA ? m : k, ldb = transB ? k : n;
     std::vector<float> a = randomValues<float>(m * k, rng);
     std::vector<float> b = randomValues<float>(k * n, rng);
-    std::vector<float> got(m * n), kernel(m * n), blas(m * n);
-    zbrt_sgemm(transA, transB, m, n, k, 1.f, a.data(), m, b.data(), n, 0.f,
+    std::vector<float> got(m * n), scoped(m * n), kernel(m * n), blas(m * n);
+    zbrt_sgemm(transA, transB, m, n, k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
                got.data(), n);
-    ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(), m, b.data(),
-                            n, 0.f, kernel.data(), n));
+    {
+      zbrt::PackedWeights scope({{b.data(), b.size() * 4}});
+      zbrt_sgemm(transA, transB, m, n, k, 1.f, a.data(), lda, b.data(), ldb,
+                 0.f, scoped.data(), n);
+    }
+    ASSERT_TRUE(zbrt::sgemm(transA, transB, m, n, k, 1.f, a.data(), lda,
+                            b.data(), ldb, 0.f, kernel.data(), n));
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                transB ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a.data(), m,
-                b.data(), n, 0.f, blas.data(), n);
+                transB ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a.data(), lda,
+                b.data(), ldb, 0.f, blas.data(), n);
     ASSERT_NE(kernel, blas) << "the two sum in the same order: untestable";
     bool toBlas =
-        transA && size == 256 && zbrt::sgemmIsa() == zbrt::SgemmIsa::Avx2;
+        serving == "openblas" || (serving == "avx2" && transA && size == 128);
     EXPECT_EQ(got, toBlas ? blas : kernel)
-        << m << "^3, transA " << transA << ", transB " << transB;
+        << m << " x " << n << " x " << k << ", transA " << transA << ", transB "
+        << transB;
+    EXPECT_EQ(scoped, got) << "a packed weight chooses as any B does";
   }
 }
 

@@ -100,12 +100,16 @@ def ZBMarkTriangularProducts : Pass<"zb-mark-triangular-products",
     exact zeros, so those results do not change; unread elements may hold
     anything finite.
 
-    A stage holding marked products has its `cost_f`, `cost_b` and
-    `cost_w` recorded again, counting only the terms computed, so that the
-    schedule plans with the work the stage does.
+    Only f32 products are marked (the runtime's f32 gemm is what skips
+    terms). Every stage that has costs gets its `cost_f`, `cost_b` and
+    `cost_w` recorded again, a marked product counting the terms of the
+    exact triangle (the gemm kernel skips whole register blocks, so it
+    computes somewhat more), so that the schedule plans with the work the
+    stage does.
 
     Runs on the staged model after `--zb-split-backward` (`zb-pipeline`
-    does), or on a plain function after `--zb-autodiff`.
+    does for `target=cpu`; cuBLAS computes every term), or on a plain
+    function after `--zb-autodiff`.
   }];
   let dependentDialects = [];
 }

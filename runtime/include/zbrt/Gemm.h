@@ -7,13 +7,13 @@
 // input-gradient products, M microbatches each) and does not change: a
 // PackedWeights scope, opened by the driver around a step with the
 // parameters' memory, lets those products pack each weight once. Only the
-// thread that opens the scope sees it; its products whose B lies wholly in
-// one of the ranges use the copy packed at the first of them. The memory in
-// the ranges must not change while the scope is open. The packed copies are
-// kept for the next scope (repacked there, at their first use or while the
-// thread waits for a peer), so their memory is allocated once per process;
-// they take at most the scope's byte budget (a weight beyond it is packed
-// per call, as outside a scope).
+// thread that opens the scope sees it; its products the kernel takes whose B
+// lies wholly in one of the ranges use the copy packed at the first of them.
+// The memory in the ranges must not change while the scope is open. The packed
+// copies are kept for the next scope (repacked there, at their first use or
+// while the thread waits for a peer), so their memory is allocated once per
+// process; they take at most the scope's byte budget (a weight beyond it is
+// packed per call, as outside a scope).
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,9 +58,10 @@ bool packWeightWhileIdle();
 /// Bytes of the packed copies this thread holds.
 size_t packedWeightBytes();
 
-/// What serves zbrt_sgemm's products above the kernel's minimum here: the
-/// kernel's instruction set ("avx512", "avx2"), or "openblas" (no kernel for
-/// this CPU, or ZB_SGEMM=openblas).
+/// What serves zbrt_sgemm's products above the kernel's minimum here (with
+/// AVX2, but for those with A transposed of 2^24 or more, which OpenBLAS
+/// serves): the kernel's instruction set ("avx512", "avx2"), or "openblas"
+/// (no kernel for this CPU, or ZB_SGEMM=openblas).
 const char *sgemmKernelName();
 
 /// What is wrong with ZB_SGEMM, which picks the f32 gemm ("zbrt": the
