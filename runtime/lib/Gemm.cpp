@@ -23,7 +23,7 @@ namespace {
 /// The products the runtime's kernel takes, per instruction set: none
 /// smaller than m, n, k and volume (m * n * k), and none with A transposed
 /// of at least transAVolume (0: no such limit).
-struct KernelMinimum {
+struct KernelShapes {
   int64_t m, n, k, volume, transAVolume;
 };
 /// With AVX-512: below m * n * k = 2^20, OpenBLAS's small-matrix paths are
@@ -32,7 +32,7 @@ struct KernelMinimum {
 /// panel's 32 lanes (m = 1024, n = 8, k = 64: 3.1x), a short k leaves the
 /// call to loading and storing C (512 x 1024 x 1: 1.8x), and a few rows of
 /// A do not repay packing B (8 x 64 x 1024 with B transposed: 2.0x).
-constexpr KernelMinimum kAvx512Minimum{32, 64, 64, int64_t(1) << 20, 0};
+constexpr KernelShapes kAvx512Shapes{32, 64, 64, int64_t(1) << 20, 0};
 /// With AVX2 (Zen 3), OpenBLAS's Haswell-era kernels leave the small
 /// products to the runtime's (64^3: 0.85-0.95x OpenBLAS's time in every
 /// transpose, 32^3 0.79x, 16 x 32 x 64 0.81x); a 16-row C still repays
@@ -41,8 +41,8 @@ constexpr KernelMinimum kAvx512Minimum{32, 64, 64, int64_t(1) << 20, 0};
 /// X^T dY (A transposed, B an activation packed per call) of 2^24 or more
 /// runs 2-5% faster in OpenBLAS, which packs as it goes, when its operands
 /// come from memory (256 x 768 x 256 to 2048 x 512 x 512, beta 1).
-constexpr KernelMinimum kAvx2Minimum{16, 32, 32, int64_t(1) << 15,
-                                     int64_t(1) << 24};
+constexpr KernelShapes kAvx2Shapes{16, 32, 32, int64_t(1) << 15,
+                                   int64_t(1) << 24};
 
 /// One packed copy of a weight: which operand, as which op(B).
 struct PackedKey {
@@ -232,8 +232,8 @@ const char *zbrt::sgemmKernelName() {
 }
 
 /// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
-/// than OpenBLAS: on a CPU with AVX-512F or AVX2, for products no smaller
-/// than that instruction set's KernelMinimum, while OpenBLAS runs on one
+/// than OpenBLAS: on a CPU with AVX-512F or AVX2, for the products that
+/// instruction set's KernelShapes admit, while OpenBLAS runs on one
 /// thread (the kernel is single-thread: a rank given more threads keeps
 /// OpenBLAS's), unless ZB_SGEMM=openblas says otherwise (zb-run rejects other
 /// values, see sgemmChoiceProblem). The choice depends on the shape and
@@ -243,13 +243,13 @@ static bool useRuntimeSgemm(bool transA, int64_t m, int64_t n, int64_t k) {
   SgemmIsa isa = kernelIsa();
   if (isa == SgemmIsa::None)
     return false;
-  const KernelMinimum &least =
-      isa == SgemmIsa::Avx512 ? kAvx512Minimum : kAvx2Minimum;
+  const KernelShapes &shapes =
+      isa == SgemmIsa::Avx512 ? kAvx512Shapes : kAvx2Shapes;
   int64_t volume = m * n * k;
-  if (transA && least.transAVolume && volume >= least.transAVolume)
+  if (transA && shapes.transAVolume && volume >= shapes.transAVolume)
     return false;
-  return m >= least.m && n >= least.n && k >= least.k &&
-         volume >= least.volume && openblas_get_num_threads() == 1;
+  return m >= shapes.m && n >= shapes.n && k >= shapes.k &&
+         volume >= shapes.volume && openblas_get_num_threads() == 1;
 }
 
 extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
