@@ -314,7 +314,10 @@ def main():
           f"{args.steps - args.warmup}), {args.threads} thread(s)/rank, "
           f"SGD lr {args.lr}, size {args.size}"
           + (", ours cut by zb-run --balance"
-             if args.balance and args.size != "small" else ""))
+             if args.balance and args.size != "small" else "")
+          + (", ours lending a waiting rank's core to the other's products"
+             if os.environ.get("ZB_LEND_CORES", "1") in ("", "1")
+             else ", ours not lending cores (ZB_LEND_CORES=0)"))
     rate = sgemm_rate()
     others = runtime_sgemm_rates()
     peak = args.ranks * args.threads * rate

@@ -23,8 +23,14 @@ using namespace zb::run;
 namespace zs = zb::schedule;
 
 std::string zb::run::serialize(const RankStep &step) {
-  int64_t header[5] = {static_cast<int64_t>(step.actions.size()),
-                       step.baseBytes, step.peakBytes, 0, 0};
+  int64_t header[8] = {static_cast<int64_t>(step.actions.size()),
+                       step.baseBytes,
+                       step.peakBytes,
+                       0,
+                       0,
+                       step.lending.shared,
+                       step.lending.items,
+                       step.lending.helperItems};
   static_assert(sizeof(double) == sizeof(int64_t), "times in the header");
   std::memcpy(&header[3], &step.offset, sizeof(double));
   std::memcpy(&header[4], &step.reductionWait, sizeof(double));
@@ -38,7 +44,7 @@ std::string zb::run::serialize(const RankStep &step) {
 }
 
 bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
-  int64_t header[5];
+  int64_t header[8];
   if (bytes.size() < sizeof(header))
     return false;
   std::memcpy(header, bytes.data(), sizeof(header));
@@ -53,6 +59,7 @@ bool zb::run::deserialize(const std::string &bytes, RankStep &step) {
   step.peakBytes = header[2];
   std::memcpy(&step.offset, &header[3], sizeof(double));
   std::memcpy(&step.reductionWait, &header[4], sizeof(double));
+  step.lending = {header[5], header[6], header[7]};
   return true;
 }
 
@@ -172,6 +179,19 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
       out.peakMemory[r] =
           std::max(out.peakMemory[r], rank.peakBytes - rank.baseBytes);
     }
+  out.borrowedProducts.assign(numRanks, 0);
+  out.borrowedShare.assign(numRanks, 0.0);
+  std::vector<int64_t> items(numRanks, 0), helperItems(numRanks, 0);
+  for (size_t k = firstSteady; k < steps.size(); ++k)
+    for (int r = 0; r < numRanks && r < static_cast<int>(steps[k].size());
+         ++r) {
+      out.borrowedProducts[r] += steps[k][r].lending.shared;
+      items[r] += steps[k][r].lending.items;
+      helperItems[r] += steps[k][r].lending.helperItems;
+    }
+  for (int r = 0; r < numRanks; ++r)
+    if (items[r])
+      out.borrowedShare[r] = double(helperItems[r]) / double(items[r]);
   for (int r = 0; r < numRanks; ++r) {
     std::vector<double> memB(numStages, 0.0), memW(numStages, 0.0);
     for (size_t s = 0; s < numStages; ++s)

@@ -57,6 +57,8 @@ static void measurement(llvm::json::OStream &os, const run::RunMeasurement &m,
   integers(os, "peak_memory_bytes", m.peakMemory);
   integers(os, "microbatch_stash_bytes", m.microbatchStash);
   integers(os, "microbatch_w_stash_bytes", m.microbatchWStash);
+  integers(os, "borrowed_core_products", m.borrowedProducts);
+  numbers(os, "borrowed_core_share", m.borrowedShare);
   if (replicas) {
     fixed("reduction_wait_ms", m.reductionWait);
     fixed("simulated_reduction_ms", m.simulatedReduction);

@@ -7,6 +7,7 @@
 #include "zb/Driver/Programs.h"
 
 #include "zbrt/Gemm.h"
+#include "zbrt/Lending.h"
 #include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
@@ -262,6 +263,7 @@ double PipelineRankProgram::run(int64_t step,
   started = true;
   zbrt::takeActionRecords();
   zbrt::takeReductionWaitSeconds();
+  zbrt::takeLendingCounts();
   run::RankStep mine;
   mine.baseBytes = zbrt::liveBytes();
   zbrt::resetPeakLiveBytes();
@@ -306,6 +308,7 @@ double PipelineRankProgram::run(int64_t step,
   }
   mine.peakBytes = zbrt::peakLiveBytes();
   mine.reductionWait = zbrt::takeReductionWaitSeconds();
+  mine.lending = zbrt::takeLendingCounts();
   // On this rank's own clock, so that its actions never overlap in the
   // trace.
   mine.offset = origin - firstOrigin;

@@ -8,6 +8,7 @@
 #include "zbrt/zbrt.h"
 
 #include "Sgemm.h"
+#include "zbrt/Lending.h"
 
 #include <cblas.h>
 
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <unordered_map>
+#include <vector>
 
 using namespace zbrt;
 
@@ -252,23 +254,53 @@ static bool useRuntimeSgemm(bool transA, int64_t m, int64_t n, int64_t k) {
          volume >= shapes.volume && openblas_get_num_threads() == 1;
 }
 
+/// The rows of a block when a product of m rows is shared with a borrowed
+/// core: about eight blocks, of a multiple of 48 rows (whole register
+/// blocks of either kernel and of OpenBLAS's).
+static int64_t sharedBlockRows(int64_t m) {
+  return std::max<int64_t>(48, ((m + 7) / 8 + 47) / 48 * 48);
+}
+
 extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
                            int64_t k, float alpha, const float *a, int64_t lda,
                            const float *b, int64_t ldb, float beta, float *c,
                            int64_t ldc) {
+  const float *packed = nullptr;
   if (useRuntimeSgemm(transA, m, n, k)) {
-    if (const float *packed = packedWeight(transB, k, n, b, ldb)) {
-      sgemmPacked(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc);
+    packed = packedWeight(transB, k, n, b, ldb);
+    if (!packed) {
+      // B packed for this call alone.
+      thread_local AlignedFloats perCall;
+      if (perCall.reserve(sgemmPackedSize(k, n))) {
+        sgemmPackB(transB, k, n, b, ldb, perCall.data());
+        packed = perCall.data();
+      }
+    }
+  }
+  // Rows i0 .. i0 + rows of C, by the kernel or OpenBLAS.
+  auto product = [&](int64_t i0, int64_t rows) {
+    const float *ai = transA ? a + i0 : a + i0 * lda;
+    float *ci = c + i0 * ldc;
+    if (packed) {
+      sgemmPacked(transA, rows, n, k, alpha, ai, lda, packed, beta, ci, ldc);
       return;
     }
-    if (sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
-      return;
-  }
-  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-              transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
-              static_cast<blasint>(ldc));
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+                transB ? CblasTrans : CblasNoTrans, static_cast<blasint>(rows),
+                static_cast<blasint>(n), static_cast<blasint>(k), alpha, ai,
+                static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta,
+                ci, static_cast<blasint>(ldc));
+  };
+  // Each row of C sums its terms in the same order in any block of rows
+  // (in the kernel, and in OpenBLAS on one thread), so a product shared
+  // with a borrowed core (Lending.h) keeps the bits of one call.
+  int64_t rows = sharedBlockRows(m);
+  if ((packed || openblas_get_num_threads() == 1) &&
+      shareWork((m + rows - 1) / rows, m * n * k, [&](int64_t block) {
+        product(block * rows, std::min(rows, m - block * rows));
+      }))
+    return;
+  product(0, m);
 }
 
 extern "C" void zbrt_dgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
@@ -282,16 +314,21 @@ extern "C" void zbrt_dgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
               static_cast<blasint>(ldc));
 }
 
-/// A batch of `gemm` calls, the matrices `stride*` elements apart.
+/// A batch of `gemm` calls, the matrices `stride*` elements apart; a
+/// node-local rank's idle core may take some of them (Lending.h).
 template <typename T, typename Gemm>
 static void batched(Gemm gemm, int32_t transA, int32_t transB, int64_t batch,
                     int64_t m, int64_t n, int64_t k, T alpha, const T *a,
                     int64_t lda, int64_t strideA, const T *b, int64_t ldb,
                     int64_t strideB, T beta, T *c, int64_t ldc,
                     int64_t strideC) {
-  for (int64_t i = 0; i < batch; ++i)
+  auto item = [&](int64_t i) {
     gemm(transA, transB, m, n, k, alpha, a + i * strideA, lda, b + i * strideB,
          ldb, beta, c + i * strideC, ldc);
+  };
+  if (!shareWork(batch, batch * m * n * k, item))
+    for (int64_t i = 0; i < batch; ++i)
+      item(i);
 }
 
 extern "C" void zbrt_sgemm_batched(int32_t transA, int32_t transB,
@@ -317,19 +354,22 @@ extern "C" void zbrt_sgemm_batched_terms(
   SgemmIsa isa = kernelIsa();
   if (known && isa != SgemmIsa::None && openblas_get_num_threads() == 1) {
     auto kept = static_cast<zbrt::SgemmTerms>(terms);
-    int64_t i = 0;
-    for (; i < batch; ++i)
-      if (!zbrt::sgemm(transA, transB, m, n, k, alpha, a + i * strideA, lda,
-                       b + i * strideB, ldb, beta, c + i * strideC, ldc, isa,
-                       kept))
-        break;
-    if (i == batch)
-      return;
-    // Out of memory for the packed B: the rest computes every term.
-    a += i * strideA;
-    b += i * strideB;
-    c += i * strideC;
-    batch -= i;
+    // Items a node-local rank's idle core may take (Lending.h); those for
+    // which no packing buffer can be had compute every term below.
+    std::vector<char> failed(batch, 0);
+    auto item = [&](int64_t i) {
+      failed[i] = !zbrt::sgemm(transA, transB, m, n, k, alpha, a + i * strideA,
+                               lda, b + i * strideB, ldb, beta, c + i * strideC,
+                               ldc, isa, kept);
+    };
+    if (!shareWork(batch, batch * m * n * k, item))
+      for (int64_t i = 0; i < batch; ++i)
+        item(i);
+    for (int64_t i = 0; i < batch; ++i)
+      if (failed[i])
+        zbrt_sgemm(transA, transB, m, n, k, alpha, a + i * strideA, lda,
+                   b + i * strideB, ldb, beta, c + i * strideC, ldc);
+    return;
   }
   zbrt_sgemm_batched(transA, transB, batch, m, n, k, alpha, a, lda, strideA, b,
                      ldb, strideB, beta, c, ldc, strideC);

@@ -15,15 +15,19 @@
 #include "zbrt/Comm.h"
 #include "zbrt/Gemm.h"
 
+#include "zbrt/Lending.h"
+
 #include <mpi.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -207,6 +211,7 @@ void MPIComm::waitAll(std::vector<MPI_Request> &requests,
   auto start = Clock::now();
   auto spinUntil = start + std::chrono::milliseconds(100);
   std::chrono::microseconds pause(50);
+  IdleWait idle;
   while (true) {
     int done = 0;
     int code = MPI_Testall(static_cast<int>(requests.size()), requests.data(),
@@ -220,11 +225,19 @@ void MPIComm::waitAll(std::vector<MPI_Request> &requests,
       abort(timeoutMessage());
     if (now < spinUntil) {
       // The wait repacks the step's weights ahead of their use, one at a
-      // time (a fraction of a millisecond each), or yields the core.
-      if (!packWeightWhileIdle())
+      // time (a fraction of a millisecond each), or offers the core to the
+      // node's other ranks (Lending.h) and yields it; a lent core sleeps
+      // between tests.
+      if (packWeightWhileIdle())
+        continue;
+      idle.offer();
+      if (idle.lent())
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      else
         sched_yield();
       continue;
     }
+    idle.offer();
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(1000));
   }
@@ -579,9 +592,49 @@ void zbrt::initComm(int *argc, char ***argv) {
   initialisedHere = true;
 }
 
+/// The words of lendingWindow (Lending.h), shared by the node's ranks.
+static MPI_Win lendingWindow = MPI_WIN_NULL;
+static MPI_Comm nodeComm = MPI_COMM_NULL;
+
+/// Sets up the node's lending words over `comm`'s ranks on this node; with
+/// none (one rank here, no shared memory) ranks do not lend.
+static void setUpLending(MPI_Comm comm, int rank) {
+  if (lendingWindow != MPI_WIN_NULL)
+    return;
+  int localRank = 0, localSize = 0;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                          &nodeComm) != MPI_SUCCESS)
+    return;
+  MPI_Comm_rank(nodeComm, &localRank);
+  MPI_Comm_size(nodeComm, &localSize);
+  void *mine = nullptr;
+  MPI_Aint bytes = localRank == 0 ? localSize * sizeof(int32_t) : 0;
+  if (localSize < 2 ||
+      MPI_Win_allocate_shared(bytes, sizeof(int32_t), MPI_INFO_NULL, nodeComm,
+                              &mine, &lendingWindow) != MPI_SUCCESS) {
+    MPI_Comm_free(&nodeComm);
+    return;
+  }
+  MPI_Aint size = 0;
+  int unit = 0;
+  void *words = nullptr;
+  MPI_Win_shared_query(lendingWindow, 0, &size, &unit, &words);
+  auto *atomics = static_cast<std::atomic<int32_t> *>(words);
+  if (localRank == 0)
+    for (int r = 0; r < localSize; ++r)
+      new (&atomics[r]) std::atomic<int32_t>(0);
+  MPI_Barrier(nodeComm);
+  setLendingWords(atomics, localRank, localSize);
+}
+
 void zbrt::finalizeComm() {
   if (!initialisedHere || mpiFinalized())
     return;
+  if (lendingWindow != MPI_WIN_NULL) {
+    setLendingWords(nullptr, 0, 0);
+    MPI_Win_free(&lendingWindow);
+    MPI_Comm_free(&nodeComm);
+  }
   MPI_Finalize();
   initialisedHere = false;
 }
@@ -620,6 +673,7 @@ std::unique_ptr<Comm> zbrt::createMPIComm(std::string &error) {
       found)
     tagUpperBound = *static_cast<int *>(attribute);
 
+  setUpLending(comm, rank);
   auto result = std::make_unique<MPIComm>(comm, rank, size, tagUpperBound);
   result->setTimeoutSeconds(timeout);
   return result;

@@ -176,6 +176,49 @@ def test_same_bits_at_a_deep_sum(zb_run, examples_dir, tmp_path):
         assert np.array_equal(params[name], ref_params[name]), name
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1"])
+def test_borrowed_cores_keep_the_bits(zb_run, examples_dir, references,
+                                      tmp_path, monkeypatch, schedule):
+    """A rank waiting for a message lends its core to the other rank's
+    products (zbrt/Lending.h), which share their row blocks or batch items
+    with it. With every product allowed to borrow (ZB_LEND_MIN_MACS=0), the
+    two ranks share their cores and the gradients and parameters keep the
+    bits of the one-process run."""
+    monkeypatch.setenv("ZB_LEND_MIN_MACS", "0")
+    _, ref_params, ref_grads = references["gpt"]
+    metrics = tmp_path / f"lend-{schedule}-metrics.json"
+    _, params, grads = train(zb_run, examples_dir / "gpt.mlir", tmp_path,
+                             f"lend-{schedule}", "--np", 2, "--schedule",
+                             schedule)
+    for name in ref_grads.files:
+        if name != "loss":
+            assert np.array_equal(grads[name], ref_grads[name]), name
+    for name in ref_params.files:
+        assert np.array_equal(params[name], ref_params[name]), name
+    measured = json.loads(metrics.read_text())
+    assert sum(measured["borrowed_core_products"]) > 0, measured
+    assert max(measured["borrowed_core_share"]) > 0, measured
+    # Without lending, nothing borrows.
+    monkeypatch.setenv("ZB_LEND_CORES", "0")
+    train(zb_run, examples_dir / "gpt.mlir", tmp_path, f"alone-{schedule}",
+          "--np", 2, "--schedule", schedule)
+    alone = json.loads((tmp_path / f"alone-{schedule}-metrics.json")
+                       .read_text())
+    assert alone["borrowed_core_products"] == [0, 0], alone
+
+
+@pytest.mark.parametrize("name,value", [("ZB_LEND_CORES", "yes"),
+                                        ("ZB_LEND_MIN_MACS", "-5"),
+                                        ("ZB_LEND_MIN_MACS", "1e6")])
+def test_bad_lending_settings_are_named(zb_run, examples_dir, monkeypatch,
+                                        name, value):
+    monkeypatch.setenv(name, value)
+    proc = zb_run(examples_dir / "gpt.mlir", "--steps", 1, "--np", 2)
+    assert proc.returncode != 0
+    assert f"{name} must be" in proc.stderr and value in proc.stderr, \
+        proc.stderr
+
+
 def test_outside_launcher_runs_as_its_ranks(repo_root, examples_dir,
                                             references, tmp_path,
                                             outside_mpirun):

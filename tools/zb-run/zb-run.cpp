@@ -52,6 +52,7 @@
 #include "zbrt/Executable.h"
 #include "zbrt/Gemm.h"
 #include "zbrt/Launch.h"
+#include "zbrt/Lending.h"
 #include "zbrt/Npz.h"
 #include "zbrt/Optimizer.h"
 #include "zbrt/zbrt.h"
@@ -754,6 +755,8 @@ int main(int argc, char **argv) {
   if (std::string problem = opts.check(); !problem.empty())
     return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::sgemmChoiceProblem(); !problem.empty())
+    return failOnce(problem, &argc, &argv);
+  if (std::string problem = zbrt::lendingProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.

@@ -17,6 +17,7 @@
 #include "zb/Schedule/Export.h"
 
 #include "zbrt/Comm.h"
+#include "zbrt/Lending.h"
 #include "zbrt/Trace.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -38,6 +39,8 @@ struct RankStep {
   double offset = 0.0;
   /// Seconds the step waited at its end for its gradient reductions.
   double reductionWait = 0.0;
+  /// The products that borrowed an idle rank's core (zbrt/Lending.h).
+  zbrt::LendingCounts lending;
 };
 
 /// Byte strings for Comm::gather.
@@ -71,6 +74,11 @@ struct RunMeasurement {
   std::vector<int64_t> microbatchWStash;
   /// Per rank: the most bytes compiled code held at any time in a step.
   std::vector<int64_t> peakMemory;
+  /// Per rank, over the steps after the first: the products (or batches)
+  /// that borrowed an idle rank's core, and the share of their row blocks
+  /// (or items) the borrowed core ran.
+  std::vector<int64_t> borrowedProducts;
+  std::vector<double> borrowedShare;
   /// Data parallelism: the milliseconds per step the gradient reductions
   /// added at the end of the step (the longest wait of any process, mean
   /// over the steps after the first), and the simulator's figure for the
