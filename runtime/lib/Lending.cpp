@@ -84,26 +84,32 @@ public:
              std::atomic<int32_t> *word, int32_t lentTo) {
     std::lock_guard<std::mutex> lock(mutex);
     task = {work, context, &next, count, word, lentTo};
-    phase.store(kPending, std::memory_order_relaxed);
     ++generation;
+    phase.store(state(generation, kPending), std::memory_order_release);
     wake.notify_one();
   }
 
   /// Returns once the helper thread has left the task: at once when it has
   /// not begun it, which it then never does.
   void finish() {
-    int32_t expected = kPending;
-    if (phase.compare_exchange_strong(expected, kFinished,
+    uint64_t expected = state(generation, kPending);
+    uint64_t finished = state(generation, kFinished);
+    if (phase.compare_exchange_strong(expected, finished,
                                       std::memory_order_acq_rel))
       return;
-    for (int spins = 0; phase.load(std::memory_order_acquire) != kFinished;
+    for (int spins = 0; phase.load(std::memory_order_acquire) != finished;
          ++spins)
       if (spins > 100)
         std::this_thread::yield();
   }
 
 private:
-  static constexpr int32_t kPending = 0, kRunning = 1, kFinished = 2;
+  /// A task's phase, tagged with its generation: a helper that wakes late
+  /// holding an earlier task finds that task's phase gone and leaves it.
+  static constexpr uint64_t kPending = 0, kRunning = 1, kFinished = 2;
+  static uint64_t state(uint64_t generation, uint64_t phase) {
+    return generation * 4 + phase;
+  }
 
   struct Task {
     void (*work)(void *, int64_t) = nullptr;
@@ -129,8 +135,8 @@ private:
         seen = generation;
         mine = task;
       }
-      int32_t expected = kPending;
-      if (!phase.compare_exchange_strong(expected, kRunning,
+      uint64_t expected = state(seen, kPending);
+      if (!phase.compare_exchange_strong(expected, state(seen, kRunning),
                                          std::memory_order_acq_rel))
         continue; // The lender finished the task alone.
       while (mine.word->load(std::memory_order_acquire) == mine.lentTo) {
@@ -140,15 +146,17 @@ private:
         mine.work(mine.context, i);
         helperItemCount.fetch_add(1, std::memory_order_relaxed);
       }
-      phase.store(kFinished, std::memory_order_release);
+      phase.store(state(seen, kFinished), std::memory_order_release);
     }
   }
 
   std::mutex mutex;
   std::condition_variable wake;
-  uint64_t generation = 0;
   Task task;
-  std::atomic<int32_t> phase{kFinished};
+  /// Changed by the one thread that has the helper (shareWork), under the
+  /// mutex.
+  uint64_t generation = 0;
+  std::atomic<uint64_t> phase{state(0, kFinished)};
 };
 
 /// A node-local peer's offered core, now lent to this rank; null when none
@@ -212,12 +220,17 @@ bool IdleWait::lent() const {
 
 bool zbrt::shareWork(int64_t count, int64_t macs, void (*work)(void *, int64_t),
                      void *context) {
-  std::atomic<int32_t> *word = nullptr;
-  if (count > 1 && !insideShare && lendingEnabled() &&
-      macs >= settings().minMacs)
-    word = borrowCore();
-  if (!word)
+  // One product of the process at a time has the helper thread.
+  static std::atomic<bool> helperTaken{false};
+  if (count < 2 || insideShare || !lendingEnabled() ||
+      macs < settings().minMacs ||
+      helperTaken.exchange(true, std::memory_order_acquire))
     return false;
+  std::atomic<int32_t> *word = borrowCore();
+  if (!word) {
+    helperTaken.store(false, std::memory_order_release);
+    return false;
+  }
   int32_t lentTo = kLentTo + nodeWords().localRank;
   insideShare = true;
   std::atomic<int64_t> next{0};
@@ -228,6 +241,7 @@ bool zbrt::shareWork(int64_t count, int64_t macs, void (*work)(void *, int64_t),
   helper.finish();
   // Handed back: still offered unless its rank withdrew it meanwhile.
   word->compare_exchange_strong(lentTo, kIdle, std::memory_order_acq_rel);
+  helperTaken.store(false, std::memory_order_release);
   insideShare = false;
   sharedCount.fetch_add(1, std::memory_order_relaxed);
   itemCount.fetch_add(count, std::memory_order_relaxed);

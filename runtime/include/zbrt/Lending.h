@@ -1,5 +1,4 @@
-//===- Lending.h - A waiting rank's core lent to its node's peers -*- C++
-//-*-===//
+//===- Lending.h - A waiting rank's core lent to its peers ------*- C++ -*-===//
 //
 // Part of ZeroBubble MLIR.
 //
@@ -11,13 +10,14 @@
 // it: the product's row blocks or batch items are shared between the
 // borrower's thread and one helper thread, which the idle core then runs
 // while the lender sleeps between its tests (shareWork). Each block is
-// computed whole by one thread, the same code as without lending, so no bit
-// changes; at most one thread per rank of the node computes at any time.
+// computed whole by one thread, and a row of C sums its terms alike in any
+// block of rows, so no bit changes; at most one thread per rank of the node
+// computes at any time.
 //
 // The state is one 32-bit word per node-local rank in memory the node's
 // ranks share (MPIComm sets it up: MPI_Win_allocate_shared): 0 busy, 1 idle
-// and offered, 2 lent. A single process, or a run with ZB_LEND_CORES=0,
-// never lends.
+// and offered, 2 + r lent to local rank r. A single process, or a run with
+// ZB_LEND_CORES=0, never lends.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,7 +78,8 @@ private:
 /// turn until the lender withdraws, and returns true; else runs nothing and
 /// returns false (the caller computes the whole in one call, as without
 /// lending). work must be safe to run on two threads for different items.
-/// Inside work, or with count < 2, nothing is borrowed.
+/// Inside work, with count < 2, or while another thread of the process has
+/// the helper thread, nothing is borrowed.
 bool shareWork(int64_t count, int64_t macs, void (*work)(void *, int64_t),
                void *context);
 
