@@ -233,6 +233,22 @@ const char *zbrt::sgemmKernelName() {
   return isa == SgemmIsa::None ? "openblas" : sgemmIsaName(isa);
 }
 
+/// The KernelShapes of the kernel's instruction set, null with none.
+static const KernelShapes *kernelShapes() {
+  SgemmIsa isa = kernelIsa();
+  if (isa == SgemmIsa::None)
+    return nullptr;
+  return isa == SgemmIsa::Avx512 ? &kAvx512Shapes : &kAvx2Shapes;
+}
+
+/// Whether an f32 product goes to OpenBLAS, on one thread, because it is a
+/// weight gradient's large X^T dY (KernelShapes's transAVolume).
+static bool isLargeTransposedA(bool transA, int64_t m, int64_t n, int64_t k) {
+  const KernelShapes *shapes = kernelShapes();
+  return shapes && transA && shapes->transAVolume &&
+         m * n * k >= shapes->transAVolume && openblas_get_num_threads() == 1;
+}
+
 /// Whether an f32 product goes to the runtime's kernel (Sgemm.cpp) rather
 /// than OpenBLAS: on a CPU with AVX-512F or AVX2, for the products that
 /// instruction set's KernelShapes admit, while OpenBLAS runs on one
@@ -242,21 +258,16 @@ const char *zbrt::sgemmKernelName() {
 /// transposes alone, so a product has the same bits wherever it runs on a
 /// machine.
 static bool useRuntimeSgemm(bool transA, int64_t m, int64_t n, int64_t k) {
-  SgemmIsa isa = kernelIsa();
-  if (isa == SgemmIsa::None)
+  const KernelShapes *shapes = kernelShapes();
+  if (!shapes || isLargeTransposedA(transA, m, n, k))
     return false;
-  const KernelShapes &shapes =
-      isa == SgemmIsa::Avx512 ? kAvx512Shapes : kAvx2Shapes;
-  int64_t volume = m * n * k;
-  if (transA && shapes.transAVolume && volume >= shapes.transAVolume)
-    return false;
-  return m >= shapes.m && n >= shapes.n && k >= shapes.k &&
-         volume >= shapes.volume && openblas_get_num_threads() == 1;
+  return m >= shapes->m && n >= shapes->n && k >= shapes->k &&
+         m * n * k >= shapes->volume && openblas_get_num_threads() == 1;
 }
 
 /// The rows of a block when a product of m rows is shared with a borrowed
-/// core: about eight blocks, of a multiple of 48 rows (whole register
-/// blocks of either kernel and of OpenBLAS's).
+/// core: about eight blocks, of a multiple of 48 rows, the last one taking
+/// the rest too (so that none is smaller than m / 8).
 static int64_t sharedBlockRows(int64_t m) {
   return std::max<int64_t>(48, ((m + 7) / 8 + 47) / 48 * 48);
 }
@@ -291,13 +302,17 @@ extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
                 static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta,
                 ci, static_cast<blasint>(ldc));
   };
-  // Each row of C sums its terms in the same order in any block of rows
-  // (in the kernel, and in OpenBLAS on one thread), so a product shared
-  // with a borrowed core (Lending.h) keeps the bits of one call.
-  int64_t rows = sharedBlockRows(m);
-  if ((packed || openblas_get_num_threads() == 1) &&
-      shareWork((m + rows - 1) / rows, m * n * k, [&](int64_t block) {
-        product(block * rows, std::min(rows, m - block * rows));
+  // A product may share its rows with a borrowed core (Lending.h) where
+  // each row of C sums its terms in the same order in any block of rows:
+  // in the kernel (by k blocks of its own), and in OpenBLAS's blocked
+  // driver on one thread for the large X^T dY it takes (every block of
+  // 2^21 multiply-adds or more); the bits are those of one call
+  // (LendingTest.cpp). Other OpenBLAS products stay whole.
+  int64_t rows = sharedBlockRows(m), blocks = m / rows;
+  if ((packed || isLargeTransposedA(transA, m, n, k)) &&
+      shareWork(blocks, m * n * k, [&](int64_t block) {
+        int64_t end = block == blocks - 1 ? m : (block + 1) * rows;
+        product(block * rows, end - block * rows);
       }))
     return;
   product(0, m);
@@ -314,21 +329,23 @@ extern "C" void zbrt_dgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
               static_cast<blasint>(ldc));
 }
 
-/// A batch of `gemm` calls, the matrices `stride*` elements apart; a
-/// node-local rank's idle core may take some of them (Lending.h).
+/// A batch of `gemm` calls, the matrices `stride*` elements apart; with
+/// `share`, a node-local rank's idle core may take some of them
+/// (Lending.h), each item the same call either way.
 template <typename T, typename Gemm>
-static void batched(Gemm gemm, int32_t transA, int32_t transB, int64_t batch,
-                    int64_t m, int64_t n, int64_t k, T alpha, const T *a,
-                    int64_t lda, int64_t strideA, const T *b, int64_t ldb,
-                    int64_t strideB, T beta, T *c, int64_t ldc,
+static void batched(Gemm gemm, bool share, int32_t transA, int32_t transB,
+                    int64_t batch, int64_t m, int64_t n, int64_t k, T alpha,
+                    const T *a, int64_t lda, int64_t strideA, const T *b,
+                    int64_t ldb, int64_t strideB, T beta, T *c, int64_t ldc,
                     int64_t strideC) {
   auto item = [&](int64_t i) {
     gemm(transA, transB, m, n, k, alpha, a + i * strideA, lda, b + i * strideB,
          ldb, beta, c + i * strideC, ldc);
   };
-  if (!shareWork(batch, batch * m * n * k, item))
-    for (int64_t i = 0; i < batch; ++i)
-      item(i);
+  if (share && shareWork(batch, batch * m * n * k, item))
+    return;
+  for (int64_t i = 0; i < batch; ++i)
+    item(i);
 }
 
 extern "C" void zbrt_sgemm_batched(int32_t transA, int32_t transB,
@@ -338,8 +355,10 @@ extern "C" void zbrt_sgemm_batched(int32_t transA, int32_t transB,
                                    const float *b, int64_t ldb,
                                    int64_t strideB, float beta, float *c,
                                    int64_t ldc, int64_t strideC) {
-  batched(zbrt_sgemm, transA, transB, batch, m, n, k, alpha, a, lda, strideA, b,
-          ldb, strideB, beta, c, ldc, strideC);
+  // Items shared only while OpenBLAS (which takes some of them) runs on one
+  // thread: a rank computes on one thread per core it has.
+  batched(zbrt_sgemm, openblas_get_num_threads() == 1, transA, transB, batch, m,
+          n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC);
 }
 
 extern "C" void zbrt_sgemm_batched_terms(
@@ -382,8 +401,8 @@ extern "C" void zbrt_dgemm_batched(int32_t transA, int32_t transB,
                                    const double *b, int64_t ldb,
                                    int64_t strideB, double beta, double *c,
                                    int64_t ldc, int64_t strideC) {
-  batched(zbrt_dgemm, transA, transB, batch, m, n, k, alpha, a, lda, strideA, b,
-          ldb, strideB, beta, c, ldc, strideC);
+  batched(zbrt_dgemm, /*share=*/false, transA, transB, batch, m, n, k, alpha, a,
+          lda, strideA, b, ldb, strideB, beta, c, ldc, strideC);
 }
 
 extern "C" void zbrt_transpose_f32(int64_t batch0, int64_t batch1, int64_t rows,

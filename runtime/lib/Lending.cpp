@@ -6,6 +6,8 @@
 
 #include "zbrt/Lending.h"
 
+#include <cctype>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -54,8 +56,10 @@ const Settings &settings() {
     }
     if (const char *text = std::getenv("ZB_LEND_MIN_MACS"); text && *text) {
       char *end = nullptr;
+      errno = 0;
       long long value = std::strtoll(text, &end, 10);
-      if (*end != '\0' || value < 0 || text[0] == '-' || text[0] == '+')
+      if (*end != '\0' || errno == ERANGE || value < 0 ||
+          !std::isdigit(static_cast<unsigned char>(text[0])))
         s.problem = "ZB_LEND_MIN_MACS must be a non-negative integer, got '" +
                     std::string(text) + "'";
       else
@@ -200,22 +204,19 @@ LendingCounts zbrt::takeLendingCounts() {
 }
 
 IdleWait::~IdleWait() {
-  if (offered)
-    nodeWords().words[nodeWords().localRank].store(kBusy,
-                                                   std::memory_order_release);
+  if (word)
+    word->store(kBusy, std::memory_order_release);
 }
 
 void IdleWait::offer() {
-  if (offered || !lendingEnabled())
+  if (word || !lendingEnabled())
     return;
-  offered = true;
-  nodeWords().words[nodeWords().localRank].store(kIdle,
-                                                 std::memory_order_release);
+  word = &nodeWords().words[nodeWords().localRank];
+  word->store(kIdle, std::memory_order_release);
 }
 
 bool IdleWait::lent() const {
-  return offered && nodeWords().words[nodeWords().localRank].load(
-                        std::memory_order_relaxed) >= kLentTo;
+  return word && word->load(std::memory_order_relaxed) >= kLentTo;
 }
 
 bool zbrt::shareWork(int64_t count, int64_t macs, void (*work)(void *, int64_t),
@@ -236,8 +237,12 @@ bool zbrt::shareWork(int64_t count, int64_t macs, void (*work)(void *, int64_t),
   std::atomic<int64_t> next{0};
   Helper &helper = Helper::get();
   helper.start(work, context, next, count, word, lentTo);
-  for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < count;)
+  while (true) {
+    int64_t i = next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= count)
+      break;
     work(context, i);
+  }
   helper.finish();
   // Handed back: still offered unless its rank withdrew it meanwhile.
   word->compare_exchange_strong(lentTo, kIdle, std::memory_order_acq_rel);

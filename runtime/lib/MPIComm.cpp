@@ -596,45 +596,74 @@ void zbrt::initComm(int *argc, char ***argv) {
 static MPI_Win lendingWindow = MPI_WIN_NULL;
 static MPI_Comm nodeComm = MPI_COMM_NULL;
 
-/// Sets up the node's lending words over `comm`'s ranks on this node; with
-/// none (one rank here, no shared memory) ranks do not lend.
+/// Sets up the node's lending words over `comm`'s ranks on this node
+/// (collective over `comm`, as its duplication is); with one rank on the
+/// node, or without shared memory on one of its ranks, none of them lends.
 static void setUpLending(MPI_Comm comm, int rank) {
-  if (lendingWindow != MPI_WIN_NULL)
+  static_assert(std::atomic<int32_t>::is_always_lock_free,
+                "the node's ranks share the words' atomics");
+  if (nodeComm != MPI_COMM_NULL)
     return;
-  int localRank = 0, localSize = 0;
   if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
-                          &nodeComm) != MPI_SUCCESS)
+                          &nodeComm) != MPI_SUCCESS) {
+    nodeComm = MPI_COMM_NULL;
     return;
+  }
+  int localRank = 0, localSize = 0;
   MPI_Comm_rank(nodeComm, &localRank);
   MPI_Comm_size(nodeComm, &localSize);
+  if (localSize < 2) {
+    MPI_Comm_free(&nodeComm);
+    return;
+  }
+  // Rank 0 of the node holds every rank's word.
   void *mine = nullptr;
   MPI_Aint bytes = localRank == 0 ? localSize * sizeof(int32_t) : 0;
-  if (localSize < 2 ||
+  int allocated =
       MPI_Win_allocate_shared(bytes, sizeof(int32_t), MPI_INFO_NULL, nodeComm,
-                              &mine, &lendingWindow) != MPI_SUCCESS) {
-    MPI_Comm_free(&nodeComm);
+                              &mine, &lendingWindow) == MPI_SUCCESS;
+  int everywhere = 0;
+  if (MPI_Allreduce(&allocated, &everywhere, 1, MPI_INT, MPI_MIN, nodeComm) !=
+          MPI_SUCCESS ||
+      !everywhere) {
+    // A window only some ranks have cannot be freed together: MPI_Finalize
+    // takes it.
+    lendingWindow = MPI_WIN_NULL;
     return;
   }
   MPI_Aint size = 0;
   int unit = 0;
   void *words = nullptr;
-  MPI_Win_shared_query(lendingWindow, 0, &size, &unit, &words);
-  auto *atomics = static_cast<std::atomic<int32_t> *>(words);
-  if (localRank == 0)
+  int found = MPI_Win_shared_query(lendingWindow, 0, &size, &unit, &words) ==
+                  MPI_SUCCESS &&
+              words && size >= MPI_Aint(localSize * sizeof(int32_t));
+  if (found && localRank == 0)
     for (int r = 0; r < localSize; ++r)
-      new (&atomics[r]) std::atomic<int32_t>(0);
-  MPI_Barrier(nodeComm);
-  setLendingWords(atomics, localRank, localSize);
+      new (&static_cast<std::atomic<int32_t> *>(words)[r])
+          std::atomic<int32_t>(0); // Busy.
+  // Also the barrier after rank 0 wrote the words.
+  int foundEverywhere = 0;
+  if (MPI_Allreduce(&found, &foundEverywhere, 1, MPI_INT, MPI_MIN, nodeComm) !=
+          MPI_SUCCESS ||
+      !foundEverywhere) {
+    MPI_Win_free(&lendingWindow);
+    return;
+  }
+  setLendingWords(static_cast<std::atomic<int32_t> *>(words), localRank,
+                  localSize);
 }
 
 void zbrt::finalizeComm() {
-  if (!initialisedHere || mpiFinalized())
+  if (mpiFinalized())
     return;
   if (lendingWindow != MPI_WIN_NULL) {
     setLendingWords(nullptr, 0, 0);
     MPI_Win_free(&lendingWindow);
-    MPI_Comm_free(&nodeComm);
   }
+  if (nodeComm != MPI_COMM_NULL)
+    MPI_Comm_free(&nodeComm);
+  if (!initialisedHere)
+    return;
   MPI_Finalize();
   initialisedHere = false;
 }

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zbrt/Lending.h"
+#include "zbrt/Gemm.h"
 #include "zbrt/zbrt.h"
 
 #include "Sgemm.h"
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 extern "C" void openblas_set_num_threads(int threads);
@@ -87,8 +89,9 @@ TEST_F(LendingTest, SharedProductEqualsOneKernelCall) {
   // 2^24 at which an AVX2 host sends a transposed A to OpenBLAS, so the
   // kernel serves all four transposes; 517 rows leave a ragged last block.
   // Expected: the kernel's whole product in one call.
-  if (!sgemmKernelAvailable())
-    GTEST_SKIP() << "no AVX2 or AVX-512: OpenBLAS serves, nothing is shared";
+  if (std::string(sgemmKernelName()) == "openblas")
+    GTEST_SKIP() << "the kernel does not serve here (no AVX2 or AVX-512, or "
+                    "ZB_SGEMM=openblas)";
   const int64_t m = 517, n = 300, k = 100;
   std::mt19937 rng(7);
   std::vector<float> a = randomFloats(m * k, rng), b = randomFloats(k * n, rng);
@@ -111,26 +114,30 @@ TEST_F(LendingTest, SharedProductEqualsOneKernelCall) {
 }
 
 TEST_F(LendingTest, SharedProductEqualsOneCallOfWhatServes) {
-  // A weight gradient's X^T dY of 1000 x 200 x 700 (over 2^24, which an
-  // AVX2 host gives to OpenBLAS, one thread; an AVX-512 host to the kernel):
-  // row blocks from both threads, against the same call with nothing lent
-  // (one call over every row, its k deeper than either library's block).
-  const int64_t m = 1000, n = 200, k = 700;
+  // Weight gradients' X^T dY of 1000 and 385 rows (the last block of 97),
+  // 200 columns, k = 700 (over 2^24, which an AVX2 host gives to OpenBLAS
+  // on one thread; an AVX-512 host to the kernel): row blocks from both
+  // threads, against the same call with nothing lent (one call over every
+  // row, its k deeper than either library's block).
+  const int64_t n = 200, k = 700;
   std::mt19937 rng(5);
-  std::vector<float> a = randomFloats(k * m, rng), b = randomFloats(k * n, rng);
-  std::vector<float> c0 = randomFloats(m * n, rng);
-  for (bool transB : {false, true}) {
-    SCOPED_TRACE(testing::Message() << "transB " << transB);
-    int64_t ldb = transB ? k : n;
-    auto product = [&] {
-      std::vector<float> c = c0;
-      zbrt_sgemm(1, transB, m, n, k, 1.0f, a.data(), m, b.data(), ldb, 1.0f,
-                 c.data(), n);
-      return c;
-    };
-    setLendingWords(nullptr, 0, 0);
-    std::vector<float> expected = product();
-    sharesBitForBit(expected, product);
+  for (int64_t m : {1000, 385}) {
+    std::vector<float> a = randomFloats(k * m, rng);
+    std::vector<float> b = randomFloats(k * n, rng);
+    std::vector<float> c0 = randomFloats(m * n, rng);
+    for (bool transB : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "m " << m << " transB " << transB);
+      int64_t ldb = transB ? k : n;
+      auto product = [&] {
+        std::vector<float> c = c0;
+        zbrt_sgemm(1, transB, m, n, k, 1.0f, a.data(), m, b.data(), ldb, 1.0f,
+                   c.data(), n);
+        return c;
+      };
+      setLendingWords(nullptr, 0, 0);
+      std::vector<float> expected = product();
+      sharesBitForBit(expected, product);
+    }
   }
 }
 
@@ -190,6 +197,17 @@ TEST_F(LendingTest, BorrowsOnlyAnOfferedCoreOfALargeProduct) {
   // Offered and large: borrowed, and handed back.
   zbrt_sgemm(0, 0, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
   EXPECT_EQ(takeLendingCounts().shared, 1);
+  EXPECT_EQ(words[1].load(), kIdle);
+  // OpenBLAS's other products stay whole: a C of 16 columns (too narrow
+  // for the kernel) over 2^23 multiply-adds, and f64 batches.
+  std::vector<float> wide(4096 * 256), narrow(256 * 16), out(4096 * 16);
+  zbrt_sgemm(0, 0, 4096, 16, 256, 1.0f, wide.data(), 256, narrow.data(), 16,
+             0.0f, out.data(), 16);
+  std::vector<double> da(64 * 64 * 64, 1.0), db(64 * 64 * 64, 1.0),
+      dc(64 * 64 * 64);
+  zbrt_dgemm_batched(0, 0, 64, 64, 64, 64, 1.0, da.data(), 64, 64 * 64,
+                     db.data(), 64, 64 * 64, 0.0, dc.data(), 64, 64 * 64);
+  EXPECT_EQ(takeLendingCounts().shared, 0);
   EXPECT_EQ(words[1].load(), kIdle);
   // A node of one rank never lends.
   setLendingWords(words, 0, 1);

@@ -11,8 +11,9 @@
 // borrower's thread and one helper thread, which the idle core then runs
 // while the lender sleeps between its tests (shareWork). Each block is
 // computed whole by one thread, and a row of C sums its terms alike in any
-// block of rows, so no bit changes; at most one thread per rank of the node
-// computes at any time.
+// block of rows, so no bit changes. A rank computes on two threads only
+// while a peer waits (and, once the peer takes its core back, until the
+// helper ends its block).
 //
 // The state is one 32-bit word per node-local rank in memory the node's
 // ranks share (MPIComm sets it up: MPI_Win_allocate_shared): 0 busy, 1 idle
@@ -69,7 +70,8 @@ public:
   bool lent() const;
 
 private:
-  bool offered = false;
+  /// This rank's word once offered.
+  std::atomic<int32_t> *word = nullptr;
 };
 
 /// When the work is of `macs` multiply-adds or more (ZB_LEND_MIN_MACS) and
