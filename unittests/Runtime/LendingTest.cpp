@@ -59,14 +59,15 @@ protected:
   void install() { setLendingWords(words, 0, 2); }
 
   /// Runs `product` with the peer offering its core until the helper
-  /// thread has run some of the work (at most 200 tries), each result
-  /// compared bit for bit with `expected`.
+  /// thread has run some of the work (at most 2000 tries: the helper needs
+  /// a free core in time), each result compared bit for bit with
+  /// `expected`.
   template <typename Product>
   void sharesBitForBit(const std::vector<float> &expected, Product product) {
     install();
     ASSERT_TRUE(lendingEnabled());
     LendingCounts total;
-    for (int attempt = 0; attempt < 200 && total.helperItems == 0; ++attempt) {
+    for (int attempt = 0; attempt < 2000 && total.helperItems == 0; ++attempt) {
       words[1] = kIdle;
       std::vector<float> shared = product();
       ASSERT_TRUE(sameBits(expected, shared)) << "attempt " << attempt;
