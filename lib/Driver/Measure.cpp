@@ -162,6 +162,8 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
   out.predictedStash.assign(numRanks, 0);
   out.microbatchStash.assign(numRanks, 0);
   out.microbatchWStash.assign(numRanks, 0);
+  out.borrowedProducts.assign(numRanks, 0);
+  std::vector<int64_t> items(numRanks, 0), helperItems(numRanks, 0);
   for (size_t s = 0; s < numStages; ++s)
     if (table.ranks[s] < numRanks) {
       out.microbatchStash[table.ranks[s]] +=
@@ -178,17 +180,11 @@ RunMeasurement zb::run::measure(const std::vector<std::vector<RankStep>> &steps,
             std::max(out.peakStash[r], a.liveBytes - rank.baseBytes);
       out.peakMemory[r] =
           std::max(out.peakMemory[r], rank.peakBytes - rank.baseBytes);
+      out.borrowedProducts[r] += rank.lending.shared;
+      items[r] += rank.lending.items;
+      helperItems[r] += rank.lending.helperItems;
     }
-  out.borrowedProducts.assign(numRanks, 0);
   out.borrowedShare.assign(numRanks, 0.0);
-  std::vector<int64_t> items(numRanks, 0), helperItems(numRanks, 0);
-  for (size_t k = firstSteady; k < steps.size(); ++k)
-    for (int r = 0; r < numRanks && r < static_cast<int>(steps[k].size());
-         ++r) {
-      out.borrowedProducts[r] += steps[k][r].lending.shared;
-      items[r] += steps[k][r].lending.items;
-      helperItems[r] += steps[k][r].lending.helperItems;
-    }
   for (int r = 0; r < numRanks; ++r)
     if (items[r])
       out.borrowedShare[r] = double(helperItems[r]) / double(items[r]);

@@ -276,17 +276,13 @@ extern "C" void zbrt_sgemm(int32_t transA, int32_t transB, int64_t m, int64_t n,
                            int64_t k, float alpha, const float *a, int64_t lda,
                            const float *b, int64_t ldb, float beta, float *c,
                            int64_t ldc) {
+  // The kernel's op(B): a weight's copy packed once per step, else packed
+  // for this call alone (null: OpenBLAS computes it).
   const float *packed = nullptr;
   if (useRuntimeSgemm(transA, m, n, k)) {
     packed = packedWeight(transB, k, n, b, ldb);
-    if (!packed) {
-      // B packed for this call alone.
-      thread_local AlignedFloats perCall;
-      if (perCall.reserve(sgemmPackedSize(k, n))) {
-        sgemmPackB(transB, k, n, b, ldb, perCall.data());
-        packed = perCall.data();
-      }
-    }
+    if (!packed)
+      packed = sgemmPackBPerCall(transB, k, n, b, ldb);
   }
   // Rows i0 .. i0 + rows of C, by the kernel or OpenBLAS.
   auto product = [&](int64_t i0, int64_t rows) {

@@ -565,16 +565,23 @@ void transposeF32(int64_t rows, int64_t cols, const float *in, int64_t ldIn,
       out[j * ldOut + i] = in[i * ldIn + j];
 }
 
+const float *sgemmPackBPerCall(bool transB, int64_t k, int64_t n,
+                               const float *b, int64_t ldb, SgemmIsa isa) {
+  thread_local AlignedFloats packed;
+  if (!packed.reserve(sgemmPackedSize(k, n)))
+    return nullptr;
+  sgemmPackB(transB, k, n, b, ldb, packed.data(), isa);
+  return packed.data();
+}
+
 bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc, SgemmIsa isa,
            SgemmTerms terms) {
-  thread_local AlignedFloats packed;
-  if (!packed.reserve(sgemmPackedSize(k, n)))
+  const float *packed = sgemmPackBPerCall(transB, k, n, b, ldb, isa);
+  if (!packed)
     return false;
-  sgemmPackB(transB, k, n, b, ldb, packed.data(), isa);
-  sgemmPacked(transA, m, n, k, alpha, a, lda, packed.data(), beta, c, ldc, isa,
-              terms);
+  sgemmPacked(transA, m, n, k, alpha, a, lda, packed, beta, c, ldc, isa, terms);
   return true;
 }
 

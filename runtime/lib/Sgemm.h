@@ -95,8 +95,16 @@ void sgemmPacked(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                  float *c, int64_t ldc, SgemmIsa isa = sgemmIsa(),
                  SgemmTerms terms = SgemmTerms::All);
 
-/// The whole product, B packed into a per-thread buffer. False (C
-/// untouched) when that buffer cannot be allocated.
+/// op(B) packed (as sgemmPackB does) into this thread's buffer, which
+/// holds it until the thread's next call here or to sgemm; null when the
+/// buffer cannot be allocated.
+const float *sgemmPackBPerCall(bool transB, int64_t k, int64_t n,
+                               const float *b, int64_t ldb,
+                               SgemmIsa isa = sgemmIsa());
+
+/// The whole product, B packed into the per-thread buffer of
+/// sgemmPackBPerCall. False (C untouched) when that buffer cannot be
+/// allocated.
 bool sgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
            float alpha, const float *a, int64_t lda, const float *b,
            int64_t ldb, float beta, float *c, int64_t ldc,
