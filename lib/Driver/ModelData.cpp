@@ -26,10 +26,14 @@ static bool isFloat(zbrt::DType d) {
   return d == zbrt::DType::F32 || d == zbrt::DType::F64;
 }
 
+bool zb::canConvert(zbrt::DType from, zbrt::DType to) {
+  return isFloat(from) == isFloat(to);
+}
+
 bool zb::convertArray(zbrt::NpyArray &array, zbrt::DType dtype) {
   if (array.dtype == dtype)
     return true;
-  if (isFloat(array.dtype) != isFloat(dtype))
+  if (!canConvert(array.dtype, dtype))
     return false;
   int64_t n = array.numElements();
   std::vector<char> out(n * zbrt::dtypeSize(dtype));
@@ -84,14 +88,16 @@ zbrt::NpzArchive zb::namedArrays(llvm::ArrayRef<const ModelArg *> params,
 }
 
 /// Checks that `value`, read from a file, has the model's `shape` and
-/// converts it to `dtype`; returns what is wrong ("has shape ...") or empty.
+/// converts it to `dtype` (with `headerOnly`, only that it could: its data
+/// were not read); returns what is wrong ("has shape ...") or empty.
 static std::string checkStored(zbrt::NpyArray &value,
                                const std::vector<int64_t> &shape,
-                               zbrt::DType dtype) {
+                               zbrt::DType dtype, bool headerOnly) {
   if (value.shape != shape)
     return "has shape " + value.shapeString() + ", but the model expects " +
            shapeString(shape);
-  if (!convertArray(value, dtype))
+  if (headerOnly ? !canConvert(value.dtype, dtype)
+                 : !convertArray(value, dtype))
     return std::string("has dtype ") + zbrt::dtypeDescr(value.dtype) +
            ", which cannot be converted to the model's " +
            zbrt::dtypeDescr(dtype);
@@ -102,14 +108,22 @@ ModelData::ModelData(const ModelSignature &signature, DataOptions options)
     : sig(signature), opts(std::move(options)), args(signature.args.size()),
       inputs(signature.args.size()) {}
 
-std::string ModelData::prepare() {
+std::string ModelData::prepare() { return load(/*headersOnly=*/false); }
+
+std::string ModelData::checkFiles(const ModelSignature &signature,
+                                  DataOptions options) {
+  return ModelData(signature, std::move(options)).load(/*headersOnly=*/true);
+}
+
+std::string ModelData::load(bool headersOnly) {
   std::string error;
   zbrt::NpzArchive params, archive;
   const std::string &paramsPath = opts.paramsPath;
   const std::string &inputsPath = opts.inputsPath;
-  if (!paramsPath.empty() && !zbrt::readNpz(paramsPath, params, error))
+  auto read = headersOnly ? zbrt::readNpzHeaders : zbrt::readNpz;
+  if (!paramsPath.empty() && !read(paramsPath, params, error))
     return error;
-  if (!inputsPath.empty() && !zbrt::readNpz(inputsPath, archive, error))
+  if (!inputsPath.empty() && !read(inputsPath, archive, error))
     return error;
   int64_t perStepCount = opts.microbatches * opts.replicas;
   for (const ModelArg &arg : sig.args) {
@@ -118,10 +132,12 @@ std::string ModelData::prepare() {
     value.dtype = dtype;
     std::vector<int64_t> shape = arg.shape();
     value.shape = shape;
-    value.data.assign(value.numElements() * zbrt::dtypeSize(dtype), 0);
+    if (!headersOnly)
+      value.data.assign(value.numElements() * zbrt::dtypeSize(dtype), 0);
     if (arg.isParam()) {
       if (paramsPath.empty()) {
-        zbrt::initParam(value, arg.name, opts.seed);
+        if (!headersOnly)
+          zbrt::initParam(value, arg.name, opts.seed);
         continue;
       }
       auto it = params.find(arg.name);
@@ -129,7 +145,7 @@ std::string ModelData::prepare() {
         return "parameter '" + arg.name + "' is missing from '" + paramsPath +
                "'";
       value = it->second;
-      std::string problem = checkStored(value, shape, dtype);
+      std::string problem = checkStored(value, shape, dtype, headersOnly);
       if (!problem.empty())
         return "parameter '" + arg.name + "' in '" + paramsPath + "' " +
                problem;
@@ -154,7 +170,7 @@ std::string ModelData::prepare() {
              " microbatches of the model's argument need " +
              shapeString(perStep) + " (or " + shapeString(allSteps) + " for " +
              std::to_string(opts.steps) + " steps)";
-    if (!convertArray(all, dtype))
+    if (headersOnly ? !canConvert(all.dtype, dtype) : !convertArray(all, dtype))
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has dtype " + zbrt::dtypeDescr(all.dtype) +
              ", which cannot be converted to the model's " +
@@ -173,7 +189,7 @@ std::string ModelData::prepare() {
       continue;
     }
     value = it->second;
-    std::string problem = checkStored(value, shape, dtype);
+    std::string problem = checkStored(value, shape, dtype, headersOnly);
     if (!problem.empty())
       return "running statistic '" + stat.name + "' in '" + paramsPath + "' " +
              problem;

@@ -6,12 +6,14 @@
 
 #include "zbrt/Npz.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace zbrt;
@@ -85,35 +87,45 @@ static void writeLE(std::string &buf, uint64_t v, int bytes) {
 // .npy
 //===----------------------------------------------------------------------===//
 
-/// Parses one .npy payload into `array`.
-static bool parseNpy(const std::string &bytes, NpyArray &array,
-                     std::string &error) {
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) {
+/// The bytes of a .npy payload its header takes (magic, version, length
+/// and the header itself), or 0 with `error` set when `prefix` (the
+/// payload's first 12 bytes, or all of a shorter one) shows none.
+static size_t npyHeaderSize(const std::string &prefix, std::string &error) {
+  if (prefix.size() < 10 || prefix.compare(0, 6, "\x93NUMPY") != 0) {
     error = "not a .npy array (bad magic)";
-    return false;
+    return 0;
   }
-  int major = static_cast<uint8_t>(bytes[6]);
-  size_t headerLen, headerStart;
-  if (major == 1) {
-    headerLen = readLE(bytes, 8, 2);
-    headerStart = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) {
-      error = "truncated .npy header";
-      return false;
-    }
-    headerLen = readLE(bytes, 8, 4);
-    headerStart = 12;
-  } else {
+  int major = static_cast<uint8_t>(prefix[6]);
+  if (major == 1)
+    return 10 + readLE(prefix, 8, 2);
+  if (major != 2 && major != 3) {
     error = "unsupported .npy version " + std::to_string(major);
-    return false;
+    return 0;
   }
-  if (headerStart + headerLen > bytes.size()) {
+  if (prefix.size() < 12) {
+    error = "truncated .npy header";
+    return 0;
+  }
+  return 12 + readLE(prefix, 8, 4);
+}
+
+/// Parses a .npy payload of `payloadSize` bytes into `array`: from
+/// `bytes`, which holds the whole payload (the data copied into the array)
+/// or, with `headerOnly`, at least its header (the array's data left
+/// empty; the size its shape needs still checked against the payload's).
+static bool parseNpy(const std::string &bytes, uint64_t payloadSize,
+                     bool headerOnly, NpyArray &array, std::string &error) {
+  size_t dataStart = npyHeaderSize(bytes.substr(0, 12), error);
+  if (dataStart == 0)
+    return false;
+  if (dataStart > bytes.size() || dataStart > payloadSize) {
     error = "truncated .npy header";
     return false;
   }
-  std::string header = bytes.substr(headerStart, headerLen);
+  size_t headerStart = static_cast<uint8_t>(bytes[6]) == 1 ? 10 : 12;
+  std::string header = bytes.substr(headerStart, dataStart - headerStart);
 
+  // The text after `key`'s colon, or "" where the header has no such key.
   auto valueOf = [&](const std::string &key) -> std::string {
     size_t k = header.find("'" + key + "'");
     if (k == std::string::npos)
@@ -122,8 +134,9 @@ static bool parseNpy(const std::string &bytes, NpyArray &array,
     return colon == std::string::npos ? "" : header.substr(colon + 1);
   };
   std::string descr = valueOf("descr");
-  size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
-  if (q1 == std::string::npos || q2 == std::string::npos) {
+  size_t q1 = descr.find('\'');
+  size_t q2 = q1 == std::string::npos ? q1 : descr.find('\'', q1 + 1);
+  if (q2 == std::string::npos) {
     error = "malformed .npy header (no descr)";
     return false;
   }
@@ -142,33 +155,57 @@ static bool parseNpy(const std::string &bytes, NpyArray &array,
     return false;
   }
   std::string fortran = valueOf("fortran_order");
-  if (fortran.compare(fortran.find_first_not_of(' '), 4, "True") == 0) {
+  size_t word = fortran.find_first_not_of(' ');
+  if (word == std::string::npos || (fortran.compare(word, 5, "False") != 0 &&
+                                    fortran.compare(word, 4, "True") != 0)) {
+    error = "malformed .npy header (no fortran_order)";
+    return false;
+  }
+  if (fortran.compare(word, 4, "True") == 0) {
     error = "Fortran-ordered arrays are not supported (use C order)";
     return false;
   }
   std::string shape = valueOf("shape");
   size_t open = shape.find('('), close = shape.find(')');
-  if (open == std::string::npos || close == std::string::npos) {
+  if (open == std::string::npos || close == std::string::npos || close < open) {
     error = "malformed .npy header (no shape)";
     return false;
   }
   array.shape.clear();
   std::stringstream dims(shape.substr(open + 1, close - open - 1));
   std::string dim;
+  // Each dimension a count of elements; their product, in bytes, must not
+  // overflow (the payload's size bounds it).
+  uint64_t expected = dtypeSize(array.dtype);
   while (std::getline(dims, dim, ',')) {
-    if (dim.find_first_not_of(" ") == std::string::npos)
+    size_t first = dim.find_first_not_of(' ');
+    if (first == std::string::npos)
       continue;
-    array.shape.push_back(std::stoll(dim));
+    size_t last = dim.find_last_not_of(' ');
+    std::string digits = dim.substr(first, last - first + 1);
+    if (digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      error = "malformed .npy header (shape " +
+              shape.substr(open, close - open + 1) + ")";
+      return false;
+    }
+    int64_t extent = std::stoll(digits);
+    array.shape.push_back(extent);
+    if (extent != 0 && expected > payloadSize / static_cast<uint64_t>(extent))
+      expected = payloadSize + 1; // more than the payload holds
+    else
+      expected *= static_cast<uint64_t>(extent);
   }
-  size_t dataStart = headerStart + headerLen;
-  size_t expected = array.numElements() * dtypeSize(array.dtype);
-  if (bytes.size() - dataStart != expected) {
-    error = "holds " + std::to_string(bytes.size() - dataStart) +
-            " bytes of data, but shape " + array.shapeString() + " needs " +
-            std::to_string(expected);
+  uint64_t held = payloadSize - dataStart;
+  if (held != expected) {
+    error = "holds " + std::to_string(held) + " bytes of data, but shape " +
+            array.shapeString() + " needs " +
+            (expected > payloadSize ? std::string("more than that")
+                                    : std::to_string(expected));
     return false;
   }
-  array.data.assign(bytes.begin() + dataStart, bytes.end());
+  if (!headerOnly)
+    array.data.assign(bytes.begin() + dataStart, bytes.end());
   return true;
 }
 
@@ -199,77 +236,141 @@ static std::string formatNpy(const NpyArray &array) {
 // .npz (ZIP, stored)
 //===----------------------------------------------------------------------===//
 
-bool zbrt::readNpz(const std::string &path, NpzArchive &archive,
-                   std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open '" + path + "': " + std::strerror(errno);
+namespace {
+/// A file's bytes: read whole when opened, or range by range on demand.
+class FileBytes {
+public:
+  FileBytes(const std::string &path, bool whole) {
+    struct stat info;
+    if (::stat(path.c_str(), &info) != 0) {
+      problem = "cannot open '" + path + "': " + std::strerror(errno);
+      return;
+    }
+    // Ranges are read at offsets: a directory or a pipe has none.
+    if (!S_ISREG(info.st_mode)) {
+      problem = "'" + path + "' is not a regular file";
+      return;
+    }
+    in.open(path, std::ios::binary);
+    if (!in) {
+      problem = "cannot open '" + path + "': " + std::strerror(errno);
+      return;
+    }
+    fileSize = static_cast<uint64_t>(info.st_size);
+    if (whole) {
+      all.resize(fileSize);
+      if (!in.read(all.data(), static_cast<std::streamsize>(fileSize)))
+        problem = "cannot read '" + path + "': " + std::strerror(errno);
+      isWhole = true;
+    }
+  }
+
+  /// Why the file cannot be read, empty when it can.
+  const std::string &error() const { return problem; }
+  uint64_t size() const { return fileSize; }
+
+  /// The bytes [offset, offset + len), fewer where the file ends sooner.
+  std::string read(uint64_t offset, uint64_t len) {
+    if (offset >= fileSize)
+      return "";
+    len = std::min(len, fileSize - offset);
+    if (isWhole)
+      return all.substr(offset, len);
+    std::string bytes(len, '\0');
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(bytes.data(), static_cast<std::streamsize>(len));
+    bytes.resize(
+        static_cast<size_t>(std::max<std::streamsize>(in.gcount(), 0)));
+    return bytes;
+  }
+
+private:
+  std::ifstream in;
+  std::string all;
+  bool isWhole = false;
+  uint64_t fileSize = 0;
+  std::string problem;
+};
+} // namespace
+
+/// readNpz, or with `headersOnly` readNpzHeaders.
+static bool readArchive(const std::string &path, bool headersOnly,
+                        NpzArchive &archive, std::string &error) {
+  FileBytes file(path, /*whole=*/!headersOnly);
+  if (!file.error().empty()) {
+    error = file.error();
     return false;
   }
-  std::string buf((std::istreambuf_iterator<char>(in)),
-                  std::istreambuf_iterator<char>());
   auto fail = [&](const std::string &what) {
     error = "'" + path + "' is not a valid .npz archive: " + what;
     return false;
   };
-  // Find the end-of-central-directory record.
-  if (buf.size() < 22)
+  // Find the end-of-central-directory record: in the last 22 bytes, or
+  // before a comment of at most 65535.
+  uint64_t size = file.size();
+  if (size < 22)
     return fail("too short");
+  uint64_t tailStart = size > 22 + 65535 ? size - 22 - 65535 : 0;
+  std::string tail = file.read(tailStart, size - tailStart);
+  if (tail.size() != size - tailStart)
+    return fail("cannot read its end");
   size_t eocd = std::string::npos;
-  for (size_t i = buf.size() - 22 + 1; i-- > 0;) {
-    if (readLE(buf, i, 4) == 0x06054b50) {
+  for (size_t i = tail.size() - 22 + 1; i-- > 0;) {
+    if (readLE(tail, i, 4) == 0x06054b50) {
       eocd = i;
       break;
     }
-    if (buf.size() - i > 22 + 65535)
-      break;
   }
   if (eocd == std::string::npos)
     return fail("no end of central directory");
-  uint64_t entries = readLE(buf, eocd + 10, 2);
-  uint64_t cdOffset = readLE(buf, eocd + 16, 4);
+  uint64_t eocdAt = tailStart + eocd;
+  uint64_t entries = readLE(tail, eocd + 10, 2);
+  uint64_t cdOffset = readLE(tail, eocd + 16, 4);
   if (cdOffset == 0xFFFFFFFFu || entries == 0xFFFF) {
     // ZIP64 end of central directory locator precedes the record.
-    if (eocd < 20 || readLE(buf, eocd - 20, 4) != 0x07064b50)
+    std::string locator = eocdAt < 20 ? "" : file.read(eocdAt - 20, 20);
+    if (locator.size() < 20 || readLE(locator, 0, 4) != 0x07064b50)
       return fail("bad ZIP64 locator");
-    uint64_t z64 = readLE(buf, eocd - 12, 8);
-    if (z64 + 56 > buf.size() || readLE(buf, z64, 4) != 0x06064b50)
+    std::string record = file.read(readLE(locator, 8, 8), 56);
+    if (record.size() < 56 || readLE(record, 0, 4) != 0x06064b50)
       return fail("bad ZIP64 end of central directory");
-    entries = readLE(buf, z64 + 32, 8);
-    cdOffset = readLE(buf, z64 + 48, 8);
+    entries = readLE(record, 32, 8);
+    cdOffset = readLE(record, 48, 8);
   }
+  if (cdOffset > eocdAt)
+    return fail("bad central directory entry");
+  std::string dir = file.read(cdOffset, eocdAt - cdOffset);
   archive.clear();
-  size_t pos = cdOffset;
+  size_t pos = 0;
   for (uint64_t e = 0; e < entries; ++e) {
-    if (pos + 46 > buf.size() || readLE(buf, pos, 4) != 0x02014b50)
+    if (pos + 46 > dir.size() || readLE(dir, pos, 4) != 0x02014b50)
       return fail("bad central directory entry");
-    uint64_t method = readLE(buf, pos + 10, 2);
-    uint32_t crc = readLE(buf, pos + 16, 4);
-    uint64_t compSize = readLE(buf, pos + 20, 4);
-    uint64_t size = readLE(buf, pos + 24, 4);
-    uint64_t nameLen = readLE(buf, pos + 28, 2);
-    uint64_t extraLen = readLE(buf, pos + 30, 2);
-    uint64_t commentLen = readLE(buf, pos + 32, 2);
-    uint64_t localOffset = readLE(buf, pos + 42, 4);
-    if (pos + 46 + nameLen + extraLen > buf.size())
+    uint64_t method = readLE(dir, pos + 10, 2);
+    uint32_t crc = readLE(dir, pos + 16, 4);
+    uint64_t compSize = readLE(dir, pos + 20, 4);
+    uint64_t entrySize = readLE(dir, pos + 24, 4);
+    uint64_t nameLen = readLE(dir, pos + 28, 2);
+    uint64_t extraLen = readLE(dir, pos + 30, 2);
+    uint64_t commentLen = readLE(dir, pos + 32, 2);
+    uint64_t localOffset = readLE(dir, pos + 42, 4);
+    if (pos + 46 + nameLen + extraLen > dir.size())
       return fail("truncated central directory");
-    std::string name = buf.substr(pos + 46, nameLen);
+    std::string name = dir.substr(pos + 46, nameLen);
     // ZIP64 extra field: sizes and offset that did not fit.
     size_t x = pos + 46 + nameLen, xEnd = x + extraLen;
     while (x + 4 <= xEnd) {
-      uint64_t id = readLE(buf, x, 2), len = readLE(buf, x + 2, 2);
+      uint64_t id = readLE(dir, x, 2), len = readLE(dir, x + 2, 2);
+      size_t f = x + 4, fEnd = std::min<size_t>(f + len, xEnd);
       if (id == 0x0001) {
-        size_t f = x + 4;
-        if (size == 0xFFFFFFFFu) {
-          size = readLE(buf, f, 8);
+        for (uint64_t *field : {&entrySize, &compSize, &localOffset}) {
+          if (*field != 0xFFFFFFFFu)
+            continue;
+          if (f + 8 > fEnd)
+            return fail("truncated ZIP64 field for '" + name + "'");
+          *field = readLE(dir, f, 8);
           f += 8;
         }
-        if (compSize == 0xFFFFFFFFu) {
-          compSize = readLE(buf, f, 8);
-          f += 8;
-        }
-        if (localOffset == 0xFFFFFFFFu)
-          localOffset = readLE(buf, f, 8);
       }
       x += 4 + len;
     }
@@ -285,23 +386,42 @@ bool zbrt::readNpz(const std::string &path, NpzArchive &archive,
               "numpy.savez_compressed";
       return false;
     }
-    if (localOffset + 30 > buf.size() ||
-        readLE(buf, localOffset, 4) != 0x04034b50)
+    std::string local = file.read(localOffset, 30);
+    if (local.size() < 30 || readLE(local, 0, 4) != 0x04034b50)
       return fail("bad local header for '" + name + "'");
-    size_t dataStart = localOffset + 30 + readLE(buf, localOffset + 26, 2) +
-                       readLE(buf, localOffset + 28, 2);
-    if (dataStart + size > buf.size() || compSize != size)
+    uint64_t dataStart =
+        localOffset + 30 + readLE(local, 26, 2) + readLE(local, 28, 2);
+    if (dataStart > size || entrySize > size - dataStart ||
+        compSize != entrySize)
       return fail("truncated data for '" + name + "'");
-    if (crc32(buf.data() + dataStart, size) != crc)
-      return fail("CRC mismatch for '" + name + "' (corrupted file)");
-    std::string npyError;
-    if (!parseNpy(buf.substr(dataStart, size), archive[arrayName],
+    std::string payload, npyError;
+    if (headersOnly) {
+      // The header alone (its size from the payload's first 12 bytes).
+      payload = file.read(dataStart, std::min<uint64_t>(entrySize, 12));
+      if (size_t header = npyHeaderSize(payload, npyError))
+        payload = file.read(dataStart, std::min<uint64_t>(entrySize, header));
+    } else {
+      payload = file.read(dataStart, entrySize);
+      if (crc32(payload.data(), payload.size()) != crc)
+        return fail("CRC mismatch for '" + name + "' (corrupted file)");
+    }
+    if (!parseNpy(payload, entrySize, headersOnly, archive[arrayName],
                   npyError)) {
       error = "array '" + arrayName + "' in '" + path + "': " + npyError;
       return false;
     }
   }
   return true;
+}
+
+bool zbrt::readNpz(const std::string &path, NpzArchive &archive,
+                   std::string &error) {
+  return readArchive(path, /*headersOnly=*/false, archive, error);
+}
+
+bool zbrt::readNpzHeaders(const std::string &path, NpzArchive &archive,
+                          std::string &error) {
+  return readArchive(path, /*headersOnly=*/true, archive, error);
 }
 
 bool zbrt::writeFileAtomically(const std::string &path,

@@ -129,6 +129,30 @@ def test_missing_input_array_is_reported(zb_run, examples_dir, tmp_path, model):
     assert missing in proc.stderr + proc.stdout, describe(proc)
 
 
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_bad_data_is_named_once_before_compiling(zb_run, examples_dir, tmp_path,
+                                                 monkeypatch, ranks):
+    """A data array that does not fit the model is named once, before
+    anything compiles (the compile cache stays empty) and before the ranks
+    start (no MPI abort)."""
+    inputs = ref.synthetic_inputs("gpt", np.random.default_rng(0), MICROBATCHES)
+    inputs["targets"] = inputs["targets"][:, :-1]
+    _, _, p_path, i_path = write_case(tmp_path, "gpt", 0, inputs=inputs)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ZB_CACHE_DIR", str(cache))
+    proc = zb_run(examples_dir / "gpt.mlir", "--np", ranks, "--steps", 1,
+                  "--microbatches", MICROBATCHES, "--params", p_path,
+                  "--inputs", i_path)
+    assert proc.returncode > 0, describe(proc)
+    errors = [line for line in proc.stderr.splitlines()
+              if line.startswith("zb-run: error:")]
+    assert len(errors) == 1, describe(proc)
+    assert "data array 'targets'" in errors[0], describe(proc)
+    assert "MPI_ABORT" not in proc.stderr + proc.stdout, describe(proc)
+    assert not cache.exists() or not any(cache.rglob("*")), \
+        sorted(map(str, cache.rglob("*")))
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_misshaped_param_is_reported(zb_run, examples_dir, tmp_path, model):
     name, bad_shape = BAD_PARAM[model]

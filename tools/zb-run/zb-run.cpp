@@ -777,8 +777,14 @@ int main(int argc, char **argv) {
       zb::ModelFile::open(opts.modelPath, context, error);
   if (!model)
     return error.empty() ? 1 : fail(error);
-  // The model is read before the ranks start, so that a bad one is
-  // reported once.
+  // The model, and the headers of the files it reads, are checked before
+  // the ranks start and before anything compiles, so that a bad one is
+  // reported once and at once.
+  if (!opts.compileOnly)
+    if (std::string problem =
+            zb::ModelData::checkFiles(model->signature(), opts.data(0));
+        !problem.empty())
+      return failOnce(problem, &argc, &argv);
   if (opts.worldSize() > 1 && !opts.compileOnly && !zbrt::isMPIWorker()) {
     int rc = zbrt::relaunchUnderMPI(static_cast<int>(opts.worldSize()), argc,
                                     argv, error);

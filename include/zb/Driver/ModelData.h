@@ -37,6 +37,10 @@ bool convertArray(zbrt::NpyArray &array, zbrt::DType dtype);
 
 /// Element `i` of a float array (f32 or f64), as a double.
 double loadScalar(const zbrt::NpyArray &array, int64_t i);
+/// Whether an array of `from` converts to `to` (convertArray): float to
+/// float, integer to integer.
+bool canConvert(zbrt::DType from, zbrt::DType to);
+
 /// Stores `v` into element `i` of a float array, rounded to its type.
 void storeScalar(zbrt::NpyArray &array, int64_t i, double v);
 
@@ -69,6 +73,14 @@ public:
   /// error message naming the file and the array at fault, empty on
   /// success.
   std::string prepare();
+
+  /// Checks the files `options` names against `signature` as prepare()
+  /// does, reading only their arrays' headers (readNpzHeaders) and
+  /// initialising nothing: what a launcher checks once before it starts
+  /// the ranks. Returns prepare()'s message for what is wrong, empty when
+  /// nothing is.
+  static std::string checkFiles(const ModelSignature &signature,
+                                DataOptions options);
 
   /// The number of microbatch `mb` of step `step` among all the run's
   /// microbatches (every replica's): what synthetic data is seeded with.
@@ -115,6 +127,9 @@ public:
   std::string setRunningStats(const zbrt::NpzArchive &values);
 
 private:
+  /// prepare(), or with `headersOnly` checkFiles().
+  std::string load(bool headersOnly);
+
   /// The element offset of microbatch `mb` of step `step` (this replica's)
   /// in the --inputs array `all` whose microbatch holds `bytes` bytes.
   size_t inputOffset(const zbrt::NpyArray &all, size_t bytes, int64_t step,

@@ -49,6 +49,13 @@ using NpzArchive = std::map<std::string, NpyArray>;
 /// naming the file and, where it applies, the array.
 bool readNpz(const std::string &path, NpzArchive &archive, std::string &error);
 
+/// Reads the name, dtype and shape of each array of `path`, their data left
+/// empty: only the archive's directory and the arrays' headers are read
+/// (no CRC check). Fails as readNpz does on what it reads, with the same
+/// messages.
+bool readNpzHeaders(const std::string &path, NpzArchive &archive,
+                    std::string &error);
+
 /// Writes `archive` to `path` atomically; on failure returns false, sets
 /// `error` and leaves any existing file at `path` untouched.
 bool writeNpz(const std::string &path, const NpzArchive &archive,
