@@ -9,6 +9,8 @@
 #include "zbrt/Init.h"
 
 #include <algorithm>
+#include <optional>
+#include <unistd.h>
 
 using namespace zb;
 
@@ -115,7 +117,62 @@ std::string ModelData::checkFiles(const ModelSignature &signature,
   return ModelData(signature, std::move(options)).load(/*headersOnly=*/true);
 }
 
+/// The bytes of an array of `shape` and `dtype`, or nullopt when they
+/// overflow 64 bits.
+static std::optional<uint64_t> arrayBytes(llvm::ArrayRef<int64_t> shape,
+                                          zbrt::DType dtype) {
+  uint64_t bytes = zbrt::dtypeSize(dtype);
+  for (int64_t extent : shape)
+    if (extent < 0 ||
+        __builtin_mul_overflow(bytes, static_cast<uint64_t>(extent), &bytes))
+      return std::nullopt;
+  return bytes;
+}
+
+/// What is wrong with the model's arguments for one process to hold them
+/// (their bytes past 64 bits or past this machine's memory), empty when
+/// nothing is.
+static std::string checkArgumentBytes(const ModelSignature &sig) {
+  uint64_t total = 0;
+  for (const ModelArg &arg : sig.args) {
+    std::optional<uint64_t> bytes =
+        arrayBytes(arg.shape(), dtypeOf(arg.type.getElementType()));
+    if (!bytes || __builtin_add_overflow(total, *bytes, &total))
+      return "argument '" + arg.name + "' of shape " +
+             shapeString(arg.shape()) +
+             " is too large: its size in bytes overflows 64 bits";
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && pageSize > 0 &&
+      total / static_cast<uint64_t>(pageSize) >= static_cast<uint64_t>(pages))
+    return "the model's arguments take " + std::to_string(total) +
+           " bytes, more than this machine's memory (" +
+           std::to_string(static_cast<uint64_t>(pages) * pageSize) + " bytes)";
+  return "";
+}
+
+/// The first element of an integer array outside [0, range) as "V at
+/// [i, j, ...]", empty when every one lies inside.
+static std::string outsideRange(const zbrt::NpyArray &array, int64_t range) {
+  for (int64_t i = 0, e = array.numElements(); i < e; ++i) {
+    int64_t v = array.dtype == zbrt::DType::I64 ? array.as<int64_t>()[i]
+                                                : array.as<int32_t>()[i];
+    if (v >= 0 && v < range)
+      continue;
+    std::vector<int64_t> index(array.shape.size());
+    for (int64_t d = static_cast<int64_t>(index.size()) - 1, rest = i; d >= 0;
+         --d) {
+      index[d] = rest % array.shape[d];
+      rest /= array.shape[d];
+    }
+    return std::to_string(v) + " at " + shapeString(index);
+  }
+  return "";
+}
+
 std::string ModelData::load(bool headersOnly) {
+  if (std::string problem = checkArgumentBytes(sig); !problem.empty())
+    return problem;
   std::string error;
   zbrt::NpzArchive params, archive;
   const std::string &paramsPath = opts.paramsPath;
@@ -175,6 +232,13 @@ std::string ModelData::load(bool headersOnly) {
              "' has dtype " + zbrt::dtypeDescr(all.dtype) +
              ", which cannot be converted to the model's " +
              zbrt::dtypeDescr(dtype);
+    // Integer data index tables (token ids): a value past the model's
+    // zb.range would read outside them.
+    if (!headersOnly && arg.range > 0 && !isFloat(dtype))
+      if (std::string bad = outsideRange(all, arg.range); !bad.empty())
+        return "data array '" + arg.name + "' in '" + inputsPath + "' holds " +
+               bad + ", outside the model's range [0, " +
+               std::to_string(arg.range) + ") (zb.range)";
   }
   for (const RunningStat &stat : sig.runningStats) {
     zbrt::NpyArray &value = stats[stat.name];

@@ -153,6 +153,40 @@ def test_bad_data_is_named_once_before_compiling(zb_run, examples_dir, tmp_path,
         sorted(map(str, cache.rglob("*")))
 
 
+@pytest.mark.parametrize("value", [64, -5, 1 << 40])
+def test_token_outside_the_range_is_named(zb_run, examples_dir, tmp_path,
+                                          value):
+    """A token id outside the model's zb.range [0, 64) would index past the
+    embedding table: named with its place, not read."""
+    inputs = ref.synthetic_inputs("gpt", np.random.default_rng(0), MICROBATCHES)
+    inputs["tokens"][1, 0, 5] = value
+    _, _, p_path, i_path = write_case(tmp_path, "gpt", 0, inputs=inputs)
+    proc = zb_run(*eval_args(examples_dir, "gpt", p_path, i_path,
+                             tmp_path / "metrics.json"))
+    assert proc.returncode > 0, describe(proc)
+    assert (f"data array 'tokens' in '{i_path}' holds {value} at [1, 0, 5], "
+            "outside the model's range [0, 64) (zb.range)") in proc.stderr, \
+        describe(proc)
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("4294967296x4294967296", "is too large: its size in bytes overflows"),
+    ("1099511627776x1024", "more than this machine's memory"),
+])
+def test_arguments_too_large_are_named(zb_run, tmp_path, shape, message):
+    model = tmp_path / "big.mlir"
+    model.write_text(f"""
+func.func @big(%w: tensor<{shape}xf32> {{zb.param = "w"}},
+               %x: tensor<2xf32>) -> tensor<f32> {{
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}}
+""")
+    proc = zb_run(model, "--eval")
+    assert proc.returncode > 0, describe(proc)
+    assert message in proc.stderr, describe(proc)
+
+
 @pytest.mark.parametrize("model", sorted(MODELS))
 def test_misshaped_param_is_reported(zb_run, examples_dir, tmp_path, model):
     name, bad_shape = BAD_PARAM[model]
