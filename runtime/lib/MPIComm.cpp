@@ -191,10 +191,14 @@ void MPIComm::checkTest(int code, MPI_Status *statuses, int count,
 
 std::chrono::steady_clock::time_point MPIComm::deadline() const {
   using Clock = std::chrono::steady_clock;
-  if (timeoutSeconds() <= 0)
+  // No deadline without a timeout, nor past the clock's range (a timeout
+  // of centuries, in the clock's nanoseconds, would overflow).
+  double seconds = timeoutSeconds();
+  std::chrono::duration<double> left = Clock::time_point::max() - Clock::now();
+  if (seconds <= 0 || seconds >= left.count() / 2)
     return Clock::time_point::max();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(timeoutSeconds()));
+                            std::chrono::duration<double>(seconds));
 }
 
 template <typename MessageFn>

@@ -102,6 +102,17 @@ def _worker_pids(marker):
     return found
 
 
+@pytest.mark.parametrize("seconds", ["1e10", "1e300"])
+def test_a_timeout_of_centuries_never_fires(zb_run, examples_dir, monkeypatch,
+                                            seconds):
+    """A timeout past the clock's range (its nanoseconds overflow 64 bits)
+    means no deadline, not one already past."""
+    monkeypatch.setenv("ZB_TIMEOUT_S", seconds)
+    proc = zb_run(examples_dir / "mlp.mlir", "--np", 2, "--steps", 1,
+                  "--microbatches", 2)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_killed_rank_stops_every_rank(repo_root, examples_dir, tmp_path):
     """Killing one rank mid-run: the run exits non-zero with a message."""
     exe = Path(os.environ.get("ZB_BIN_DIR", repo_root / "build" / "bin"))
