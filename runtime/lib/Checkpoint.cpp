@@ -6,6 +6,7 @@
 
 #include "zbrt/Checkpoint.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -107,8 +108,16 @@ static bool findString(const std::string &json, const std::string &key,
       return true;
     if (c == '\\' && i + 1 < json.size()) {
       char next = json[++i];
-      if (next == 'u' && i + 4 < json.size()) {
-        value += static_cast<char>(std::stoi(json.substr(i + 1, 4), nullptr, 16));
+      if (next == 'u') {
+        // Four hex digits (the writer escapes control bytes so); anything
+        // else makes the file malformed.
+        std::string digits = json.substr(i + 1, 4);
+        if (digits.size() != 4 ||
+            !std::all_of(digits.begin(), digits.end(), [](char d) {
+              return std::isxdigit(static_cast<unsigned char>(d));
+            }))
+          return false;
+        value += static_cast<char>(std::strtol(digits.c_str(), nullptr, 16));
         i += 4;
         continue;
       }

@@ -88,8 +88,17 @@ def test_bad_resume_is_refused_before_writing(zb_run, examples_dir, tmp_path):
     assert "leaves nothing to run" in proc.stderr
     assert params.read_bytes() == b"keep me"
 
-    # A damaged state: the parameters file is not an .npz.
+    # A damaged state: a config whose escape is not four hex digits.
     state = ckpt / (ckpt / "latest").read_text().strip()
+    state_json = state / "state.json"
+    saved = state_json.read_text()
+    state_json.write_text('{"step": 1, "config": "\\uZZZZ"}')
+    proc = zb_run(model, "--steps", 4, "--resume", ckpt)
+    assert proc.returncode > 0, proc.stderr
+    assert 'has no valid "step" and "config"' in proc.stderr, proc.stderr
+    state_json.write_text(saved)
+
+    # A damaged state: the parameters file is not an .npz.
     (state / "params.npz").write_bytes(b"garbage")
     proc = zb_run(model, "--steps", 4, "--resume", ckpt)
     assert proc.returncode != 0
