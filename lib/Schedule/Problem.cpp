@@ -104,7 +104,7 @@ static bool checkList(const std::vector<double> &list, const char *name,
   return true;
 }
 
-bool Problem::verify(std::string &error) const {
+bool Problem::verifyCounts(std::string &error) const {
   if (numRanks < 1) {
     error = "stages (ranks) must be at least 1";
     return false;
@@ -124,6 +124,12 @@ bool Problem::verify(std::string &error) const {
             "2e7)";
     return false;
   }
+  return true;
+}
+
+bool Problem::verify(std::string &error) const {
+  if (!verifyCounts(error))
+    return false;
   const double scalars[] = {costF, costB, costW, costComm, memB, memW};
   const char *names[] = {"cost-f",    "cost-b", "cost-w",
                          "cost-comm", "mem-b",  "mem-w"};

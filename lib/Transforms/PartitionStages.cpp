@@ -22,6 +22,7 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <limits>
 
@@ -582,7 +583,17 @@ struct PartitionStagesPass
       fn.emitError("'") << fn.getSymName() << "' is already partitioned";
       return signalPassFailure();
     }
-    int64_t total = numStages * numChunks;
+    // Every stage holds an op: a count past the function's ops is refused
+    // before anything is sized by it.
+    int64_t total = 0;
+    int64_t ops = static_cast<int64_t>(fn.front().getOperations().size()) - 1;
+    if (llvm::MulOverflow<int64_t>(numStages, numChunks, total) ||
+        total > ops) {
+      fn.emitError("cannot cut ")
+          << ops << " ops into " << static_cast<int64_t>(numStages) << " x "
+          << static_cast<int64_t>(numChunks) << " stages";
+      return signalPassFailure();
+    }
     SmallVector<int64_t> rankOf;
     for (int64_t s = 0; s < total; ++s)
       rankOf.push_back(schedule::rankOfStage(s, numStages, place));

@@ -3,11 +3,16 @@
 // RUN: not zb-opt %s -split-input-file --zb-partition-stages="stages=2 chunks=3 placement=v" 2>&1 | FileCheck %s --check-prefix=VNEEDS2
 // RUN: not zb-opt %s -split-input-file --zb-partition-stages="stages=2 chunks=2 placement=zigzag" 2>&1 | FileCheck %s --check-prefix=PLACEMENT
 // RUN: not zb-opt %s -split-input-file --zb-partition-stages="stages=0" 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: not zb-opt %s -split-input-file --zb-partition-stages="stages=3000000000" 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: not zb-opt %s -split-input-file --zb-partition-stages="stages=2 chunks=4611686018427387904" 2>&1 | FileCheck %s --check-prefix=OVERFLOW
 
 // Bad options are reported before the model is looked at (on the module).
 // VNEEDS2: error: --zb-partition-stages: placement v needs chunks=2
 // PLACEMENT: error: --zb-partition-stages: unknown placement 'zigzag' (expected loop or v)
 // ZERO: error: --zb-partition-stages: 'stages' and 'chunks' must be at least 1
+// More stages than ops: refused before anything is sized by the count.
+// HUGE: error: cannot cut 5 ops into 3000000000 x 1 stages
+// OVERFLOW: error: cannot cut 5 ops into 2 x 4611686018427387904 stages
 
 // One marker for three stages: the count must be stages * chunks - 1.
 // expected-error @below {{found 1 pipe.cut markers, but 3 stages need 2}}

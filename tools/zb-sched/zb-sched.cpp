@@ -225,6 +225,9 @@ int main(int argc, char **argv) {
     if (!has("chunks") && problem.numRanks > 0)
       problem.numChunks =
           std::max(1, (maxStage + problem.numRanks) / problem.numRanks);
+    std::string error;
+    if (!problem.verifyCounts(error))
+      return fail(flags["import-csv"] + ": " + error);
     if (static_cast<int>(schedule.ranks.size()) > problem.numRanks)
       return fail(flags["import-csv"] + ": the CSV has " +
                   std::to_string(schedule.ranks.size()) + " rows but " +
@@ -274,6 +277,8 @@ int main(int argc, char **argv) {
   if (!(timeLimit > 0))
     return fail("--time-limit must be a positive number of seconds");
 
+  if (std::string error; !problem.verifyCounts(error))
+    return fail(error);
   if (costReduce > 0)
     problem.stageCostReduce.assign(problem.numStages(),
                                    costReduce / problem.numChunks);

@@ -96,6 +96,9 @@ struct Problem {
 
   /// Checks the values; on failure returns false and a one-line message.
   bool verify(std::string &error) const;
+  /// The part of verify() that checks the counts (ranks, chunks,
+  /// microbatches) alone: what must hold before anything is sized by them.
+  bool verifyCounts(std::string &error) const;
 };
 
 /// Sets `problem.memB` / `memW` from per-stage activation bytes (what one
