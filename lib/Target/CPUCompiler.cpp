@@ -61,6 +61,52 @@ targetCPU(const zb::CPUCompileOptions &options) {
   return {llvm::sys::getHostCPUName().str(), hostFeatures()};
 }
 
+std::string zb::hostCannotRun(llvm::StringRef cpu) {
+  if (cpu.empty())
+    return "";
+  llvm::InitializeNativeTarget();
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return "";
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target->createMCSubtargetInfo(triple, cpu, ""));
+  // An unknown name is the compiler's to report.
+  if (!info || !info->isCPUStringValid(cpu))
+    return "";
+  // The instruction sets `cpu` implies that this CPU reports absent (its
+  // features name instruction sets only, never tuning): those the code
+  // generator uses on its own, in vectorised and scalar code (x86's SIMD
+  // and bit manipulation); system instructions (mwaitx, rdpru, ...) that a
+  // virtual machine may hide are never emitted unasked.
+  static constexpr llvm::StringLiteral kEmitted[] = {
+      "sse",        "ssse3",  "avx",   "fma",  "f16c", "bmi",
+      "lzcnt",      "popcnt", "movbe", "gfni", "vaes", "aes",
+      "vpclmulqdq", "pclmul", "sha",   "adx",  "amx",  "evex512"};
+  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  std::string missing;
+  for (const llvm::SubtargetFeatureKV &feature :
+       info->getAllProcessorFeatures()) {
+    llvm::StringRef name = feature.Key;
+    if (!info->getFeatureBits().test(feature.Value) ||
+        llvm::none_of(kEmitted, [&](llvm::StringRef family) {
+          return name.starts_with(family);
+        }))
+      continue;
+    auto it = host.find(feature.Key);
+    if (it != host.end() && !it->second)
+      missing += std::string(missing.empty() ? "" : ", ") + feature.Key;
+  }
+  if (missing.empty())
+    return "";
+  return ("code for the CPU '" + cpu + "' needs " + missing +
+          ", which this machine's CPU lacks; it can be compiled here "
+          "(--compile-only) but not run")
+      .str();
+}
+
 std::string zb::getCPUCompilerFingerprint(const CPUCompileOptions &options) {
   auto [cpu, features] = targetCPU(options);
   // zb-cpu-N: the generation of the calls compiled code makes into the

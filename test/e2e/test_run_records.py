@@ -8,6 +8,8 @@ run's losses and parameters bit for bit.
 """
 
 import json
+import platform
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -211,3 +213,31 @@ def test_trace_needs_a_pipeline(zb_run, examples_dir, tmp_path):
                   tmp_path / "t.json")
     assert proc.returncode != 0
     assert "need --np 2 or more" in proc.stderr
+
+
+def test_code_for_a_cpu_this_one_lacks_is_refused(zb_run, examples_dir):
+    """--target-cpu naming a CPU with instruction sets this machine lacks:
+    compiled (--compile-only serves another machine), but refused to run
+    with the sets named, instead of stopping at the first of them."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the CPUs named here are x86 ones")
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[1].split())
+    lacking = [(cpu, needs) for cpu, flag, needs in [
+        ("x86-64-v4", "avx512f", "avx512f"),
+        ("sapphirerapids", "amx_tile", "amx-tile")] if flag not in flags]
+    if not lacking:
+        pytest.skip("this CPU has AVX-512 and AMX: no CPU here it cannot run")
+    cpu, needs = lacking[0]
+    model = examples_dir / "mlp.mlir"
+    proc = zb_run(model, "--grads", "--target-cpu", cpu)
+    assert proc.returncode > 0, proc.stderr
+    assert f"code for the CPU '{cpu}' needs" in proc.stderr, proc.stderr
+    assert needs in proc.stderr, proc.stderr
+    assert "--compile-only" in proc.stderr, proc.stderr
+    assert zb_run(model, "--compile-only", "--target-cpu",
+                  cpu).returncode == 0
+    # The baseline every x86-64 CPU runs.
+    check(zb_run(model, "--grads", "--target-cpu", "x86-64"))

@@ -46,6 +46,7 @@
 #include "zb/Driver/Training.h"
 #include "zb/Model/Model.h"
 #include "zb/Pipelines/Pipelines.h"
+#include "zb/Target/CPUCompiler.h"
 
 #include "zbrt/CUDA.h"
 #include "zbrt/Comm.h"
@@ -130,7 +131,9 @@ static cl::opt<bool, true> compileOnly(
 static cl::opt<std::string, true> targetCPUName(
     "target-cpu",
     cl::desc("The CPU to compile host code for, as LLVM names it (e.g. "
-             "x86-64-v3); default: $ZB_TARGET_CPU, else this machine's"),
+             "x86-64-v3); default: $ZB_TARGET_CPU, else this machine's. "
+             "A CPU with instruction sets this one lacks is only compiled "
+             "for (--compile-only)"),
     cl::value_desc("NAME"), cl::location(opts.targetCPU), cl::cat(category));
 static cl::opt<bool, true> checkGrad(
     "check-grad",
@@ -758,6 +761,13 @@ int main(int argc, char **argv) {
     return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::lendingProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
+  // Code for a CPU with instructions this one lacks compiles, but would
+  // stop at the first of them.
+  if (!opts.compileOnly)
+    if (std::string problem =
+            zb::hostCannotRun(opts.compileSettings("").target.cpu);
+        !problem.empty())
+      return failOnce(problem, &argc, &argv);
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.
   if (std::string mismatch = opts.launchMismatch(zbrt::launchedWorldSize());

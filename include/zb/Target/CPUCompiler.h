@@ -43,6 +43,12 @@ struct CPUCompileOptions {
 /// compiling a model needs.
 void registerCPUCompilerDependencies(mlir::DialectRegistry &registry);
 
+/// Why this machine cannot run code compiled for the CPU `cpu` (as LLVM
+/// names it): the instruction sets it implies that this machine's CPU
+/// lacks. Empty when it can, when `cpu` is empty (this machine's own) or
+/// unknown (the compiler reports that).
+std::string hostCannotRun(llvm::StringRef cpu);
+
 /// A string naming the compiler and the host it targets: part of the key of
 /// any cache of compiled objects.
 std::string getCPUCompilerFingerprint(const CPUCompileOptions &options);
