@@ -14,6 +14,7 @@
 #include "llvm/Support/Process.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace zb;
 
@@ -32,6 +33,10 @@ std::string RunOptions::check() const {
     return message("--np must be at least 1, got " + llvm::Twine(ranks));
   if (replicas < 1)
     return message("--dp must be at least 1, got " + llvm::Twine(replicas));
+  if (worldSize() > std::numeric_limits<int32_t>::max())
+    return message("--np " + llvm::Twine(ranks) + " x --dp " +
+                   llvm::Twine(replicas) + " = " + llvm::Twine(worldSize()) +
+                   " processes, more than an MPI job holds");
   if (eval && !dumpGradsPath.empty())
     return message("--dump-grads needs --grads or training; --eval computes no "
                    "gradients");

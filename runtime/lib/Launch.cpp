@@ -7,6 +7,7 @@
 #include "zbrt/Launch.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sys/wait.h>
@@ -30,8 +31,15 @@ int zbrt::launchedWorldSize() {
   for (const char *name :
        {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
     const char *value = std::getenv(name);
-    if (value && *value)
-      return std::atoi(value);
+    if (!value || !*value)
+      continue;
+    // A count, else the launcher does not say.
+    char *end = nullptr;
+    errno = 0;
+    long count = std::strtol(value, &end, 10);
+    return errno || *end || count < 1 || count > INT32_MAX
+               ? 0
+               : static_cast<int>(count);
   }
   return 0;
 }

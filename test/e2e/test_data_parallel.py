@@ -256,6 +256,9 @@ def test_outside_launcher_and_bad_flags(zb_run, repo_root, examples_dir,
     mlp = examples_dir / "mlp.mlir"
     for flags, message in [
             (["--dp", 0], "--dp must be at least 1, got 0"),
+            (["--np", 65536, "--dp", 65536],
+             "--np 65536 x --dp 65536 = 4294967296 processes, more than an "
+             "MPI job holds"),
             (["--dp", 2, "--eval"], "--dp needs training or --grads"),
             (["--dp", 2, "--backend", "nccl"],
              "--dp with --backend nccl is not supported yet")]:

@@ -395,6 +395,18 @@ TEST_F(LaunchTest, WrongMessageSizeAbortsTheJob) {
   EXPECT_LT(seconds, 25.0);
 }
 
+TEST_F(LaunchTest, LaunchedWorldSizeIsACountOrNothing) {
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  const std::pair<const char *, int> cases[] = {
+      {"4", 4}, {"abc", 0}, {"4x", 0}, {"-2", 0}, {"0", 0}, {"99999999999", 0}};
+  for (auto [text, want] : cases) {
+    setenv("OMPI_COMM_WORLD_SIZE", text, 1);
+    EXPECT_EQ(launchedWorldSize(), want) << text;
+  }
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  unsetenv("OMPI_COMM_WORLD_RANK");
+}
+
 TEST_F(LaunchTest, MissingMPIRunIsAnError) {
   const char *old = std::getenv("PATH");
   std::string saved = old ? old : "";
