@@ -119,12 +119,13 @@ static StepFunction createStepFunction(OpBuilder &b, func::FuncOp model,
   SmallVector<Type> argTypes, dataTypes, resultTypes;
   resultTypes.push_back(RankedTensorType::get({}, b.getF32Type()));
   for (BlockArgument arg : model.getArguments()) {
-    Attribute name = model.getArgAttr(arg.getArgNumber(), kParamAttr);
-    if (name) {
+    if (model.getArgAttr(arg.getArgNumber(), kParamAttr)) {
       if (!rankParams.contains(arg))
         continue;
       result.params.push_back(arg);
-      paramNames.push_back(name);
+      // The name zb-run knows it by (a unit zb.param: "arg<N>").
+      paramNames.push_back(
+          b.getStringAttr(zb::argName(model, arg.getArgNumber())));
       argTypes.push_back(arg.getType());
       resultTypes.push_back(arg.getType());
       continue;

@@ -23,6 +23,9 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <limits>
+#include <utility>
+
 using namespace mlir;
 
 void zb::buildBufferizeModelPipeline(OpPassManager &pm) {
@@ -113,6 +116,15 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
             "'; known: sgd, sgd-momentum, adamw";
     return failure();
   }
+  // The passes below take these counts as int.
+  for (auto [name, value] :
+       {std::pair<const char *, int64_t>{"microbatches", options.microbatches},
+        {"replicas", options.replicas}})
+    if (value > std::numeric_limits<int32_t>::max()) {
+      error = std::string("'") + name + "' of " + std::to_string(value) +
+              " is past the schedule's limits";
+      return failure();
+    }
   const schedule::ScheduleInfo *info =
       schedule::lookupSchedule(options.schedule);
   if (!info) {

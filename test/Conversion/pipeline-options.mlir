@@ -6,6 +6,8 @@
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 optimizer=lamb" 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 schedule=zb-v chunks=3" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not zb-opt %s --pass-pipeline="builtin.module(zb-pipeline{stages=2 microbatches=4 schedule=zz})" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=3000000000" 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 replicas=4294967297" 2>&1 | FileCheck %s --check-prefix=REPLICAS
 
 // SCHEDULE: error: zb-pipeline: unknown schedule 'zz'; known: gpipe, 1f1b,
 // SCHEDULE-NOT: Stack dump
@@ -13,6 +15,8 @@
 // DTYPE: error: zb-pipeline: unknown dtype 'f16'; known: f32, bf16
 // OPTIMIZER: error: zb-pipeline: unknown optimizer 'lamb'; known: sgd, sgd-momentum, adamw
 // CHUNKS: error: zb-pipeline: schedule 'zb-v' needs 2 chunks per rank
+// COUNT: error: zb-pipeline: 'microbatches' of 3000000000 is past the schedule's limits
+// REPLICAS: error: zb-pipeline: 'replicas' of 4294967297 is past the schedule's limits
 
 func.func @model(%w: tensor<4x4xf32> {zb.param}, %x: tensor<2x4xf32>) -> tensor<f32> {
   %zero = arith.constant 0.0 : f32

@@ -102,6 +102,23 @@ def _worker_pids(marker):
     return found
 
 
+def test_an_unnamed_parameter_pipelines(zb_run, examples_dir, tmp_path):
+    """A parameter marked {zb.param} without a name is known as arg<N> by
+    the pipelined ranks as by one process: the same losses."""
+    text = (examples_dir / "mlp.mlir").read_text()
+    assert '{zb.param = "l1.bias"}' in text
+    model = tmp_path / "unnamed.mlir"
+    model.write_text(text.replace('{zb.param = "l1.bias"}', "{zb.param}"))
+    losses = []
+    for ranks in (1, 2):
+        metrics = tmp_path / f"m{ranks}.json"
+        proc = zb_run(model, "--np", ranks, "--steps", 2, "--microbatches", 2,
+                      "--metrics", metrics)
+        assert proc.returncode == 0, proc.stderr
+        losses.append(json.loads(metrics.read_text())["loss"])
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6), losses
+
+
 @pytest.mark.parametrize("seconds", ["1e10", "1e300"])
 def test_a_timeout_of_centuries_never_fires(zb_run, examples_dir, monkeypatch,
                                             seconds):
