@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -54,24 +55,40 @@ std::string NpyArray::shapeString() const {
 // Little-endian helpers and CRC-32
 //===----------------------------------------------------------------------===//
 
+/// CRC-32 (ZIP's polynomial) eight bytes at a step ("slicing by 8": table
+/// k holds the CRC of a byte followed by k zero bytes).
 static uint32_t crc32(const char *data, size_t size) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
+  static const std::array<std::array<uint32_t, 256>, 8> tables = [] {
+    std::array<std::array<uint32_t, 256>, 8> t{};
     for (uint32_t i = 0; i < 256; ++i) {
       uint32_t c = i;
       for (int k = 0; k < 8; ++k)
         c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
+      t[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; ++i)
+      for (int k = 1; k < 8; ++k)
+        t[k][i] = t[0][t[k - 1][i] & 0xFF] ^ (t[k - 1][i] >> 8);
     return t;
   }();
+  const auto *bytes = reinterpret_cast<const uint8_t *>(data);
   uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < size; ++i)
-    c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xFF] ^ (c >> 8);
+  for (; size >= 8; size -= 8, bytes += 8) {
+    uint32_t lo = c ^ (uint32_t(bytes[0]) | uint32_t(bytes[1]) << 8 |
+                       uint32_t(bytes[2]) << 16 | uint32_t(bytes[3]) << 24);
+    uint32_t hi = uint32_t(bytes[4]) | uint32_t(bytes[5]) << 8 |
+                  uint32_t(bytes[6]) << 16 | uint32_t(bytes[7]) << 24;
+    c = tables[7][lo & 0xFF] ^ tables[6][(lo >> 8) & 0xFF] ^
+        tables[5][(lo >> 16) & 0xFF] ^ tables[4][lo >> 24] ^
+        tables[3][hi & 0xFF] ^ tables[2][(hi >> 8) & 0xFF] ^
+        tables[1][(hi >> 16) & 0xFF] ^ tables[0][hi >> 24];
+  }
+  for (; size > 0; --size, ++bytes)
+    c = tables[0][(c ^ *bytes) & 0xFF] ^ (c >> 8);
   return c ^ 0xFFFFFFFFu;
 }
 
-static uint64_t readLE(const std::string &buf, size_t pos, int bytes) {
+static uint64_t readLE(std::string_view buf, size_t pos, int bytes) {
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i)
     v = (v << 8) | static_cast<uint8_t>(buf[pos + i]);
@@ -90,7 +107,7 @@ static void writeLE(std::string &buf, uint64_t v, int bytes) {
 /// The bytes of a .npy payload its header takes (magic, version, length
 /// and the header itself), or 0 with `error` set when `prefix` (the
 /// payload's first 12 bytes, or all of a shorter one) shows none.
-static size_t npyHeaderSize(const std::string &prefix, std::string &error) {
+static size_t npyHeaderSize(std::string_view prefix, std::string &error) {
   if (prefix.size() < 10 || prefix.compare(0, 6, "\x93NUMPY") != 0) {
     error = "not a .npy array (bad magic)";
     return 0;
@@ -113,7 +130,7 @@ static size_t npyHeaderSize(const std::string &prefix, std::string &error) {
 /// `bytes`, which holds the whole payload (the data copied into the array)
 /// or, with `headerOnly`, at least its header (the array's data left
 /// empty; the size its shape needs still checked against the payload's).
-static bool parseNpy(const std::string &bytes, uint64_t payloadSize,
+static bool parseNpy(std::string_view bytes, uint64_t payloadSize,
                      bool headerOnly, NpyArray &array, std::string &error) {
   size_t dataStart = npyHeaderSize(bytes.substr(0, 12), error);
   if (dataStart == 0)
@@ -123,7 +140,7 @@ static bool parseNpy(const std::string &bytes, uint64_t payloadSize,
     return false;
   }
   size_t headerStart = static_cast<uint8_t>(bytes[6]) == 1 ? 10 : 12;
-  std::string header = bytes.substr(headerStart, dataStart - headerStart);
+  std::string header(bytes.substr(headerStart, dataStart - headerStart));
 
   // The text after `key`'s colon, or "" where the header has no such key.
   auto valueOf = [&](const std::string &key) -> std::string {
@@ -285,6 +302,16 @@ public:
     return bytes;
   }
 
+  /// As read(), without a copy: a view of the file read whole, valid while
+  /// this lives (a copy of the range when not read whole).
+  std::string_view view(uint64_t offset, uint64_t len, std::string &copy) {
+    if (!isWhole || offset >= fileSize) {
+      copy = read(offset, len);
+      return copy;
+    }
+    return std::string_view(all).substr(offset, len);
+  }
+
 private:
   std::ifstream in;
   std::string all;
@@ -400,12 +427,14 @@ static bool readArchive(const std::string &path, bool headersOnly,
       payload = file.read(dataStart, std::min<uint64_t>(entrySize, 12));
       if (size_t header = npyHeaderSize(payload, npyError))
         payload = file.read(dataStart, std::min<uint64_t>(entrySize, header));
-    } else {
-      payload = file.read(dataStart, entrySize);
-      if (crc32(payload.data(), payload.size()) != crc)
+    }
+    std::string_view bytes = payload;
+    if (!headersOnly) {
+      bytes = file.view(dataStart, entrySize, payload);
+      if (crc32(bytes.data(), bytes.size()) != crc)
         return fail("CRC mismatch for '" + name + "' (corrupted file)");
     }
-    if (!parseNpy(payload, entrySize, headersOnly, archive[arrayName],
+    if (!parseNpy(bytes, entrySize, headersOnly, archive[arrayName],
                   npyError)) {
       error = "array '" + arrayName + "' in '" + path + "': " + npyError;
       return false;
