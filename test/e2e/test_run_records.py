@@ -107,6 +107,18 @@ def test_bad_resume_is_refused_before_writing(zb_run, examples_dir, tmp_path):
     assert "checkpoint '" in proc.stderr and "params.npz" in proc.stderr
 
 
+def test_a_pipelined_resume_error_is_said_once(zb_run, examples_dir, tmp_path):
+    """Every rank finds the state written for another optimizer; rank 0
+    says so, once."""
+    model, ckpt = examples_dir / "mlp.mlir", tmp_path / "ckpt"
+    check(zb_run(model, "--np", 2, "--steps", 2, "--checkpoint", ckpt))
+    proc = zb_run(model, "--np", 2, "--steps", 4, "--resume", ckpt,
+                  "--optimizer", "adamw")
+    assert proc.returncode > 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert out.count("written for another model or optimizer") == 1, out
+
+
 @pytest.mark.parametrize("schedule,kinds", [("1f1b", {"F", "BW"}),
                                             ("zb-h1", {"F", "B", "W"})])
 def test_trace_profile_and_metrics(zb_run, examples_dir, tmp_path, repo_root,
