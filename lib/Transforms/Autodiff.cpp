@@ -113,9 +113,20 @@ differentiateFunction(func::FuncOp fn, SymbolTable &symbols, bool accumulate) {
     return fn.emitError("cannot differentiate '")
            << fn.getSymName() << "': its result is not a scalar tensor";
   SmallVector<Value> params;
-  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i)
-    if (grad.getArgAttr(i, kParamAttr))
-      params.push_back(grad.getArgument(i));
+  for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
+    if (!grad.getArgAttr(i, kParamAttr))
+      continue;
+    // A gradient is a float tensor of the parameter's shape.
+    auto type = dyn_cast<RankedTensorType>(grad.getArgument(i).getType());
+    if (!type || !isa<FloatType>(type.getElementType())) {
+      grad.erase();
+      return fn.emitError("cannot differentiate '")
+             << fn.getSymName() << "': parameter #" << i << " has type "
+             << fn.getArgument(i).getType()
+             << "; parameters must be ranked tensors of floats";
+    }
+    params.push_back(grad.getArgument(i));
+  }
 
   OpBuilder b(ret);
   Value seed = arith::ConstantOp::create(

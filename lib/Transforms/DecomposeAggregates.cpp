@@ -25,6 +25,14 @@ struct DecomposeAggregatesPass
         [&](linalg::AggregatedOpInterface op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
     for (linalg::AggregatedOpInterface op : ops) {
+      // Softmax's decomposition builds float identities (-inf, 0.0).
+      if (auto softmax = dyn_cast<linalg::SoftmaxOp>(op.getOperation()))
+        if (!isa<FloatType>(softmax.getInputOperandType().getElementType())) {
+          op->emitError("'")
+              << op->getName() << "' needs a float element type, got "
+              << softmax.getInputOperandType().getElementType();
+          return signalPassFailure();
+        }
       rewriter.setInsertionPoint(op);
       FailureOr<SmallVector<Value>> results = op.decomposeOperation(rewriter);
       if (failed(results)) {

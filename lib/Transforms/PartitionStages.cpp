@@ -24,6 +24,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <limits>
 
 namespace zb {
@@ -205,6 +206,11 @@ static FailureOr<SmallVector<int64_t>> stagesFromCosts(const OpGraph &graph,
   SmallVector<double> prefix(n + 1, 0);
   for (unsigned i = 0; i < n; ++i)
     prefix[i + 1] = prefix[i] + cost[i];
+  // Costs past a double's range (the FLOPs of tensors of absurd sizes)
+  // leave every split alike; there is nothing to balance.
+  if (!std::isfinite(prefix[n]))
+    return fn.emitError("the ops' costs sum past a double's range; the "
+                        "partition cannot balance them");
   CutPoints points = findCutPoints(graph, fn);
   ArrayRef<unsigned> cuts = points.cuts;
   ArrayRef<int64_t> liveBytes = points.liveBytes;

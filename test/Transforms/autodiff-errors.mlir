@@ -93,3 +93,18 @@ func.func @two_results(%x: tensor<f32>, %w: tensor<f32> {zb.param}) -> (tensor<f
   %r = arith.mulf %x, %w : tensor<f32>
   return %r, %r : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// A parameter that is no float tensor has no gradient of its shape.
+// expected-error @below {{cannot differentiate 'index_param': parameter #1 has type 'index'; parameters must be ranked tensors of floats}}
+func.func @index_param(%w: tensor<f32> {zb.param = "w"}, %n: index {zb.param = "n"}) -> tensor<f32> {
+  return %w : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{cannot differentiate 'vector_param': parameter #1 has type 'vector<4xf32>'; parameters must be ranked tensors of floats}}
+func.func @vector_param(%w: tensor<f32> {zb.param = "w"}, %v: vector<4xf32> {zb.param = "v"}) -> tensor<f32> {
+  return %w : tensor<f32>
+}

@@ -31,7 +31,7 @@ TEST(Profile, WIsOptional) {
 }
 
 TEST(Profile, BadProfilesAreNamed) {
-  auto error = [](const char *text, int stages) {
+  auto error = [](const std::string &text, int stages) {
     StageProfile read;
     return parseProfile(text, stages, read).value_or("(accepted)");
   };
@@ -47,8 +47,22 @@ TEST(Profile, BadProfilesAreNamed) {
   EXPECT_EQ(error(R"({"stages": [{"stage": 3, "f": 1, "b": 1}]})", 1),
             "entry 0 of \"stages\" names stage 3, but the model has 1 stages");
   EXPECT_EQ(error(R"({"stages": [{"stage": 0, "f": -1, "b": 1}]})", 1),
-            "entry 0 of \"stages\" (stage 0) has a negative or non-finite "
-            "cost");
+            "entry 0 of \"stages\" (stage 0) has a cost that is negative, "
+            "not finite or past 1e12 ms");
+  // Past 1e12 ms, sums of costs could overflow the partition's search.
+  EXPECT_EQ(error(R"({"stages": [{"stage": 0, "f": 1, "b": 1e308}]})", 1),
+            "entry 0 of \"stages\" (stage 0) has a cost that is negative, "
+            "not finite or past 1e12 ms");
+  EXPECT_EQ(error(R"({"stages": [{"stage": 0, "f": 1e12, "b": 1}]})", 1),
+            "(accepted)");
+  // Nesting that would exhaust the parser's stack; brackets in strings do
+  // not count.
+  EXPECT_EQ(error(std::string(100000, '[') + std::string(100000, ']'), 1),
+            "invalid JSON: nested more than 64 levels deep");
+  EXPECT_EQ(error(R"({"note": ")" + std::string(1000, '[') +
+                      R"(", "stages": [{"stage": 0, "f": 1, "b": 1}]})",
+                  1),
+            "(accepted)");
   EXPECT_EQ(error(R"({"stages": [{"stage": 0, "f": 1}]})", 1),
             "entry 0 of \"stages\" (stage 0) needs numbers \"f\" and \"b\"");
 }

@@ -7,6 +7,7 @@
 #include "zb/Dialect/Sched/Profile.h"
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -32,8 +33,39 @@ std::string zb::sched::writeProfile(const StageProfile &profile) {
   return text;
 }
 
+/// The largest time a profile may give, in ms.
+static constexpr double kMaxProfileCost = 1e12;
+
+/// Whether `text` nests arrays and objects deeper than `limit` (outside
+/// strings): llvm::json::parse recurses once per level.
+static bool nestsDeeperThan(StringRef text, int limit) {
+  int depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+      continue;
+    }
+    if (c == '"')
+      inString = true;
+    else if ((c == '[' || c == '{') && ++depth > limit)
+      return true;
+    else if (c == ']' || c == '}')
+      --depth;
+  }
+  return false;
+}
+
 std::optional<std::string>
 zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
+  // A profile nests three levels; far deeper input would exhaust the
+  // parser's stack.
+  if (nestsDeeperThan(text, 64))
+    return std::string("invalid JSON: nested more than 64 levels deep");
   llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
   if (!json)
     return "invalid JSON: " + llvm::toString(json.takeError());
@@ -71,10 +103,12 @@ zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
     if (!f || !b)
       return where + " (stage " + std::to_string(*stage) +
              ") needs numbers \"f\" and \"b\"";
+    // Past 1e12 ms (three decades) a time is no measurement, and sums of
+    // such would overflow.
     for (double value : {*f, *b, w.value_or(0.0)})
-      if (!std::isfinite(value) || value < 0)
+      if (!std::isfinite(value) || value < 0 || value > kMaxProfileCost)
         return where + " (stage " + std::to_string(*stage) +
-               ") has a negative or non-finite cost";
+               ") has a cost that is negative, not finite or past 1e12 ms";
     costs.f[*stage] = *f;
     costs.b[*stage] = *b;
     costs.w[*stage] = w.value_or(0.0);
@@ -87,6 +121,15 @@ zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
 
 std::optional<std::string> zb::sched::readProfile(StringRef path, int numStages,
                                                   StageProfile &profile) {
+  // A profile is a few KB; a device or a pipe would be read without end.
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(path, status))
+    return "cannot read it: " + ec.message();
+  if (!llvm::sys::fs::is_regular_file(status))
+    return std::string("it is not a regular file");
+  if (status.getSize() > (64u << 20))
+    return "it holds " + std::to_string(status.getSize()) +
+           " bytes, more than a profile's 64 MiB";
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
