@@ -23,7 +23,10 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/TargetParser/Triple.h"
 
 #include <cstdlib>
 
@@ -41,6 +44,30 @@ static std::string findToolkit(StringRef option) {
       return path;
   if (llvm::sys::fs::is_directory("/usr/local/cuda"))
     return "/usr/local/cuda";
+  return "";
+}
+
+// The NVPTX target's registration (libLLVM's C entry points).
+extern "C" void LLVMInitializeNVPTXTargetInfo();
+extern "C" void LLVMInitializeNVPTXTargetMC();
+
+std::string zb::lowerToGPUProblem(const LowerToGPUOptions &options) {
+  if (options.format != "bin" && options.format != "fatbin" &&
+      options.format != "isa")
+    return "unknown format '" + options.format.getValue() +
+           "'; known: bin, fatbin, isa";
+  // A chip NVPTX does not know would fail deep in instruction selection.
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTargetMC();
+  llvm::Triple triple("nvptx64-nvidia-cuda");
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target ? target->createMCSubtargetInfo(triple, "", "") : nullptr);
+  if (!info || !info->isCPUStringValid(options.chip))
+    return "unknown GPU architecture '" + options.chip.getValue() +
+           "' (NVPTX's names: sm_80, sm_90, ...)";
   return "";
 }
 
@@ -110,10 +137,23 @@ void zb::buildLowerToGPUPipeline(OpPassManager &pm,
 }
 
 void zb::registerZBGPUPipeline() {
-  PassPipelineRegistration<LowerToGPUOptions>(
+  // Registered by hand, as --zb-pipeline is: a bad option is a diagnostic.
+  registerPassPipeline(
       "zb-lower-to-gpu",
       "Lower a model on tensors (linalg, tensor, arith, math) for NVIDIA "
       "GPUs: fusion, bufferization, cuBLAS gemm, kernels compiled to PTX and "
       "a cubin, host code calling the runtime's CUDA wrappers",
-      buildLowerToGPUPipeline);
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        LowerToGPUOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (std::string problem = lowerToGPUProblem(options); !problem.empty())
+          return errorHandler("zb-lower-to-gpu: " + problem);
+        buildLowerToGPUPipeline(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> handler) {
+        handler(LowerToGPUOptions());
+      });
 }

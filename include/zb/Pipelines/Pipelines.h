@@ -91,6 +91,10 @@ struct LowerToGPUOptions : mlir::PassPipelineOptions<LowerToGPUOptions> {
 /// `chip`), buffers on the device, and host code calling the runtime's
 /// CUDA wrappers (mgpu*) for module loading, launches, allocation and
 /// copies, all on one compute stream.
+/// What is wrong with `options` (an unknown format or chip; zb-map-to-gpu
+/// checks the block size), empty when nothing is.
+std::string lowerToGPUProblem(const LowerToGPUOptions &options);
+
 void buildLowerToGPUPipeline(mlir::OpPassManager &pm,
                              const LowerToGPUOptions &options);
 
