@@ -94,6 +94,49 @@ void zb::declareRuntimeFunction(OpBuilder &builder, ModuleOp module,
                 builder.getUnitAttr());
 }
 
+/// Checks the chain the lowering assumes of `model`'s stages, in order:
+/// stage s is numbered s, takes as inputs exactly stage s - 1's results
+/// (stage 0 none), its data from the model's data arguments and its
+/// parameters from its zb.param arguments.
+static LogicalResult verifyStageChain(func::FuncOp model,
+                                      ArrayRef<pipe::StageOp> stages) {
+  Block &body = model.getBody().front();
+  auto argument = [&](Value v) -> std::optional<unsigned> {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &body)
+      return std::nullopt;
+    return arg.getArgNumber();
+  };
+  for (auto [s, stageOp] : llvm::enumerate(stages)) {
+    pipe::StageOp stage = stageOp;
+    if (stage.getStage() != s)
+      return stage.emitOpError("is stage ")
+             << stage.getStage() << ", but stands at position " << s << " of '"
+             << model.getSymName() << "'";
+    ValueRange previous =
+        s == 0 ? ValueRange()
+               : ValueRange(pipe::StageOp(stages[s - 1]).getResults());
+    if (!llvm::equal(stage.getInputs(), previous))
+      return stage.emitOpError("must take as inputs ")
+             << (s == 0 ? "nothing (it is the first stage)"
+                        : "the previous stage's results, in order");
+    for (Value v : stage.getData()) {
+      std::optional<unsigned> i = argument(v);
+      if (!i || model.getArgAttr(*i, ZBDialect::kParamAttrName))
+        return stage.emitOpError("takes data that is no data argument of '")
+               << model.getSymName() << "'";
+    }
+    for (Value v : stage.getParams()) {
+      std::optional<unsigned> i = argument(v);
+      if (!i || !model.getArgAttr(*i, ZBDialect::kParamAttrName))
+        return stage.emitOpError("takes a parameter that is no zb.param "
+                                 "argument of '")
+               << model.getSymName() << "'";
+    }
+  }
+  return success();
+}
+
 namespace {
 struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
   using Base::Base;
@@ -120,6 +163,9 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
           << "' has " << stageOps.size();
       return signalPassFailure();
     }
+
+    if (failed(verifyStageChain(model, stageOps)))
+      return signalPassFailure();
 
     OpBuilder b(model);
     // The runtime's transfer functions: f32 always, f64 where a stage
