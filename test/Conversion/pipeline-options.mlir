@@ -7,6 +7,9 @@
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 schedule=zb-v chunks=3" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not zb-opt %s --pass-pipeline="builtin.module(zb-pipeline{stages=2 microbatches=4 schedule=zz})" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=3000000000" 2>&1 | FileCheck %s --check-prefix=COUNT
+// One rank holds both chunks of a V schedule: the stages fit either
+// placement and take the schedule's own (they used to be read as loop).
+// RUN: zb-opt %s --zb-pipeline="stages=1 schedule=zb-v microbatches=2 lower-to-cpu=false" | FileCheck %s --check-prefix=ONE-RANK-V
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 replicas=4294967297" 2>&1 | FileCheck %s --check-prefix=REPLICAS
 
 // SCHEDULE: error: zb-pipeline: unknown schedule 'zz'; known: gpipe, 1f1b,
@@ -15,6 +18,7 @@
 // DTYPE: error: zb-pipeline: unknown dtype 'f16'; known: f32, bf16
 // OPTIMIZER: error: zb-pipeline: unknown optimizer 'lamb'; known: sgd, sgd-momentum, adamw
 // CHUNKS: error: zb-pipeline: schedule 'zb-v' needs 2 chunks per rank
+// ONE-RANK-V: func.func @zb_rank0_step({{.*}}zb.params = ["arg0"], zb.rank = 0
 // COUNT: error: zb-pipeline: 'microbatches' of 3000000000 is past the schedule's limits
 // REPLICAS: error: zb-pipeline: 'replicas' of 4294967297 is past the schedule's limits
 

@@ -8,7 +8,7 @@
 
 // A layout the schedule cannot use (the library's message).
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-v microbatches=4" 2>&1 | FileCheck %s --check-prefix=LAYOUT
-// LAYOUT: error: cannot generate schedule 'zb-v': zb-v needs chunks=2 and placement=v; got chunks=1, placement=loop
+// LAYOUT: error: cannot generate schedule 'zb-v': zb-v needs chunks=2 and placement=v; got chunks=1, placement=v
 
 // GPipe keeps all 8 microbatches in flight: 8 * 64 bytes on rank 0.
 // RUN: not zb-opt %s --zb-schedule="schedule=gpipe microbatches=8 mem-limit=256" 2>&1 | FileCheck %s --check-prefix=MEMORY

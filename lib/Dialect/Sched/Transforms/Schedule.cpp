@@ -230,6 +230,19 @@ LogicalResult SchedulePass::schedule() {
   if (!info)
     return func->emitError() << "unknown schedule '" << scheduleName
                              << "' (known: " << zs::knownScheduleNames() << ")";
+  // Stages that fit both placements (one rank holds them all) take the
+  // schedule's own.
+  if (fit.placement != info->defaultPlacement) {
+    zs::Problem probe;
+    probe.numRanks = numRanks;
+    probe.numChunks = fit.numChunks;
+    probe.placement = info->defaultPlacement;
+    bool fits = true;
+    for (auto [stage, rank] : llvm::enumerate(stageRanks))
+      fits &= probe.rankOfStage(static_cast<int>(stage)) == rank;
+    if (fits)
+      fit.placement = info->defaultPlacement;
+  }
   if (info->splitBackward) {
     for (zb::pipe::StageOp stage : stages) {
       if (stage.isSplit())
