@@ -392,7 +392,8 @@ std::optional<Deadlock> checkDeadlock(const CommProgram &program) {
 // inferPlacement
 //===----------------------------------------------------------------------===//
 
-PlacementFit inferPlacement(const std::vector<int> &stageRanks, int numRanks) {
+PlacementFit inferPlacement(const std::vector<int> &stageRanks, int numRanks,
+                            Placement preferred) {
   PlacementFit fit;
   int numStages = static_cast<int>(stageRanks.size());
   if (numRanks < 1 || numStages == 0) {
@@ -426,18 +427,16 @@ PlacementFit inferPlacement(const std::vector<int> &stageRanks, int numRanks) {
         return stage;
     return -1;
   };
+  Placement other =
+      preferred == Placement::Loop ? Placement::V : Placement::Loop;
+  for (Placement placement : {preferred, other})
+    if (firstMismatch(placement) < 0) {
+      fit.ok = true;
+      fit.placement = placement;
+      return fit;
+    }
   int loopBad = firstMismatch(Placement::Loop);
-  if (loopBad < 0) {
-    fit.ok = true;
-    fit.placement = Placement::Loop;
-    return fit;
-  }
   int vBad = firstMismatch(Placement::V);
-  if (vBad < 0) {
-    fit.ok = true;
-    fit.placement = Placement::V;
-    return fit;
-  }
   auto expected = [&](Placement placement, int stage) {
     problem.placement = placement;
     return std::to_string(problem.rankOfStage(stage));

@@ -308,6 +308,16 @@ TEST(Communication, InferPlacement) {
   PlacementFit uneven = inferPlacement({0, 1, 0}, 2);
   EXPECT_FALSE(uneven.ok);
   EXPECT_EQ(uneven.message, "3 stages do not divide evenly over 2 ranks");
+  // A layout both placements fit: the preferred one; a layout only one
+  // fits: that one, whatever is preferred.
+  EXPECT_EQ(inferPlacement({0, 0}, 1).placement, Placement::Loop);
+  PlacementFit oneRank = inferPlacement({0, 0}, 1, Placement::V);
+  EXPECT_TRUE(oneRank.ok);
+  EXPECT_EQ(oneRank.placement, Placement::V);
+  EXPECT_EQ(inferPlacement({0, 1, 0, 1}, 2, Placement::V).placement,
+            Placement::Loop);
+  EXPECT_EQ(inferPlacement({0, 1, 0, 0}, 2, Placement::V).message,
+            neither.message);
 }
 
 TEST(Communication, WritesSchedProgram) {

@@ -154,7 +154,9 @@ struct PlacementFit {
   int stage = -1;
   std::string message;
 };
-PlacementFit inferPlacement(const std::vector<int> &stageRanks, int numRanks);
+/// Where both placements fit (one rank, or one chunk), `preferred`.
+PlacementFit inferPlacement(const std::vector<int> &stageRanks, int numRanks,
+                            Placement preferred = Placement::Loop);
 
 /// Writes `program` as a textual `sched.program` (one op per line, in the
 /// form zb-opt prints).

@@ -217,7 +217,14 @@ LogicalResult SchedulePass::schedule() {
     stageRanks.push_back(static_cast<int>(stage.getRank()));
     numRanks = std::max(numRanks, stageRanks.back() + 1);
   }
-  zs::PlacementFit fit = zs::inferPlacement(stageRanks, numRanks);
+  // Stages that fit both placements (one rank holds them all) take the
+  // schedule's own.
+  const zs::ScheduleInfo *info = zs::lookupSchedule(scheduleName);
+  if (!info)
+    return func->emitError() << "unknown schedule '" << scheduleName
+                             << "' (known: " << zs::knownScheduleNames() << ")";
+  zs::PlacementFit fit =
+      zs::inferPlacement(stageRanks, numRanks, info->defaultPlacement);
   if (!fit.ok) {
     InFlightDiagnostic diag =
         fit.stage >= 0 ? stages[fit.stage].emitOpError() : func->emitError();
@@ -226,23 +233,6 @@ LogicalResult SchedulePass::schedule() {
   }
 
   // The schedule and whether the stages fit it.
-  const zs::ScheduleInfo *info = zs::lookupSchedule(scheduleName);
-  if (!info)
-    return func->emitError() << "unknown schedule '" << scheduleName
-                             << "' (known: " << zs::knownScheduleNames() << ")";
-  // Stages that fit both placements (one rank holds them all) take the
-  // schedule's own.
-  if (fit.placement != info->defaultPlacement) {
-    zs::Problem probe;
-    probe.numRanks = numRanks;
-    probe.numChunks = fit.numChunks;
-    probe.placement = info->defaultPlacement;
-    bool fits = true;
-    for (auto [stage, rank] : llvm::enumerate(stageRanks))
-      fits &= probe.rankOfStage(static_cast<int>(stage)) == rank;
-    if (fits)
-      fit.placement = info->defaultPlacement;
-  }
   if (info->splitBackward) {
     for (zb::pipe::StageOp stage : stages) {
       if (stage.isSplit())
