@@ -8,7 +8,11 @@
 
 #include "zb/Dialect/Pipe/PipeOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -33,6 +37,72 @@ std::string zb::argName(func::FuncOp fn, unsigned i) {
   if (auto name = fn.getArgAttrOfType<StringAttr>(i, kDataAttr))
     return name.str();
   return "arg" + std::to_string(i);
+}
+
+/// Tensors of more bytes than this are refused: the compiler sums the
+/// bytes of many tensors (a stage's stash, a memory limit) in 64 bits.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 50;
+
+/// Whether a static tensor type holds more than kMaxTensorBytes bytes.
+static bool tooManyBytes(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.hasStaticShape())
+    return false;
+  uint64_t bytes = (tensor.getElementTypeBitWidth() + 7) / 8;
+  for (int64_t extent : tensor.getShape())
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(extent), &bytes))
+      return true;
+  return bytes > kMaxTensorBytes;
+}
+
+/// Checks that integer data bounded by {zb.range = `range`} indexes no
+/// tensor dimension with fewer entries than the range: follows the
+/// argument's values through reshapes, slices and integer casts, and into
+/// the bodies of the linalg ops that read them, to the `tensor.extract` ops
+/// that take them as an index (a table lookup such as an embedding's).
+/// Values computed from the ids (an offset, a clamp) are not followed.
+static LogicalResult verifyRangeFitsTables(BlockArgument arg, StringRef name,
+                                           int64_t range) {
+  SmallVector<Value> worklist{arg};
+  llvm::DenseSet<Value> seen;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    if (!seen.insert(value).second)
+      continue;
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+              tensor::ExtractSliceOp, tensor::CastOp, arith::IndexCastOp,
+              arith::IndexCastUIOp, arith::ExtSIOp, arith::ExtUIOp>(user)) {
+        if (use.getOperandNumber() == 0)
+          worklist.push_back(user->getResult(0));
+        continue;
+      }
+      if (auto linalgOp = dyn_cast<linalg::LinalgOp>(user)) {
+        if (linalgOp.isDpsInput(&use))
+          worklist.push_back(linalgOp.getMatchingBlockArgument(&use));
+        continue;
+      }
+      auto extract = dyn_cast<tensor::ExtractOp>(user);
+      if (!extract)
+        continue;
+      if (use.get() == extract.getTensor()) {
+        worklist.push_back(extract.getResult());
+        continue;
+      }
+      RankedTensorType table = extract.getTensor().getType();
+      unsigned dim = use.getOperandNumber() - 1;
+      if (table.isDynamicDim(dim) || table.getDimSize(dim) >= range)
+        continue;
+      return extract.emitError("data argument '")
+             << name << "' holds values in [0, " << range
+             << ") (zb.range), but indexes dimension " << dim << " of " << table
+             << " here, which has " << table.getDimSize(dim)
+             << " entries: values from " << table.getDimSize(dim)
+             << " on would read past it";
+    }
+  }
+  return success();
 }
 
 FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
@@ -82,6 +152,11 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
       return fn.emitError("argument #")
              << i << " ('" << arg.name << "') has the dynamic shape "
              << arg.type << "; models need static shapes";
+    if (tooManyBytes(arg.type))
+      return fn.emitError("argument #")
+             << i << " ('" << arg.name << "') of type " << arg.type
+             << " holds more than 2^50 bytes (1 PiB), past what the compiler "
+                "counts";
     Type elt = arg.type.getElementType();
     if (!isSupportedElementType(elt))
       return fn.emitError("argument #")
@@ -94,20 +169,31 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
       return fn.emitError("data argument #")
              << i << " ('" << arg.name
              << "') must have a leading sample dimension";
-    if (auto range = fn.getArgAttrOfType<IntegerAttr>(i, kRangeAttr))
+    if (auto range = fn.getArgAttrOfType<IntegerAttr>(i, kRangeAttr)) {
       arg.range = range.getInt();
+      if (failed(verifyRangeFitsTables(fn.getArgument(i), arg.name, arg.range)))
+        return failure();
+    }
     if (!names.insert(arg.name).second)
       return fn.emitError("two arguments are named '") << arg.name << "'";
     signature.args.push_back(arg);
   }
 
   WalkResult walk = fn.walk([&](Operation *op) {
-    if (isSupportedDialect(op->getDialect() ? op->getDialect()->getNamespace()
-                                            : StringRef()))
-      return WalkResult::advance();
-    op->emitError("op '") << op->getName()
-                          << "' is not supported by the ZeroBubble backends";
-    return WalkResult::interrupt();
+    if (!isSupportedDialect(op->getDialect() ? op->getDialect()->getNamespace()
+                                             : StringRef())) {
+      op->emitError("op '")
+          << op->getName() << "' is not supported by the ZeroBubble backends";
+      return WalkResult::interrupt();
+    }
+    for (Type type : op->getResultTypes())
+      if (tooManyBytes(type)) {
+        op->emitError("result of type ")
+            << type << " holds more than 2^50 bytes (1 PiB), past what "
+            << "the compiler counts";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
   });
   if (walk.wasInterrupted())
     return failure();

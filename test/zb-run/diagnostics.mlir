@@ -9,6 +9,10 @@
 // RUN: not zb-run %t/loss.mlir --optimizer lamb 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
 // RUN: not zb-run %t/stats.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: not zb-run %t/stat-arg.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATARG
+// RUN: not zb-run %t/range.mlir --eval 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not zb-opt %t/range.mlir --zb-pipeline="stages=2 microbatches=2" 2>&1 | FileCheck %s --check-prefix=RANGE
+// RUN: not zb-opt %t/huge.mlir --zb-pipeline="stages=2 microbatches=2" 2>&1 | FileCheck %s --check-prefix=HUGE
+// RUN: zb-run %t/range-fits.mlir --eval | FileCheck %s --check-prefix=FITS
 // RUN: env ZB_SGEMM=fast not zb-run %t/loss.mlir --eval 2>&1 | FileCheck %s --check-prefix=SGEMM
 
 // DYNAMIC: error: argument #0 ('arg0') has the dynamic shape 'tensor<?x4xf32>'; models need static shapes
@@ -21,6 +25,9 @@
 // STATS: stats.mlir:4:3: error: running statistic 'bn.mean' is recorded twice
 // STATS: stats.mlir:3:3: note: first recorded here
 // STATARG: error: running statistic 'w' has the name of an argument
+// RANGE: range.mlir:11:10: error: data argument 'ids' holds values in [0, 100) (zb.range), but indexes dimension 0 of 'tensor<64x4xf32>' here, which has 64 entries: values from 64 on would read past it
+// FITS: loss
+// HUGE: huge.mlir:3:8: error: result of type 'tensor<2305843009213693952xf32>' holds more than 2^50 bytes (1 PiB), past what the compiler counts
 // SGEMM: zb-run: error: ZB_SGEMM must be 'zbrt' or 'openblas', got 'fast'
 
 //--- dynamic.mlir
@@ -64,4 +71,69 @@ func.func @f(%x: tensor<4xf32>, %w: tensor<4xf32> {zb.param = "w"}) -> tensor<f3
   %c = arith.constant dense<0.0> : tensor<f32>
   pipe.running_stat %x {buffer = "w", momentum = 0.1 : f64} : tensor<4xf32>
   return %c : tensor<f32>
+}
+
+//--- range.mlir
+func.func @f(%ids: tensor<2x3xi64> {zb.data = "ids", zb.range = 100 : i64},
+             %table: tensor<64x4xf32> {zb.param = "table"}) -> tensor<f32> {
+  %flat = tensor.collapse_shape %ids [[0, 1]] : tensor<2x3xi64> into tensor<6xi64>
+  %e = tensor.empty() : tensor<6x4xf32>
+  %rows = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>],
+                          iterator_types = ["parallel", "parallel"]}
+      ins(%flat : tensor<6xi64>) outs(%e : tensor<6x4xf32>) {
+  ^bb0(%id: i64, %o: f32):
+    %j = linalg.index 1 : index
+    %row = arith.index_cast %id : i64 to index
+    %v = tensor.extract %table[%row, %j] : tensor<64x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<6x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %s0 = tensor.empty() : tensor<f32>
+  %s1 = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %sum = linalg.reduce ins(%rows : tensor<6x4xf32>) outs(%s1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+    }
+  return %sum : tensor<f32>
+}
+
+//--- range-fits.mlir
+func.func @f(%ids: tensor<2x3xi64> {zb.data = "ids", zb.range = 64 : i64},
+             %table: tensor<64x4xf32> {zb.param = "table"}) -> tensor<f32> {
+  %flat = tensor.collapse_shape %ids [[0, 1]] : tensor<2x3xi64> into tensor<6xi64>
+  %e = tensor.empty() : tensor<6x4xf32>
+  %rows = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>],
+                          iterator_types = ["parallel", "parallel"]}
+      ins(%flat : tensor<6xi64>) outs(%e : tensor<6x4xf32>) {
+  ^bb0(%id: i64, %o: f32):
+    %j = linalg.index 1 : index
+    %row = arith.index_cast %id : i64 to index
+    %v = tensor.extract %table[%row, %j] : tensor<64x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<6x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %s0 = tensor.empty() : tensor<f32>
+  %s1 = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %sum = linalg.reduce ins(%rows : tensor<6x4xf32>) outs(%s1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+    }
+  return %sum : tensor<f32>
+}
+
+//--- huge.mlir
+func.func @f(%x: tensor<2xf32>, %w: tensor<2xf32> {zb.param = "w"}) -> tensor<f32> {
+  %c = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2305843009213693952xf32>
+  %z = linalg.fill ins(%c : f32) outs(%e : tensor<2305843009213693952xf32>) -> tensor<2305843009213693952xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %s1 = linalg.fill ins(%c : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %sum = linalg.reduce ins(%z : tensor<2305843009213693952xf32>) outs(%s1 : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %a = arith.addf %in, %acc : f32
+      linalg.yield %a : f32
+    }
+  return %sum : tensor<f32>
 }
