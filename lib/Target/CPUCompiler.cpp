@@ -95,9 +95,9 @@ std::string zb::hostCannotRun(llvm::StringRef cpu) {
           return name.starts_with(family);
         }))
       continue;
-    auto it = host.find(feature.Key);
+    auto it = host.find(name);
     if (it != host.end() && !it->second)
-      missing += std::string(missing.empty() ? "" : ", ") + feature.Key;
+      missing += (missing.empty() ? "" : ", ") + name.str();
   }
   if (missing.empty())
     return "";

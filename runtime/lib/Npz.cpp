@@ -104,26 +104,33 @@ static void writeLE(std::string &buf, uint64_t v, int bytes) {
 // .npy
 //===----------------------------------------------------------------------===//
 
-/// The bytes of a .npy payload its header takes (magic, version, length
-/// and the header itself), or 0 with `error` set when `prefix` (the
-/// payload's first 12 bytes, or all of a shorter one) shows none.
-static size_t npyHeaderSize(std::string_view prefix, std::string &error) {
+/// Where a .npy payload's header text lies: from `textStart` (after the
+/// magic, version and length) to `end`, where the data starts.
+struct NpyHeaderSpan {
+  size_t textStart = 0, end = 0;
+};
+
+/// The header span of a .npy payload, or an `end` of 0 with `error` set
+/// when `prefix` (the payload's first 12 bytes, or all of a shorter one)
+/// shows none.
+static NpyHeaderSpan npyHeaderSpan(std::string_view prefix,
+                                   std::string &error) {
   if (prefix.size() < 10 || prefix.compare(0, 6, "\x93NUMPY") != 0) {
     error = "not a .npy array (bad magic)";
-    return 0;
+    return {};
   }
   int major = static_cast<uint8_t>(prefix[6]);
   if (major == 1)
-    return 10 + readLE(prefix, 8, 2);
+    return {10, 10 + readLE(prefix, 8, 2)};
   if (major != 2 && major != 3) {
     error = "unsupported .npy version " + std::to_string(major);
-    return 0;
+    return {};
   }
   if (prefix.size() < 12) {
     error = "truncated .npy header";
-    return 0;
+    return {};
   }
-  return 12 + readLE(prefix, 8, 4);
+  return {12, 12 + readLE(prefix, 8, 4)};
 }
 
 /// Parses a .npy payload of `payloadSize` bytes into `array`: from
@@ -132,15 +139,15 @@ static size_t npyHeaderSize(std::string_view prefix, std::string &error) {
 /// empty; the size its shape needs still checked against the payload's).
 static bool parseNpy(std::string_view bytes, uint64_t payloadSize,
                      bool headerOnly, NpyArray &array, std::string &error) {
-  size_t dataStart = npyHeaderSize(bytes.substr(0, 12), error);
+  NpyHeaderSpan span = npyHeaderSpan(bytes.substr(0, 12), error);
+  size_t dataStart = span.end;
   if (dataStart == 0)
     return false;
   if (dataStart > bytes.size() || dataStart > payloadSize) {
     error = "truncated .npy header";
     return false;
   }
-  size_t headerStart = static_cast<uint8_t>(bytes[6]) == 1 ? 10 : 12;
-  std::string header(bytes.substr(headerStart, dataStart - headerStart));
+  std::string header(bytes.substr(span.textStart, dataStart - span.textStart));
 
   // The text after `key`'s colon, or "" where the header has no such key.
   auto valueOf = [&](const std::string &key) -> std::string {
@@ -425,7 +432,7 @@ static bool readArchive(const std::string &path, bool headersOnly,
     if (headersOnly) {
       // The header alone (its size from the payload's first 12 bytes).
       payload = file.read(dataStart, std::min<uint64_t>(entrySize, 12));
-      if (size_t header = npyHeaderSize(payload, npyError))
+      if (size_t header = npyHeaderSpan(payload, npyError).end)
         payload = file.read(dataStart, std::min<uint64_t>(entrySize, header));
     }
     std::string_view bytes = payload;
