@@ -117,26 +117,13 @@ std::string ModelData::checkFiles(const ModelSignature &signature,
   return ModelData(signature, std::move(options)).load(/*headersOnly=*/true);
 }
 
-/// The bytes of an array of `shape` and `dtype`, or nullopt when they
-/// overflow 64 bits.
-static std::optional<uint64_t> arrayBytes(llvm::ArrayRef<int64_t> shape,
-                                          zbrt::DType dtype) {
-  uint64_t bytes = zbrt::dtypeSize(dtype);
-  for (int64_t extent : shape)
-    if (extent < 0 ||
-        __builtin_mul_overflow(bytes, static_cast<uint64_t>(extent), &bytes))
-      return std::nullopt;
-  return bytes;
-}
-
 /// What is wrong with the model's arguments for one process to hold them
 /// (their bytes past 64 bits or past this machine's memory), empty when
 /// nothing is.
 static std::string checkArgumentBytes(const ModelSignature &sig) {
   uint64_t total = 0;
   for (const ModelArg &arg : sig.args) {
-    std::optional<uint64_t> bytes =
-        arrayBytes(arg.shape(), dtypeOf(arg.type.getElementType()));
+    std::optional<uint64_t> bytes = tensorBytes(arg.type);
     if (!bytes || __builtin_add_overflow(total, *bytes, &total))
       return "argument '" + arg.name + "' of shape " +
              shapeString(arg.shape()) +

@@ -43,16 +43,22 @@ std::string zb::argName(func::FuncOp fn, unsigned i) {
 /// bytes of many tensors (a stage's stash, a memory limit) in 64 bits.
 constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 50;
 
+std::optional<uint64_t> zb::tensorBytes(RankedTensorType type) {
+  uint64_t bytes = (type.getElementTypeBitWidth() + 7) / 8;
+  for (int64_t extent : type.getShape())
+    if (extent < 0 ||
+        __builtin_mul_overflow(bytes, static_cast<uint64_t>(extent), &bytes))
+      return std::nullopt;
+  return bytes;
+}
+
 /// Whether a static tensor type holds more than kMaxTensorBytes bytes.
 static bool tooManyBytes(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape())
     return false;
-  uint64_t bytes = (tensor.getElementTypeBitWidth() + 7) / 8;
-  for (int64_t extent : tensor.getShape())
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(extent), &bytes))
-      return true;
-  return bytes > kMaxTensorBytes;
+  std::optional<uint64_t> bytes = tensorBytes(tensor);
+  return !bytes || *bytes > kMaxTensorBytes;
 }
 
 /// Checks that integer data bounded by {zb.range = `range`} indexes no

@@ -20,6 +20,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,10 @@ struct ModelSignature {
 /// `zb.data` string, else "arg<i>" (ModelArg::name, and how sched programs
 /// name parameters).
 std::string argName(mlir::func::FuncOp fn, unsigned i);
+
+/// The bytes a static tensor of `type` holds, nullopt when they overflow
+/// 64 bits.
+std::optional<uint64_t> tensorBytes(mlir::RankedTensorType type);
 
 /// Finds the model function in `module` and checks it against the
 /// convention and the set of ops the backends support. Emits a diagnostic
