@@ -7,8 +7,11 @@
 // the same iteration space that accumulates dOut * d(body)/dx into a tensor
 // indexed by m (dimensions m drops become reductions). Contractions thereby
 // become contractions again (dA = dC * B^T is a generic with a mul-add
-// body), which the CPU pipeline turns into gemm calls. Tensors read inside a
-// body through tensor.extract (embedding lookups) get a scatter-add loop.
+// body), which the CPU pipeline turns into gemm calls. An input broadcast
+// into a sum with one read through every loop (the bias of f(x + b)) takes
+// that one's adjoint summed over the broadcast loops instead of the body's
+// derivative again. Tensors read inside a body through tensor.extract
+// (embedding lookups) get a scatter-add loop.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +30,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/RegionUtils.h"
+
+#include <optional>
 
 using namespace mlir;
 using namespace zb::autodiff;
@@ -184,6 +189,48 @@ static FailureOr<Value> buildInputAdjoint(OpBuilder &b, linalg::GenericOp op,
   return adjoint.getResult(0);
 }
 
+/// Whether the body's element depends on inputs `j` and `k` only through
+/// their sum: each block argument has one use, the same arith.addf (a bias
+/// added before an activation, f(x + b)). Their tangents are then one
+/// expression, and each iteration contributes the same term to both
+/// adjoints.
+static bool sharesSumTangent(linalg::GenericOp op, unsigned j, unsigned k) {
+  Block &body = op.getRegion().front();
+  BlockArgument x = body.getArgument(j), y = body.getArgument(k);
+  if (j == k || !x.hasOneUse() || !y.hasOneUse())
+    return false;
+  Operation *user = *x.getUsers().begin();
+  return isa<arith::AddFOp>(user) && user == *y.getUsers().begin();
+}
+
+/// Adjoint of input `k` from `adjointJ`, input `j`'s (sharesSumTangent, j
+/// read through all the loops): adjointJ summed over the loops k's map
+/// leaves out, term by term in buildInputAdjoint's order, without
+/// computing the body's derivative a second time. (The bias of f(x + b)
+/// then takes its gradient from x's, which the input gradient computes
+/// anyway, instead of from the forward's values again.)
+static Value sumAdjoint(OpBuilder &b, linalg::GenericOp op, unsigned j,
+                        unsigned k, Value adjointJ) {
+  Location loc = op.getLoc();
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  auto inputType =
+      cast<RankedTensorType>(op.getDpsInputOperand(k)->get().getType());
+  SmallVector<utils::IteratorType> iterators;
+  for (unsigned d = 0, e = op.getNumLoops(); d < e; ++d)
+    iterators.push_back(maps[k].isFunctionOfDim(d)
+                            ? utils::IteratorType::parallel
+                            : utils::IteratorType::reduction);
+  auto sum = linalg::GenericOp::create(
+      b, loc, TypeRange{inputType}, ValueRange{adjointJ},
+      ValueRange{buildZeros(b, loc, inputType)},
+      ArrayRef<AffineMap>{maps[j], maps[k]}, iterators,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(
+            nb, nloc, Value(arith::AddFOp::create(nb, nloc, args[1], args[0])));
+      });
+  return sum.getResult(0);
+}
+
 /// Adjoint of `table`, a tensor the body reads with tensor.extract (an
 /// embedding lookup): a loop nest over the iteration space that adds each
 /// contribution at the index the body read (scatter-add).
@@ -291,16 +338,40 @@ static LogicalResult buildGenericAdjoints(OpBuilder &b, linalg::GenericOp op,
   if (failed(info))
     return failure();
 
-  for (unsigned k = 0, e = op.getNumDpsInputs(); k < e; ++k) {
-    Value input = op.getDpsInputOperand(k)->get();
-    if (!isa<RankedTensorType>(input.getType()) || !isActive(input))
-      continue;
-    FailureOr<Value> adjoint = buildInputAdjoint(b, op, *info, k, result, dOut);
-    if (failed(adjoint))
-      return failure();
-    if (*adjoint)
-      addAdjoint(input, *adjoint);
+  // The inputs read through all the loops first, so that an input
+  // broadcast over some of them can sum one of their adjoints
+  // (sharesSumTangent); the adjoints are added in the inputs' order.
+  unsigned numInputs = op.getNumDpsInputs(), numLoops = op.getNumLoops();
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  SmallVector<std::optional<Value>> adjoints(numInputs);
+  auto readsAllLoops = [&](unsigned k) {
+    return maps[k].isPermutation() && maps[k].getNumDims() == numLoops;
+  };
+  for (bool allLoops : {true, false}) {
+    for (unsigned k = 0; k < numInputs; ++k) {
+      Value input = op.getDpsInputOperand(k)->get();
+      if (readsAllLoops(k) != allLoops ||
+          !isa<RankedTensorType>(input.getType()) || !isActive(input))
+        continue;
+      auto shared = llvm::find_if(llvm::seq(numInputs), [&](unsigned j) {
+        return !allLoops && adjoints[j] && readsAllLoops(j) &&
+               maps[k].isProjectedPermutation() && sharesSumTangent(op, j, k);
+      });
+      if (shared != llvm::seq(numInputs).end()) {
+        Value from = *adjoints[*shared];
+        adjoints[k] = from ? sumAdjoint(b, op, *shared, k, from) : Value();
+        continue;
+      }
+      FailureOr<Value> adjoint =
+          buildInputAdjoint(b, op, *info, k, result, dOut);
+      if (failed(adjoint))
+        return failure();
+      adjoints[k] = *adjoint;
+    }
   }
+  for (unsigned k = 0; k < numInputs; ++k)
+    if (adjoints[k] && *adjoints[k])
+      addAdjoint(op.getDpsInputOperand(k)->get(), *adjoints[k]);
 
   Value init = op.getDpsInitOperand(0)->get();
   if (isActive(init)) {

@@ -32,13 +32,13 @@
 // 0's input data stays f32) and the arenas shrink.
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=2 microbatches=2 schedule=zb-h1 lower-to-cpu=false" | FileCheck %s --check-prefix=F32
 // RUN: zb-opt %zb_src_root/examples/mlp.mlir --zb-pipeline="stages=2 microbatches=2 schedule=zb-h1 dtype=bf16 lower-to-cpu=false" | FileCheck %s --check-prefix=BF16
-// F32: mem_b = array<i64: 1536, 3520>, mem_w = array<i64: 2560, 5440>
+// F32: mem_b = array<i64: 1536, 3520>, mem_w = array<i64: 2560, 3392>
 // F32: func.func private @zb_stage0_forward({{.*}}) -> (tensor<8x32xf32>, tensor<8x32xf32>)
-// F32: func.func @zb_rank1_step({{.*}}zb.arena_bytes = 12352
-// BF16: mem_b = array<i64: 1024, 1792>, mem_w = array<i64: 1536, 2720>
+// F32: func.func @zb_rank1_step({{.*}}zb.arena_bytes = 9280
+// BF16: mem_b = array<i64: 1024, 1792>, mem_w = array<i64: 1536, 1696>
 // BF16: func.func private @zb_stage0_forward({{.*}}) -> (tensor<8x32xf32>, tensor<8x32xbf16>)
 // BF16: arith.truncf %{{.*}} : f32 to bf16
-// BF16: func.func @zb_rank1_step({{.*}}zb.arena_bytes = 6848
+// BF16: func.func @zb_rank1_step({{.*}}zb.arena_bytes = 5312
 //
 // With the default lower-to-cpu the same pipeline ends in the LLVM dialect,
 // with the C interface the runtime calls for every rank.

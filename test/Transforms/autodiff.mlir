@@ -391,3 +391,88 @@ func.func @bias_stash(%x: tensor<4x8xf32>, %w: tensor<8x8xf32> {zb.param}, %bias
     }
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// A bias added inside an activation, f(m + b): m and b reach the body's
+// value only through one addf, so their terms are equal, and b's gradient
+// sums m's over the rows (a reduction whose body is the sum alone) instead
+// of computing exp's derivative a second time. The input gradient and the
+// weight gradient both read m's; after the B/W split, W's bias gradient
+// needs no forward value (test/Conversion/pipeline.mlir's smaller mem_w).
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+#all = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func @fused_bias_grad_grad(
+// CHECK: math.exp
+// CHECK: %[[DM:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>)
+// CHECK: math.exp
+// CHECK: } -> tensor<4x8xf32>
+// CHECK: %[[DB:.*]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]} ins(%[[DM]] : tensor<4x8xf32>) outs(%{{.*}} : tensor<8xf32>)
+// CHECK-NEXT: ^bb0(%[[IN:[^:]*]]: f32, %[[OUT:[^:]*]]: f32):
+// CHECK-NEXT: %[[SUM:.*]] = arith.addf %[[OUT]], %[[IN]] : f32
+// CHECK-NEXT: linalg.yield %[[SUM]]
+// CHECK-NOT: math.exp
+// CHECK: linalg.generic {{.*}} ins(%[[DM]], %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8x8xf32>) outs(%{{.*}} : tensor<8x8xf32>)
+// CHECK: return %{{.*}}, %{{.*}}, %[[DB]] :
+func.func @fused_bias_grad(%x: tensor<4x8xf32>, %w: tensor<8x8xf32> {zb.param = "w"}, %b: tensor<8xf32> {zb.param = "b"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %t = arith.addf %p, %q : f32
+    %u = math.exp %t : f32
+    linalg.yield %u : f32
+  } -> tensor<4x8xf32>
+  %le = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%le : tensor<f32>) -> tensor<f32>
+  %l = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%y : tensor<4x8xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%p: f32, %o: f32):
+    %t = arith.addf %o, %p : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// When the product is read a second time in the body (m * exp(m + b)), the
+// two terms differ: b's gradient computes its own (exp's derivative again).
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (j)>
+#all = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func @unshared_bias_grad(
+// CHECK-LABEL: func.func @unshared_bias_grad_grad(
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: math.exp
+// CHECK: } -> tensor<4x8xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]
+// CHECK: math.exp
+// CHECK: } -> tensor<8xf32>
+func.func @unshared_bias_grad(%x: tensor<4x8xf32>, %w: tensor<8x8xf32> {zb.param = "w"}, %b: tensor<8xf32> {zb.param = "b"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = linalg.matmul ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<4x8xf32>, tensor<8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %o: f32):
+    %t = arith.addf %p, %q : f32
+    %u = math.exp %t : f32
+    %v = arith.mulf %p, %u : f32
+    linalg.yield %v : f32
+  } -> tensor<4x8xf32>
+  %le = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%le : tensor<f32>) -> tensor<f32>
+  %l = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%y : tensor<4x8xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%p: f32, %o: f32):
+    %t = arith.addf %o, %p : f32
+    linalg.yield %t : f32
+  } -> tensor<f32>
+  return %l : tensor<f32>
+}
