@@ -774,6 +774,123 @@ for _name, _build in _UNARY.items():
 _handles("aten.gelu.default")(_unary(_gelu))
 _handles("aten.pow.Tensor_Scalar")(_unary(_pow_scalar))
 
+
+# -- piecewise activations ------------------------------------------------
+# Each as the expression PyTorch's kernel evaluates; the derivative is the
+# expression's (PyTorch's backward formulas agree away from the kinks, and
+# at a kink both take the side the comparison `x > 0` picks).
+
+
+def _if_positive(bb, x, t, positive, negative):
+    """``positive`` where x > 0, else ``negative``."""
+    cond = bb.op(f"arith.cmpf ogt, {x}, {bb.const(0.0, t)} : {t}")
+    return bb.select(cond, positive, negative, t)
+
+
+def _expm1(bb, x, t):
+    """exp(x) - 1 without the cancellation near 0 (torch's expm1): with
+    h = tanh(x / 2), 2h / (1 - h)."""
+    h = bb.unary("math.tanh", bb.binary("arith.mulf", x, bb.const(0.5, t),
+                                        t), t)
+    return bb.binary("arith.divf", bb.binary("arith.addf", h, h, t),
+                     bb.binary("arith.subf", bb.const(1.0, t), h, t), t)
+
+
+def _log1p_exp_neg_abs(bb, z, t):
+    """log(1 + exp(-|z|)): what softplus adds to max(z, 0), exp's argument
+    never positive (no overflow)."""
+    e = bb.unary("math.exp", bb.unary("arith.negf",
+                                      bb.unary("math.absf", z, t), t), t)
+    return bb.unary("math.log", bb.binary("arith.addf", bb.const(1.0, t), e,
+                                          t), t)
+
+
+def _hardsigmoid(bb, x, t):
+    """relu6(x + 3) / 6."""
+    y = bb.binary("arith.addf", x, bb.const(3.0, t), t)
+    y = bb.binary("arith.maximumf", y, bb.const(0.0, t), t)
+    y = bb.binary("arith.minimumf", y, bb.const(6.0, t), t)
+    return bb.binary("arith.divf", y, bb.const(6.0, t), t)
+
+
+def _hardswish(bb, x, t):
+    """x * relu6(x + 3) / 6."""
+    y = bb.binary("arith.addf", x, bb.const(3.0, t), t)
+    y = bb.binary("arith.maximumf", y, bb.const(0.0, t), t)
+    y = bb.binary("arith.minimumf", y, bb.const(6.0, t), t)
+    return bb.binary("arith.divf", bb.binary("arith.mulf", x, y, t),
+                     bb.const(6.0, t), t)
+
+
+def _leaky_relu(bb, x, t, negative_slope=0.01):
+    return _if_positive(bb, x, t, x, bb.binary(
+        "arith.mulf", x, bb.const(negative_slope, t), t))
+
+
+def _elu(bb, x, t, alpha=1.0, scale=1.0, input_scale=1.0):
+    """scale * x for x > 0, else scale * alpha * expm1(x * input_scale)."""
+    scaled = bb.binary("arith.mulf", x, bb.const(input_scale, t), t)
+    negative = bb.binary("arith.mulf", _expm1(bb, scaled, t),
+                         bb.const(scale * alpha, t), t)
+    positive = bb.binary("arith.mulf", x, bb.const(scale, t), t)
+    return _if_positive(bb, x, t, positive, negative)
+
+
+# torch.nn.SELU's constants.
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _softplus(bb, x, t, beta=1.0, threshold=20.0):
+    """x where beta * x > threshold, else log(1 + exp(beta * x)) / beta,
+    as max(z, 0) + log(1 + exp(-|z|)) for z = beta * x."""
+    z = bb.binary("arith.mulf", x, bb.const(beta, t), t)
+    smooth = bb.binary("arith.addf", bb.binary(
+        "arith.maximumf", z, bb.const(0.0, t), t),
+        _log1p_exp_neg_abs(bb, z, t), t)
+    smooth = bb.binary("arith.divf", smooth, bb.const(beta, t), t)
+    linear = bb.op(f"arith.cmpf ogt, {z}, {bb.const(threshold, t)} : {t}")
+    return bb.select(linear, x, smooth, t)
+
+
+_ACTIVATIONS = {
+    "hardsigmoid": _hardsigmoid,
+    "hardswish": _hardswish,
+    "leaky_relu": _leaky_relu,
+    "elu": _elu,
+    "selu": lambda bb, x, t: _elu(bb, x, t, _SELU_ALPHA, _SELU_SCALE),
+    "celu": lambda bb, x, t, alpha=1.0: _elu(bb, x, t, alpha, 1.0,
+                                             1.0 / alpha),
+    "softplus": _softplus,
+    "mish": lambda bb, x, t: bb.binary("arith.mulf", x, bb.unary(
+        "math.tanh", _softplus(bb, x, t), t), t),
+    "log_sigmoid": lambda bb, x, t: bb.binary("arith.subf", bb.binary(
+        "arith.minimumf", x, bb.const(0.0, t), t),
+        _log1p_exp_neg_abs(bb, x, t), t),
+}
+for _name, _build in _ACTIVATIONS.items():
+    _handles(f"aten.{_name}.default")(_unary(_build))
+
+
+@_handles("aten.prelu.default")
+def _prelu(ctx, x, weight):
+    """x for x > 0, else weight * x, the weight one per channel (dim 1) or
+    one for all."""
+    x, weight = ctx.tensor(x), ctx.tensor(weight)
+    _require_float(ctx, x, weight)
+    if weight.size != 1:
+        if x.rank < 2 or weight.shape != (x.shape[1],):
+            ctx.unsupported(f"a weight of shape {list(weight.shape)} for an "
+                            f"input of shape {list(x.shape)}")
+        weight = ctx.b.reshape(weight, (x.shape[1],) + (1,) * (x.rank - 2))
+
+    def fn(bb, xs):
+        t = ctx.dtype
+        v, w = _cast(bb, xs[0], t), _cast(bb, xs[1], t)
+        return _if_positive(bb, v, t, v, bb.binary("arith.mulf", w, v, t))
+
+    return ctx.elementwise([x, weight], fn)
+
 _PREDICATES = {"eq": ("oeq", "eq"), "ne": ("une", "ne"),
                "lt": ("olt", "slt"), "le": ("ole", "sle"),
                "gt": ("ogt", "sgt"), "ge": ("oge", "sge")}
@@ -920,20 +1037,26 @@ def _linear(ctx, x, weight, bias=None):
     return ctx.b.reshape(y, ctx.shape)
 
 
-@_handles("aten.addmm.default")
+@_handles("aten.addmm.default", "aten.baddbmm.default")
 def _addmm(ctx, bias, a, b, beta=1, alpha=1):
+    """beta * bias + alpha * (a @ b), a batch of products for baddbmm; with
+    beta = 0 the bias is not read (as in PyTorch: NaN there stays out)."""
+    _require_float(ctx, a, b)
     product = _matmul(ctx, a, b)
 
     def fn(bb, xs):
         t = ctx.dtype
-        p, c = xs[0][0], xs[1][0]
+        p = xs[0][0]
         if alpha != 1:
             p = bb.binary("arith.mulf", p, bb.const(alpha, t), t)
+        if beta == 0:
+            return p
+        c = _cast(bb, xs[1], t)
         if beta != 1:
             c = bb.binary("arith.mulf", c, bb.const(beta, t), t)
         return bb.binary("arith.addf", p, c, t)
 
-    return ctx.elementwise([product, bias], fn)
+    return ctx.elementwise([product] + ([bias] if beta != 0 else []), fn)
 
 
 # -- reductions ---------------------------------------------------------

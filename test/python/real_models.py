@@ -1,6 +1,7 @@
 """The real models of the frontend tests: Hugging Face GPT-2, Llama (grouped
-and full key/value heads) and BERT, torchvision's vision transformer and
-ResNet-18, tiny and randomly
+and full key/value heads), BERT and BLOOM (ALiBi attention through
+``baddbmm``), torchvision's vision transformer and ResNet-18, tiny and
+randomly
 initialised (nothing is downloaded), each wrapped so that ``model(*data)``
 returns the model's own training loss for one microbatch."""
 
@@ -71,6 +72,16 @@ def bert(count=2, seed=7):
     return model, batches
 
 
+def bloom(count=2, seed=7):
+    transformers = require("transformers")
+    config = transformers.BloomConfig(
+        hidden_size=32, n_layer=2, n_head=2, vocab_size=64,
+        hidden_dropout=0.0, attention_dropout=0.0, bos_token_id=0,
+        eos_token_id=0)
+    return (LossOf(transformers.BloomForCausalLM(config)).eval(),
+            _ids(count, seed=seed))
+
+
 def _images(count, shape, classes=10, seed=7):
     gen = torch.Generator().manual_seed(seed)
     return [(torch.randn(*shape, generator=gen),
@@ -104,7 +115,8 @@ def resnet18(count=2, seed=7):
 
 
 MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
-          "llama_mha": lambda **kw: llama(2, **kw), "bert": bert, "vit": vit,
+          "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
+          "bloom": bloom, "vit": vit,
           "resnet18": resnet18}
 
 

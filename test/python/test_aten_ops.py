@@ -8,8 +8,8 @@ it and ``zb-run --grads --check-grad`` computes the loss and every gradient
 (and compares a sample with central finite differences); both must equal
 torch autograd's to 1e-9 relative.
 
-The model tests translate the models of real_models.py (GPT-2, Llama and
-BERT from transformers, torchvision's vision transformer; tiny and randomly
+The model tests translate the models of real_models.py (GPT-2, Llama,
+BERT and BLOOM from transformers, torchvision's vision transformer; tiny and randomly
 initialised), each with its own loss, and compare the loss and every
 parameter gradient with torch autograd at float32 (1e-4 relative) over two
 microbatches on one process.
@@ -358,6 +358,56 @@ def test_in_place_ops_and_clamps(tmp_path):
 
     model = OnInput((2, 3, 4), fn)
     check_op("in-place", model, (randn(2, 3, 4),), tmp_path)
+
+
+def test_activations(tmp_path):
+    """The piecewise and smooth activations of torch.nn beyond ReLU and
+    GELU (MobileNetV3's hard swish and sigmoid, leaky ReLU, the ELU family,
+    softplus and mish, log-sigmoid, PReLU), in and out of place; inputs
+    spread over [-6, 6] so that each side of every kink is taken."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            gen = torch.Generator().manual_seed(4)
+            self.shift = nn.Parameter(0.1 * torch.randn(2, 3, 8,
+                                                        generator=gen))
+            self.prelu = nn.PReLU(3, init=0.2)
+            self.prelu1 = nn.PReLU(init=0.3)
+
+        def forward(self, x):
+            h = 3.0 * (x + self.shift)
+            outs = [F.hardswish(h), F.hardsigmoid(h),
+                    F.hardswish(h.clone(), inplace=True),
+                    F.leaky_relu(h, 0.2), F.leaky_relu(h.clone(), 0.1,
+                                                       inplace=True),
+                    F.elu(h, 0.7), F.selu(h), F.celu(h, 0.5),
+                    F.softplus(h), F.softplus(h, 2.0, 5.0), F.mish(h),
+                    F.logsigmoid(h), self.prelu(h), self.prelu1(h)]
+            return weighted(torch.cat([o.flatten() for o in outs]))
+
+    check_op("activations", Model(), (randn(2, 3, 8),), tmp_path)
+
+
+def test_baddbmm_and_addmm(tmp_path):
+    """beta * input + alpha * (a @ b), batched and not; with beta = 0 the
+    input is not read, NaN there included (as in PyTorch)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            gen = torch.Generator().manual_seed(4)
+            self.a = nn.Parameter(torch.randn(2, 3, 4, generator=gen))
+            self.b = nn.Parameter(torch.randn(2, 4, 5, generator=gen))
+            self.bias = nn.Parameter(torch.randn(3, 5, generator=gen))
+
+        def forward(self, x):
+            nan = torch.full((2, 3, 5), float("nan"), dtype=x.dtype)
+            y = torch.baddbmm(x, self.a, self.b, beta=0.5, alpha=2.0)
+            y = y + torch.baddbmm(self.bias, self.a, self.b)
+            y = y + torch.baddbmm(nan, self.a, self.b, beta=0.0)
+            z = torch.addmm(self.bias, self.a[0], self.b[1], alpha=0.5)
+            return weighted(y) + weighted(z)
+
+    check_op("baddbmm", Model(), (randn(2, 3, 5),), tmp_path)
 
 
 def test_detach_stops_the_gradient(tmp_path):

@@ -1,4 +1,4 @@
-"""Real models trained pipelined: Hugging Face GPT-2, Llama and BERT,
+"""Real models trained pipelined: Hugging Face GPT-2, Llama, BERT and BLOOM,
 torchvision's vision transformer and ResNet-18 (tiny, random weights, each
 with its own loss; see real_models.py), through ``from_torch`` and
 ``zb-run --np 2``.
