@@ -110,17 +110,71 @@ def translate(translator, node):
     name = op_name(node)
     functional = _functional_name(name)
     if functional is not None:
+        chain = None
         if _updates_a_read_view(node):
-            raise UnsupportedOpError(
-                name, *module_of(node),
-                detail="an in-place update of a view whose base tensor is "
-                "read afterwards is not supported")
+            chain = _slice_chain(node)
+            if chain is None:
+                raise UnsupportedOpError(
+                    name, *module_of(node),
+                    detail="an in-place update of a view whose base tensor "
+                    "is read afterwards is supported through slices and "
+                    "indices (x[..., a:b], x[i]), not this view")
         result = _translate(translator, node, functional)
         if node.args and isinstance(node.args[0], torch.fx.Node):
             translator.env[node.args[0]] = result
             translator.count_forwards(node.args[0])
+        if chain:
+            _write_back(translator, chain, result)
         return result
     return _translate(translator, node, name)
+
+
+def _slice_chain(node):
+    """The views from the one in-place ``node`` writes up to its base when
+    each is a step-1 ``slice`` or a ``select`` of the next (x[..., 1:],
+    x[:, 0]), else None."""
+    chain, view = [], node.args[0]
+    while isinstance(view, torch.fx.Node) and _is_view(view):
+        name = op_name(view)
+        step = view.args[4] if len(view.args) > 4 else view.kwargs.get(
+            "step", 1)
+        if name not in ("aten.slice.Tensor", "aten.select.int") or (
+                name == "aten.slice.Tensor" and step != 1):
+            return None
+        chain.append(view)
+        view = view.args[0]
+    return chain or None
+
+
+def _write_back(translator, chain, value):
+    """After an in-place op wrote ``value`` into the first view of
+    ``chain`` (_slice_chain), each view's base takes it where the view
+    lies (tensor.insert_slice), up to the base tensor, so that later reads
+    of any of them see the update, as PyTorch's aliasing does."""
+    for view in chain:
+        base = view.args[0]
+        ctx = _Context(translator, base)
+        whole = ctx.tensor(translator.env[base])
+        value = ctx.tensor(value)
+        dim = _norm_dim(view.args[1] if len(view.args) > 1 else 0,
+                        whole.rank)
+        offsets = [0] * whole.rank
+        if op_name(view) == "aten.select.int":
+            index = view.args[2]
+            offsets[dim] = index + whole.shape[dim] if index < 0 else index
+            value = ctx.b.reshape(value, whole.shape[:dim] + (1,)
+                                  + whole.shape[dim + 1:])
+        else:
+            start = view.args[2] if len(view.args) > 2 else None
+            size = whole.shape[dim]
+            start = 0 if start is None else start
+            offsets[dim] = min(max(start + size if start < 0 else start, 0),
+                               size)
+        if value.size:
+            value = ctx.b.insert_slice(value, whole, offsets)
+        else:
+            value = whole
+        translator.env[base] = value
 
 
 def _is_view(node):
@@ -969,11 +1023,35 @@ _handles("aten.triu.default")(_triangle(True))
 _handles("aten.tril.default")(_triangle(False))
 
 
+@_handles("aten.copy.default")
+def _copy(ctx, x, src, non_blocking=False):
+    """``x.copy_(src)``'s value: src broadcast to x's shape, in x's type
+    (floats into integers truncated toward zero, as PyTorch's copy)."""
+    return ctx.elementwise([src], lambda bb, xs: _cast(bb, xs[0],
+                                                       ctx.dtype))
+
+
+@_handles("aten.fill.Scalar", "aten.fill.Tensor")
+def _fill(ctx, x, value):
+    """``x.fill_(value)``'s value: x's shape, every element ``value``."""
+    return ctx.elementwise([value], lambda bb, xs: _cast(bb, xs[0],
+                                                         ctx.dtype))
+
+
 @_handles("aten.zeros_like.default", "aten.ones_like.default",
-          "aten.full_like.default", "aten.empty_like.default")
+          "aten.full_like.default", "aten.empty_like.default",
+          "aten.new_zeros.default", "aten.new_ones.default",
+          "aten.new_full.default", "aten.new_empty.default")
 def _like(ctx, x, *args, **kwargs):
+    """A constant of the node's shape and dtype (x's, or new_*'s size):
+    zeros (empty too), ones, or full_like(x, fill) / new_full(x, size,
+    fill)."""
     name = op_name(ctx.node)
-    fill = 1 if "ones" in name else (args[0] if "full" in name else 0)
+    fill = 0
+    if "ones" in name:
+        fill = 1
+    elif "full" in name:
+        fill = args[1] if name.startswith("aten.new_") else args[0]
     dtype = ctx.val.dtype
     return Const(torch.full(ctx.shape, fill, dtype=dtype))
 

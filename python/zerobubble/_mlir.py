@@ -376,6 +376,10 @@ class Builder:
         return self._reassociate("collapse", value, groups, shape)
 
     def extract_slice(self, value, offsets, sizes, strides):
+        if 0 in sizes:
+            # Nothing to read (tensor.extract_slice would still want its
+            # offsets inside the source): PyTorch's empty slice x[..., n:].
+            return self.empty(sizes, value.dtype)
         result = Value(self.fresh("slice"), tuple(sizes), value.dtype)
         self.emit(f"{result.name} = tensor.extract_slice {value.name}"
                   f"[{', '.join(map(str, offsets))}] "

@@ -1,9 +1,9 @@
 """The real models of the frontend tests: Hugging Face GPT-2, Llama (grouped
-and full key/value heads), BERT and BLOOM (ALiBi attention through
-``baddbmm``), torchvision's vision transformer and ResNet-18, tiny and
-randomly
-initialised (nothing is downloaded), each wrapped so that ``model(*data)``
-returns the model's own training loss for one microbatch."""
+and full key/value heads), BERT, BLOOM (ALiBi attention through
+``baddbmm``) and T5 (encoder-decoder), torchvision's vision transformer
+and ResNet-18, tiny and randomly initialised (nothing is downloaded), each
+wrapped so that ``model(*data)`` returns the model's own training loss for
+one microbatch."""
 
 import numpy as np
 import torch
@@ -82,6 +82,22 @@ def bloom(count=2, seed=7):
             _ids(count, seed=seed))
 
 
+def t5(count=2, seed=7):
+    """An encoder-decoder: the labels, shifted right in the model
+    (writes through slices), feed the decoder."""
+    transformers = require("transformers")
+    config = transformers.T5Config(
+        vocab_size=64, d_model=32, d_kv=16, d_ff=64, num_layers=2,
+        num_heads=2, dropout_rate=0.0, decoder_start_token_id=0,
+        pad_token_id=0, eos_token_id=1)
+    gen = torch.Generator().manual_seed(seed)
+    batches = [(torch.randint(2, 64, (2, 16), generator=gen),
+                torch.randint(2, 64, (2, 8), generator=gen))
+               for _ in range(count)]
+    model = LossOf(transformers.T5ForConditionalGeneration(config)).eval()
+    return model, batches
+
+
 def _images(count, shape, classes=10, seed=7):
     gen = torch.Generator().manual_seed(seed)
     return [(torch.randn(*shape, generator=gen),
@@ -116,7 +132,7 @@ def resnet18(count=2, seed=7):
 
 MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
-          "bloom": bloom, "vit": vit,
+          "bloom": bloom, "t5": t5, "vit": vit,
           "resnet18": resnet18}
 
 

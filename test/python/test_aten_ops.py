@@ -410,6 +410,16 @@ def test_baddbmm_and_addmm(tmp_path):
     check_op("baddbmm", Model(), (randn(2, 3, 5),), tmp_path)
 
 
+def test_empty_slice(tmp_path):
+    """x[..., n:] of a dimension of n (Phi-3's rotary split at full width):
+    an empty tensor, which cat leaves out."""
+    def fn(m, h):
+        rot, rest = h[..., :4], h[..., 4:]
+        return torch.cat([rot * 2.0, rest * 3.0], dim=-1)
+
+    check_op("empty slice", OnInput((2, 4), fn), (randn(2, 4),), tmp_path)
+
+
 def test_detach_stops_the_gradient(tmp_path):
     def fn(m, h):
         scale = (h * h).sum().detach()
@@ -431,13 +441,34 @@ def test_no_grad_region_stops_the_gradient(tmp_path):
     check_op("no_grad", model, (randn(3, 4),), tmp_path, check_grad=False)
 
 
-def test_in_place_update_of_a_read_view_is_unsupported():
+def test_in_place_update_through_slices_and_indices(tmp_path):
+    """Writes through x[i] and x[a:b] views (nested too) reach the base
+    tensor, which is read afterwards: T5's shift of the labels to the
+    right (new_zeros, copy_ into [..., 1:], fill_ of [..., 0])."""
     def fn(m, h):
         h = h * 2
         h[:, 0].add_(1.0)
+        h[1:, 2:].mul_(h[:2, :2].clone())
+        g = h.new_zeros(h.shape)
+        g[..., 1:] = h[..., :-1]
+        g[..., 0] = 0.5
+        g[-1][1:3].sub_(h[0, :2])
+        return torch.cat([h.flatten(), g.flatten()])
+
+    check_op("view writes", OnInput((3, 4), fn), (randn(3, 4),), tmp_path)
+
+
+@pytest.mark.parametrize("write", ["transpose", "strided slice"])
+def test_in_place_update_of_other_read_views_is_unsupported(write):
+    def fn(m, h):
+        h = h * 2
+        if write == "transpose":
+            h.t()[0].add_(1.0)
+        else:
+            h[::2].add_(1.0)
         return h
 
-    with pytest.raises(zb.UnsupportedOpError, match="view"):
+    with pytest.raises(zb.UnsupportedOpError, match="slices and indices"):
         zb.from_torch(OnInput((3, 4), fn), (randn(3, 4),))
 
 
