@@ -674,12 +674,16 @@ def _div(ctx, a, b, rounding_mode=None):
         _cast(bb, xs[1], ctx.dtype), ctx.dtype))
 
 
-@_handles("aten.maximum.default", "aten.minimum.default")
+@_handles("aten.maximum.default", "aten.minimum.default",
+          "aten.max.other", "aten.min.other")
 def _max_min(ctx, a, b):
+    """Elementwise maximum or minimum (NaN propagates, as in PyTorch);
+    torch.max(a, b) is the same op as torch.maximum."""
     if not is_float(ctx.dtype):
         ctx.unsupported("only float operands are supported")
-    op = "arith.maximumf" if "maximum" in op_name(ctx.node) else \
-        "arith.minimumf"
+    name = op_name(ctx.node)
+    op = "arith.maximumf" if name.startswith(("aten.maximum.", "aten.max.")) \
+        else "arith.minimumf"
     return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
         op, _cast(bb, xs[0], ctx.dtype), _cast(bb, xs[1], ctx.dtype),
         ctx.dtype))

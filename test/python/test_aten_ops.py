@@ -354,7 +354,11 @@ def test_in_place_ops_and_clamps(tmp_path):
         w = torch.clamp(y, -0.2, 0.3) + y.clamp_min(0.1) + y.clamp_max(-0.1)
         w.clamp_(-1.0, 0.9)
         v = torch.clamp(y, min=h[0])
-        return torch.cat([z.flatten(), w.flatten(), v.flatten()])
+        # torch.max/min of two tensors: aten.max.other, XGLM's attention.
+        u = torch.max(y, 0.7 * h) + torch.min(y, -0.3 * h) + \
+            torch.maximum(y, h[1]) + torch.minimum(y, h)
+        return torch.cat([z.flatten(), w.flatten(), v.flatten(),
+                          u.flatten()])
 
     model = OnInput((2, 3, 4), fn)
     check_op("in-place", model, (randn(2, 3, 4),), tmp_path)
