@@ -12,6 +12,7 @@ import math
 import operator
 import re
 
+import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
@@ -619,6 +620,38 @@ def _cat(ctx, tensors, dim=0):
         result = ctx.b.insert_slice(x, result, offsets)
         offset += x.shape[dim]
     return result
+
+
+@_handles("aten.roll.default")
+def _roll(ctx, x, shifts, dims=()):
+    """torch.roll: along each dim, the last ``shift`` entries first (two
+    slices joined); without dims, over the flattened tensor."""
+    x = ctx.tensor(x)
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    shape = x.shape
+    if not dims:
+        if len(shifts) != 1:
+            ctx.unsupported("several shifts need as many dims")
+        x, dims = ctx.b.reshape(x, (x.size,)), [0]
+    if len(shifts) != len(dims):
+        ctx.unsupported("shifts and dims differ in length")
+    for shift, dim in zip(shifts, dims):
+        dim = _norm_dim(dim, x.rank)
+        size = x.shape[dim]
+        shift = shift % size if size else 0
+        if not shift:
+            continue
+        result = ctx.b.empty(x.shape, x.dtype)
+        for start, length, at in ((size - shift, shift, 0),
+                                  (0, size - shift, shift)):
+            offsets, sizes = [0] * x.rank, list(x.shape)
+            offsets[dim], sizes[dim] = start, length
+            piece = ctx.b.extract_slice(x, offsets, sizes, [1] * x.rank)
+            offsets[dim] = at
+            result = ctx.b.insert_slice(piece, result, offsets)
+        x = result
+    return ctx.b.reshape(x, shape)
 
 
 @_handles("aten.stack.default")
@@ -1585,6 +1618,99 @@ def _index_tensor(ctx, index, what):
         ctx.unsupported(f"{what} must be an integer tensor (boolean masks "
                         "are not supported)")
     return index
+
+
+# -- resampling -----------------------------------------------------------
+
+
+def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
+                           real):
+    """The (size_out, size_in) matrix A of one spatial dimension, out = A
+    in: PyTorch's source indices (area_pixel_compute_source_index,
+    nearest_idx) in the input's precision ``real``. ``scale`` is the
+    scale factor the call gave (None: the sizes' ratio)."""
+    weights = np.zeros((size_out, size_in))
+    one = real(1)
+    if mode == "linear":
+        if align_corners:
+            ratio = real(size_in - 1) / real(size_out - 1) \
+                if size_out > 1 else real(0)
+        else:
+            ratio = one / real(scale) if scale else \
+                real(size_in) / real(size_out)
+        for i in range(size_out):
+            src = ratio * real(i) if align_corners else max(
+                ratio * (real(i) + real(0.5)) - real(0.5), real(0))
+            i0 = min(int(src), size_in - 1)
+            i1 = i0 + (1 if i0 < size_in - 1 else 0)
+            frac = src - real(i0)
+            weights[i, i0] += one - frac
+            weights[i, i1] += frac
+        return weights
+    ratio = one / real(scale) if scale else real(size_in) / real(size_out)
+    for i in range(size_out):
+        if mode == "nearest-exact":
+            src = int(math.floor((real(i) + real(0.5)) * ratio))
+        elif size_out == size_in:
+            src = i
+        elif size_out == 2 * size_in:
+            src = i >> 1
+        else:
+            src = int(math.floor(real(i) * ratio))
+        weights[i, min(src, size_in - 1)] = 1.0
+    return weights
+
+
+def _upsample(mode):
+    """F.interpolate's nearest, nearest-exact and (bi/tri)linear modes:
+    per spatial dimension, a product with the constant interpolation
+    matrix (_interpolation_weights), so the gradient is the transposed
+    product."""
+    def handler(ctx, x, output_size, *rest):
+        x = ctx.tensor(x)
+        if not is_float(x.dtype):
+            ctx.unsupported("only float inputs are supported")
+        align_corners = rest[0] if mode == "linear" else False
+        scales = rest[1] if mode == "linear" else rest[0]
+        spatial = x.rank - 2
+        dtype = ctx.val.dtype
+        real = np.float64 if dtype == torch.float64 else np.float32
+        for d in reversed(range(spatial)):
+            dim = 2 + d
+            size_in, size_out = x.shape[dim], ctx.shape[dim]
+            scale = scales[d] if scales else None
+            weights = _interpolation_weights(size_in, size_out, mode,
+                                             align_corners, scale, real)
+            if size_in == size_out and np.array_equal(
+                    weights, np.eye(size_in)):
+                continue
+            x = _along(ctx, x, dim, ctx.tensor(Const(torch.tensor(
+                weights, dtype=dtype))))
+        return x
+    return handler
+
+
+def _along(ctx, x, dim, weights):
+    """``weights`` (out, in) applied to dimension ``dim`` of ``x``."""
+    last = x.rank - 1
+    perm = [d for d in range(x.rank) if d != dim] + [dim]
+    moved = ctx.b.transpose(x, perm) if dim != last else x
+    rows = math.prod(moved.shape[:-1])
+    flat = ctx.b.reshape(moved, (rows, moved.shape[-1]))
+    y = ctx.b.matmul(flat, weights, transpose_b=True)
+    y = ctx.b.reshape(y, moved.shape[:-1] + (weights.shape[0],))
+    if dim == last:
+        return y
+    inverse = [perm.index(d) for d in range(x.rank)]
+    return ctx.b.transpose(y, inverse)
+
+
+for _d in (1, 2, 3):
+    _handles(f"aten.upsample_nearest{_d}d.vec")(_upsample("nearest"))
+    _handles(f"aten._upsample_nearest_exact{_d}d.vec")(
+        _upsample("nearest-exact"))
+_handles("aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec",
+         "aten.upsample_trilinear3d.vec")(_upsample("linear"))
 
 
 @_handles("aten.gather.default")

@@ -184,6 +184,18 @@ def test_gather_index_select_take_along_dim_index(tmp_path):
     check_op("gather", model, (randn(2, 3, 5), index), tmp_path)
 
 
+def test_roll(tmp_path):
+    """torch.roll over one dim, several (Swin's shifted windows), negative
+    and wrapping shifts, and the flattened tensor."""
+    def fn(m, h):
+        outs = [torch.roll(h, 1, 2), torch.roll(h, (-2, 5), (1, 2)),
+                torch.roll(h, shifts=(2, 1), dims=(-1, 0)),
+                torch.roll(h, 7), torch.roll(h, 0, 1)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("roll", OnInput((2, 3, 4), fn), (randn(2, 3, 4),), tmp_path)
+
+
 def test_chunk_cumsum_sin_cos(tmp_path):
     def fn(m, h):
         a, b = h.chunk(2, dim=-1)
@@ -243,6 +255,28 @@ def test_pooling(tmp_path):
 
 
 # -- normalisation --------------------------------------------------------
+
+
+def test_interpolate(tmp_path):
+    """F.interpolate: nearest (by size and by scale, 2x and not),
+    nearest-exact, linear, bilinear and trilinear with and without
+    align_corners, downsampling too."""
+    def fn(m, h):
+        outs = [F.interpolate(h, scale_factor=2, mode="nearest"),
+                F.interpolate(h, size=(5, 7), mode="nearest"),
+                F.interpolate(h, size=(2, 3), mode="nearest-exact"),
+                F.interpolate(h, size=(5, 7), mode="bilinear"),
+                F.interpolate(h, scale_factor=1.5, mode="bilinear",
+                              align_corners=True),
+                F.interpolate(h, size=(2, 3), mode="bilinear"),
+                F.interpolate(h.flatten(2), scale_factor=2.5,
+                              mode="linear"),
+                F.interpolate(h.unsqueeze(2), size=(2, 4, 5),
+                              mode="trilinear", align_corners=False)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("interpolate", OnInput((2, 2, 3, 4), fn), (randn(2, 2, 3, 4),),
+             tmp_path)
 
 
 def test_batch_norm_train_and_eval(tmp_path):
