@@ -2043,8 +2043,72 @@ def _window_reduce(ctx, x, spatial, kernel, position, kind, scale=None):
             e = bb.binary("arith.mulf", e, names[1], t)
         return bb.binary("arith.addf", e, acc, t)
 
-    return ctx.b.generic(shape, t, inputs, body, reductions=spatial,
-                         init=ctx.b.filled(shape, t, fill), hint=ctx.hint)
+    result = ctx.b.generic(shape, t, inputs, body, reductions=spatial,
+                           init=ctx.b.filled(shape, t, fill), hint=ctx.hint)
+    if kind != "max":
+        return result
+    return _first_of_window(ctx, x, spatial, kernel, position, result)
+
+
+def _first_of_window(ctx, x, spatial, kernel, position, maxima):
+    """The window maxima ``maxima`` of _window_reduce as the element each
+    came from: the first one in the window's row-major scan equal to the
+    maximum (or NaN), as PyTorch's max pooling picks it. The value is the
+    same; the gradient goes to that element alone (through the lookup's
+    scatter-add), where differentiating the maximum would give it to every
+    element equal to it, and overlapping pools make such ties (a maximum
+    repeated by a stride-2 pool, then pooled again: GoogLeNet)."""
+    t = x.dtype
+    shape = ctx.shape
+    lead = x.rank - spatial
+    rank = len(shape)
+    # Window offsets in row-major order: k = sum k_s * strides[s].
+    strides = [math.prod(kernel[s + 1:]) for s in range(spatial)]
+    none = math.prod(kernel)
+    inputs = [(ctx.b.filled(tuple(kernel), t, 0.0),
+               list(range(rank, rank + spatial))),
+              (maxima, list(range(rank)))]
+
+    def first(bb, names, acc):
+        at = [bb.index(d) for d in range(lead)]
+        checks = []
+        flat = _index_const(bb, 0)
+        for s in range(spatial):
+            k = bb.index(rank + s)
+            pos, c = position(bb, s, bb.index(lead + s), k)
+            at.append(pos)
+            checks += c
+            flat = _index_op(bb, "addi", flat, _index_op(
+                bb, "muli", k, _index_const(bb, strides[s])))
+        e = _lookup(bb, x, at)
+        hit = bb.binary("arith.ori",
+                        bb.op(f"arith.cmpf oeq, {e}, {names[1]} : {t}"),
+                        bb.op(f"arith.cmpf uno, {e}, {e} : {t}"), "i1")
+        inside = _all_of(bb, checks)
+        if inside is not None:
+            hit = bb.binary("arith.andi", hit, inside, "i1")
+        k = bb.op(f"arith.index_cast {flat} : index to i64", "i")
+        return bb.binary("arith.minsi", acc, bb.select(
+            hit, k, bb.const(none, "i64"), "i64"), "i64")
+
+    where = ctx.b.generic(shape, "i64", inputs, first, reductions=spatial,
+                          init=ctx.b.filled(shape, "i64", none),
+                          hint=f"{ctx.hint}_first")
+
+    def pick(bb, names, acc):
+        # Every window holds an element of x, so some offset matched.
+        flat = _to_index(bb, names[0], "i64")
+        at = [bb.index(d) for d in range(lead)]
+        for s in range(spatial):
+            k = _index_op(bb, "remui", _index_op(
+                bb, "divui", flat, _index_const(bb, strides[s])),
+                _index_const(bb, kernel[s]))
+            pos, _ = position(bb, s, bb.index(lead + s), k)
+            at.append(pos)
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(shape, t, [(where, list(range(rank)))], pick,
+                         hint=ctx.hint)
 
 
 def _pool_spatial(ctx):

@@ -279,6 +279,32 @@ def test_interpolate(tmp_path):
              tmp_path)
 
 
+def test_max_pool_ties_go_to_the_first(tmp_path):
+    """Windows holding their maximum more than once (integer-valued input;
+    a stride-2 pool's output pooled again with stride 1, as GoogLeNet
+    does): PyTorch gives each window's gradient to the first maximal
+    element of its scan, not to every one. ``bias`` (zero, so the ties
+    stay exact) has the gradient of each input element."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.tensor(1.0))
+            self.bias = nn.Parameter(torch.zeros(2, 3, 9, 9))
+
+        def forward(self, x):
+            y = x * self.scale + self.bias
+            once = F.max_pool2d(y, 3, 2, ceil_mode=True)
+            outs = [F.max_pool2d(once, 3, 1, 1, ceil_mode=True), once,
+                    F.adaptive_max_pool2d(y, (2, 3)),
+                    F.max_pool1d(y.flatten(2), 4, 3)]
+            return weighted(torch.cat([o.flatten() for o in outs]))
+
+    x = torch.randint(-2, 3, (2, 3, 9, 9),
+                      generator=torch.Generator().manual_seed(5)).float()
+    # Finite differences would break the ties.
+    check_op("max pool ties", Model(), (x,), tmp_path, check_grad=False)
+
+
 def test_batch_norm_train_and_eval(tmp_path):
     class Model(nn.Module):
         def __init__(self):
