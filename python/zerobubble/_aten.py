@@ -1216,14 +1216,131 @@ def _mean(ctx, x, dtype=None):
     return _reduction(ctx, x, None, False, mean=True)
 
 
-@_handles("aten.amax.default")
+def _reduced_loops(x, dims):
+    """(kept dims, the loop of each of x's dims) for a reduction of x over
+    ``dims``: the kept dims' loops first, in order, then the reduced."""
+    dims = sorted(d % x.rank for d in dims) if x.rank else []
+    kept = [d for d in range(x.rank) if d not in dims]
+    return dims, kept, [kept.index(d) if d in kept else len(kept) +
+                        dims.index(d) for d in range(x.rank)]
+
+
+def _extremum(ctx, x, dims, largest):
+    """The maximum (or minimum) of x over ``dims``; NaN propagates."""
+    op = "arith.maximumf" if largest else "arith.minimumf"
+    return ctx.reduce(x, dims, _NEG_INF if largest else float("inf"),
+                      lambda bb, e, acc: bb.binary(op, e, acc, x.dtype))
+
+
+def _tied_extremum(ctx, x, dims, largest):
+    """amax/amin (and max/min of a whole tensor) with PyTorch's gradient:
+    shared evenly by the elements equal to the extremum. The value is the
+    extremum itself, plus the mean of the tied elements minus that mean
+    without its gradient (0, or nothing where the extremum is not
+    finite)."""
+    t = x.dtype
+    m = _no_grad(ctx, _extremum(ctx, x, dims, largest))
+    dims, kept, loops = _reduced_loops(x, dims)
+
+    def tied(value):
+        def body(bb, names, acc):
+            hit = bb.op(f"arith.cmpf oeq, {names[0]}, {names[1]} : {t}")
+            return bb.binary("arith.addf", acc, bb.select(
+                hit, value(bb, names[0]), bb.const(0.0, t), t), t)
+        return ctx.b.generic(m.shape, t, [(x, loops), (m, list(range(
+            len(kept))))], body, reductions=len(dims),
+            init=ctx.b.filled(m.shape, t, 0.0), hint="tied")
+
+    total = tied(lambda bb, e: e)
+    count = tied(lambda bb, e: bb.const(1.0, t))
+
+    def fn(bb, xs):
+        mv, tot, cnt = (v[0] for v in xs)
+        mean = bb.binary("arith.divf", tot, cnt, t)
+        zero = bb.binary("arith.subf", mean, _stop_gradient(bb, mean, t), t)
+        finite = bb.op(f"arith.cmpf olt, {bb.unary('math.absf', mv, t)}, "
+                       f"{bb.const(float('inf'), t)} : {t}")
+        return bb.select(finite, bb.binary("arith.addf", mv, zero, t), mv,
+                         t)
+
+    return ctx.elementwise([m, total, count], fn, shape=m.shape, dtype=t)
+
+
+@_handles("aten.amax.default", "aten.amin.default", "aten.max.default",
+          "aten.min.default")
 def _amax(ctx, x, dim=(), keepdim=False):
     x = ctx.tensor(x)
     _require_float(ctx, x)
-    dims = list(dim) or list(range(x.rank))
-    result = ctx.reduce(x, dims, _NEG_INF, lambda bb, e, acc: bb.binary(
-        "arith.maximumf", e, acc, x.dtype))
-    return ctx.b.reshape(result, ctx.shape)
+    dims = ([dim] if isinstance(dim, int) else list(dim)) or \
+        list(range(x.rank))
+    largest = ".max" in op_name(ctx.node) or "amax" in op_name(ctx.node)
+    return ctx.b.reshape(_tied_extremum(ctx, x, dims, largest), ctx.shape)
+
+
+@_handles("aten.max.dim", "aten.min.dim")
+def _max_dim(ctx, x, dim, keepdim=False):
+    """(values, indices) along ``dim``: the first extremal element (or
+    NaN), whose lookup carries the gradient, as in PyTorch."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    shape = tuple(int(d) for d in ctx.val[0].shape)
+    largest = op_name(ctx.node).startswith("aten.max")
+    m = _extremum(ctx, x, [dim], largest)
+    dims, kept, loops = _reduced_loops(x, [dim])
+    size = x.shape[dims[0]]
+
+    def first(bb, names, acc):
+        hit = bb.binary("arith.ori",
+                        bb.op(f"arith.cmpf oeq, {names[0]}, {names[1]} : {t}"),
+                        bb.op(f"arith.cmpf uno, {names[0]}, {names[0]} : "
+                              f"{t}"), "i1")
+        k = bb.op(f"arith.index_cast {bb.index(len(kept))} : index to i64",
+                  "i")
+        return bb.binary("arith.minsi", acc, bb.select(
+            hit, k, bb.const(size - 1, "i64"), "i64"), "i64")
+
+    where = ctx.b.generic(m.shape, "i64", [(x, loops), (m, list(range(
+        len(kept))))], first, reductions=1,
+        init=ctx.b.filled(m.shape, "i64", size - 1), hint="argext")
+
+    def pick(bb, names, acc):
+        at = [bb.index(kept.index(d)) if d in kept else
+              _to_index(bb, names[0], "i64") for d in range(x.rank)]
+        return _lookup(bb, x, at)
+
+    values = ctx.b.generic(m.shape, t, [(where, list(range(len(kept))))],
+                           pick, hint=ctx.hint)
+    return ctx.b.reshape(values, shape), ctx.b.reshape(where, shape)
+
+
+@_handles("aten.logsumexp.default")
+def _logsumexp(ctx, x, dim, keepdim=False):
+    """m + log(sum(exp(x - m))) for m the maximum without its gradient (0
+    where it is infinite, as in PyTorch)."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    m = _no_grad(ctx, _extremum(ctx, x, dims, True))
+    m = ctx.elementwise([m], lambda bb, xs: bb.select(bb.op(
+        f"arith.cmpf olt, {bb.unary('math.absf', xs[0][0], t)}, "
+        f"{bb.const(float('inf'), t)} : {t}"), xs[0][0], bb.const(0.0, t),
+        t), shape=m.shape, dtype=t)
+    dims, kept, loops = _reduced_loops(x, dims)
+
+    def body(bb, names, acc):
+        e = bb.unary("math.exp", bb.binary("arith.subf", names[0], names[1],
+                                           t), t)
+        return bb.binary("arith.addf", acc, e, t)
+
+    total = ctx.b.generic(m.shape, t, [(x, loops), (m, list(range(
+        len(kept))))], body, reductions=len(dims),
+        init=ctx.b.filled(m.shape, t, 0.0), hint="lse")
+    out = ctx.elementwise([m, total], lambda bb, xs: bb.binary(
+        "arith.addf", xs[0][0], bb.unary("math.log", xs[1][0], t), t),
+        shape=m.shape, dtype=t)
+    return ctx.b.reshape(out, ctx.shape)
 
 
 # -- normalisation and softmax -----------------------------------------

@@ -305,6 +305,32 @@ def test_max_pool_ties_go_to_the_first(tmp_path):
     check_op("max pool ties", Model(), (x,), tmp_path, check_grad=False)
 
 
+def test_extrema_with_ties(tmp_path):
+    """amax/amin and max/min of a whole tensor share the gradient evenly
+    among tied elements; max/min along a dim give it to the first, whose
+    index they return; logsumexp. PyTorch's rules, on integer-valued input
+    full of ties (``bias`` zero, so they stay exact)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(3, 4, 5))
+
+        def forward(self, x):
+            y = x + self.bias
+            values, indices = torch.max(y, 1)
+            low, where = torch.min(y, -1, keepdim=True)
+            outs = [torch.amax(y, (0, 2)), torch.amin(y, 1, keepdim=True),
+                    torch.max(y).reshape(1), torch.min(y).reshape(1),
+                    values, low, torch.logsumexp(y, 2),
+                    indices.to(y.dtype), where.to(y.dtype)]
+            return weighted(torch.cat([o.flatten() for o in outs]))
+
+    x = torch.randint(-2, 3, (3, 4, 5),
+                      generator=torch.Generator().manual_seed(6)).float()
+    # Finite differences would break the ties.
+    check_op("extrema", Model(), (x,), tmp_path, check_grad=False)
+
+
 def test_batch_norm_train_and_eval(tmp_path):
     class Model(nn.Module):
         def __init__(self):
