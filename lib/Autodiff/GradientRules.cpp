@@ -52,7 +52,10 @@ enum class Combiner {
   None,
   /// out = acc + e(ins), summed over the reduction dimensions.
   Sum,
-  /// out = max(acc, e(ins)) or min: only the extremal element gets dOut.
+  /// out = max(acc, e(ins)) or min: the extremal element gets dOut, and
+  /// so does each element tied with it (PyTorch gives one element, or an
+  /// even share, instead: the frontend's max pools and amax/amin carry
+  /// their gradients through lookups and sums, not through this rule).
   Extremum,
 };
 

@@ -1740,6 +1740,14 @@ def _index_tensor(ctx, index, what):
 # -- resampling -----------------------------------------------------------
 
 
+def _source_ratio(size_in, size_out, align_corners, scale, real):
+    """Input positions per output position (area_pixel_compute_scale)."""
+    if align_corners:
+        return real(size_in - 1) / real(size_out - 1) if size_out > 1 \
+            else real(0)
+    return real(1) / real(scale) if scale else real(size_in) / real(size_out)
+
+
 def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
                            real):
     """The (size_out, size_in) matrix A of one spatial dimension, out = A
@@ -1748,13 +1756,30 @@ def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
     scale factor the call gave (None: the sizes' ratio)."""
     weights = np.zeros((size_out, size_in))
     one = real(1)
+    if mode == "cubic":
+        # upsample_bicubic2d: four taps of the cubic convolution (A =
+        # -0.75) around floor(src), indices clamped to the edges, the
+        # source index not clamped at 0.
+        ratio = _source_ratio(size_in, size_out, align_corners, scale, real)
+        a = real(-0.75)
+
+        def near(x):
+            return ((a + 2) * x - (a + 3)) * x * x + 1
+
+        def far(x):
+            return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+        for i in range(size_out):
+            src = ratio * real(i) if align_corners else \
+                ratio * (real(i) + real(0.5)) - real(0.5)
+            base = int(math.floor(src))
+            t = src - real(base)
+            taps = (far(t + one), near(t), near(one - t), far(one - t + one))
+            for k, w in enumerate(taps):
+                weights[i, min(max(base - 1 + k, 0), size_in - 1)] += w
+        return weights
     if mode == "linear":
-        if align_corners:
-            ratio = real(size_in - 1) / real(size_out - 1) \
-                if size_out > 1 else real(0)
-        else:
-            ratio = one / real(scale) if scale else \
-                real(size_in) / real(size_out)
+        ratio = _source_ratio(size_in, size_out, align_corners, scale, real)
         for i in range(size_out):
             src = ratio * real(i) if align_corners else max(
                 ratio * (real(i) + real(0.5)) - real(0.5), real(0))
@@ -1779,16 +1804,17 @@ def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
 
 
 def _upsample(mode):
-    """F.interpolate's nearest, nearest-exact and (bi/tri)linear modes:
-    per spatial dimension, a product with the constant interpolation
+    """F.interpolate's nearest, nearest-exact, (bi/tri)linear and bicubic
+    modes: per spatial dimension, a product with the constant interpolation
     matrix (_interpolation_weights), so the gradient is the transposed
     product."""
     def handler(ctx, x, output_size, *rest):
         x = ctx.tensor(x)
         if not is_float(x.dtype):
             ctx.unsupported("only float inputs are supported")
-        align_corners = rest[0] if mode == "linear" else False
-        scales = rest[1] if mode == "linear" else rest[0]
+        smooth = mode in ("linear", "cubic")
+        align_corners = rest[0] if smooth else False
+        scales = rest[1] if smooth else rest[0]
         spatial = x.rank - 2
         dtype = ctx.val.dtype
         real = np.float64 if dtype == torch.float64 else np.float32
@@ -1828,6 +1854,7 @@ for _d in (1, 2, 3):
         _upsample("nearest-exact"))
 _handles("aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec",
          "aten.upsample_trilinear3d.vec")(_upsample("linear"))
+_handles("aten.upsample_bicubic2d.vec")(_upsample("cubic"))
 
 
 @_handles("aten.gather.default")

@@ -259,7 +259,7 @@ def test_pooling(tmp_path):
 
 def test_interpolate(tmp_path):
     """F.interpolate: nearest (by size and by scale, 2x and not),
-    nearest-exact, linear, bilinear and trilinear with and without
+    nearest-exact, linear, bilinear, trilinear and bicubic with and without
     align_corners, downsampling too."""
     def fn(m, h):
         outs = [F.interpolate(h, scale_factor=2, mode="nearest"),
@@ -272,7 +272,10 @@ def test_interpolate(tmp_path):
                 F.interpolate(h.flatten(2), scale_factor=2.5,
                               mode="linear"),
                 F.interpolate(h.unsqueeze(2), size=(2, 4, 5),
-                              mode="trilinear", align_corners=False)]
+                              mode="trilinear", align_corners=False),
+                F.interpolate(h, size=(7, 9), mode="bicubic"),
+                F.interpolate(h, scale_factor=0.75, mode="bicubic",
+                              align_corners=True)]
         return torch.cat([o.flatten() for o in outs])
 
     check_op("interpolate", OnInput((2, 2, 3, 4), fn), (randn(2, 2, 3, 4),),
