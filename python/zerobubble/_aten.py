@@ -1789,7 +1789,7 @@ def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
             weights[i, i0] += one - frac
             weights[i, i1] += frac
         return weights
-    ratio = one / real(scale) if scale else real(size_in) / real(size_out)
+    ratio = _source_ratio(size_in, size_out, False, scale, real)
     for i in range(size_out):
         if mode == "nearest-exact":
             src = int(math.floor((real(i) + real(0.5)) * ratio))
