@@ -161,16 +161,13 @@ def _write_back(translator, chain, value):
                         whole.rank)
         offsets = [0] * whole.rank
         if op_name(view) == "aten.select.int":
-            index = view.args[2]
-            offsets[dim] = index + whole.shape[dim] if index < 0 else index
+            offsets[dim] = _select_index(view.args[2], whole.shape[dim])
             value = ctx.b.reshape(value, whole.shape[:dim] + (1,)
                                   + whole.shape[dim + 1:])
         else:
-            start = view.args[2] if len(view.args) > 2 else None
-            size = whole.shape[dim]
-            start = 0 if start is None else start
-            offsets[dim] = min(max(start + size if start < 0 else start, 0),
-                               size)
+            offsets[dim] = _slice_start(
+                view.args[2] if len(view.args) > 2 else None,
+                whole.shape[dim])
         if value.size:
             value = ctx.b.insert_slice(value, whole, offsets)
         else:
@@ -543,20 +540,29 @@ def _slice(ctx, x, dim=0, start=None, end=None, step=1):
     if ctx.shape == x.shape:
         return x
     dim = _norm_dim(dim, x.rank)
-    size = x.shape[dim]
-    start = 0 if start is None else start
-    start = min(max(start + size if start < 0 else start, 0), size)
     offsets = [0] * x.rank
     strides = [1] * x.rank
-    offsets[dim], strides[dim] = start, step
+    offsets[dim], strides[dim] = _slice_start(start, x.shape[dim]), step
     return ctx.b.extract_slice(x, offsets, ctx.shape, strides)
+
+
+def _slice_start(start, size):
+    """Where x[start:] begins along a dim of ``size`` (None: 0; negative:
+    from the end; clamped to the dim)."""
+    start = 0 if start is None else start
+    return min(max(start + size if start < 0 else start, 0), size)
+
+
+def _select_index(index, size):
+    """x[index] along a dim of ``size`` (negative: from the end)."""
+    return index + size if index < 0 else index
 
 
 @_handles("aten.select.int")
 def _select(ctx, x, dim, index):
     x = ctx.tensor(x)
     dim = _norm_dim(dim, x.rank)
-    index = index + x.shape[dim] if index < 0 else index
+    index = _select_index(index, x.shape[dim])
     offsets = [0] * x.rank
     offsets[dim] = index
     sizes = list(x.shape)
