@@ -353,13 +353,8 @@ class _Context:
         ``combine(body, element, acc)``; ``scale`` multiplies each
         element first."""
         x = self.tensor(x)
-        dims = sorted(d % x.rank for d in dims) if x.rank else []
-        kept = [d for d in range(x.rank) if d not in dims]
+        dims, kept, loops = _reduced_loops(x, dims)
         out_shape = tuple(x.shape[d] for d in kept)
-        loops = []
-        for d in range(x.rank):
-            loops.append(kept.index(d) if d in kept
-                         else len(kept) + dims.index(d))
         init_value = self.b.filled(out_shape, x.dtype, init)
 
         def body(bb, names, acc):
@@ -1222,6 +1217,27 @@ def _mean(ctx, x, dtype=None):
     return _reduction(ctx, x, None, False, mean=True)
 
 
+def _is_finite(bb, v, t):
+    """Whether float scalar ``v`` is neither infinite nor NaN."""
+    return bb.op(f"arith.cmpf olt, {bb.unary('math.absf', v, t)}, "
+                 f"{bb.const(float('inf'), t)} : {t}")
+
+
+def _first_hit(bb, acc, e, extremum, t, position, miss, inside=None):
+    """One step of finding the first position whose element ``e`` equals
+    ``extremum`` (or is NaN, which an extremum propagates): the smaller of
+    ``acc`` and ``position`` (an index) where it does (and ``inside``
+    holds), else of ``acc`` and ``miss``; an i64."""
+    hit = bb.binary("arith.ori",
+                    bb.op(f"arith.cmpf oeq, {e}, {extremum} : {t}"),
+                    bb.op(f"arith.cmpf uno, {e}, {e} : {t}"), "i1")
+    if inside is not None:
+        hit = bb.binary("arith.andi", hit, inside, "i1")
+    k = bb.op(f"arith.index_cast {position} : index to i64", "i")
+    return bb.binary("arith.minsi", acc, bb.select(
+        hit, k, bb.const(miss, "i64"), "i64"), "i64")
+
+
 def _reduced_loops(x, dims):
     """(kept dims, the loop of each of x's dims) for a reduction of x over
     ``dims``: the kept dims' loops first, in order, then the reduced."""
@@ -1264,10 +1280,8 @@ def _tied_extremum(ctx, x, dims, largest):
         mv, tot, cnt = (v[0] for v in xs)
         mean = bb.binary("arith.divf", tot, cnt, t)
         zero = bb.binary("arith.subf", mean, _stop_gradient(bb, mean, t), t)
-        finite = bb.op(f"arith.cmpf olt, {bb.unary('math.absf', mv, t)}, "
-                       f"{bb.const(float('inf'), t)} : {t}")
-        return bb.select(finite, bb.binary("arith.addf", mv, zero, t), mv,
-                         t)
+        return bb.select(_is_finite(bb, mv, t),
+                         bb.binary("arith.addf", mv, zero, t), mv, t)
 
     return ctx.elementwise([m, total, count], fn, shape=m.shape, dtype=t)
 
@@ -1297,14 +1311,8 @@ def _max_dim(ctx, x, dim, keepdim=False):
     size = x.shape[dims[0]]
 
     def first(bb, names, acc):
-        hit = bb.binary("arith.ori",
-                        bb.op(f"arith.cmpf oeq, {names[0]}, {names[1]} : {t}"),
-                        bb.op(f"arith.cmpf uno, {names[0]}, {names[0]} : "
-                              f"{t}"), "i1")
-        k = bb.op(f"arith.index_cast {bb.index(len(kept))} : index to i64",
-                  "i")
-        return bb.binary("arith.minsi", acc, bb.select(
-            hit, k, bb.const(size - 1, "i64"), "i64"), "i64")
+        return _first_hit(bb, acc, names[0], names[1], t,
+                          bb.index(len(kept)), size - 1)
 
     where = ctx.b.generic(m.shape, "i64", [(x, loops), (m, list(range(
         len(kept))))], first, reductions=1,
@@ -1329,10 +1337,9 @@ def _logsumexp(ctx, x, dim, keepdim=False):
     t = x.dtype
     dims = [dim] if isinstance(dim, int) else list(dim)
     m = _no_grad(ctx, _extremum(ctx, x, dims, True))
-    m = ctx.elementwise([m], lambda bb, xs: bb.select(bb.op(
-        f"arith.cmpf olt, {bb.unary('math.absf', xs[0][0], t)}, "
-        f"{bb.const(float('inf'), t)} : {t}"), xs[0][0], bb.const(0.0, t),
-        t), shape=m.shape, dtype=t)
+    m = ctx.elementwise([m], lambda bb, xs: bb.select(
+        _is_finite(bb, xs[0][0], t), xs[0][0], bb.const(0.0, t), t),
+        shape=m.shape, dtype=t)
     dims, kept, loops = _reduced_loops(x, dims)
 
     def body(bb, names, acc):
@@ -2230,16 +2237,8 @@ def _first_of_window(ctx, x, spatial, kernel, position, maxima):
             checks += c
             flat = _index_op(bb, "addi", flat, _index_op(
                 bb, "muli", k, _index_const(bb, strides[s])))
-        e = _lookup(bb, x, at)
-        hit = bb.binary("arith.ori",
-                        bb.op(f"arith.cmpf oeq, {e}, {names[1]} : {t}"),
-                        bb.op(f"arith.cmpf uno, {e}, {e} : {t}"), "i1")
-        inside = _all_of(bb, checks)
-        if inside is not None:
-            hit = bb.binary("arith.andi", hit, inside, "i1")
-        k = bb.op(f"arith.index_cast {flat} : index to i64", "i")
-        return bb.binary("arith.minsi", acc, bb.select(
-            hit, k, bb.const(none, "i64"), "i64"), "i64")
+        return _first_hit(bb, acc, _lookup(bb, x, at), names[1], t, flat,
+                          none, _all_of(bb, checks))
 
     where = ctx.b.generic(shape, "i64", inputs, first, reductions=spatial,
                           init=ctx.b.filled(shape, "i64", none),
