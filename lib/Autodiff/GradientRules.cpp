@@ -110,6 +110,19 @@ static Value contribution(OpBuilder &b, Location loc, const BodyInfo &info,
   return arith::SelectOp::create(b, loc, isExtremum, c, zero);
 }
 
+/// Iterators of a generic that accumulates an input's adjoint over its
+/// op's loops: parallel along the loops `inputMap` reads, reduction along
+/// the rest.
+static SmallVector<utils::IteratorType> adjointIterators(AffineMap inputMap,
+                                                         unsigned numLoops) {
+  SmallVector<utils::IteratorType> iterators;
+  for (unsigned d = 0; d < numLoops; ++d)
+    iterators.push_back(inputMap.isFunctionOfDim(d)
+                            ? utils::IteratorType::parallel
+                            : utils::IteratorType::reduction);
+  return iterators;
+}
+
 /// Adjoint of input `k` of `op`: a generic over op's iteration space that
 /// accumulates into a tensor indexed like the input. Returns null when the
 /// input does not influence the output.
@@ -140,11 +153,8 @@ static FailureOr<Value> buildInputAdjoint(OpBuilder &b, linalg::GenericOp op,
     newMaps.push_back(outMap);
   }
   newMaps.push_back(maps[k]);
-  SmallVector<utils::IteratorType> iterators;
-  for (unsigned d = 0, e = op.getNumLoops(); d < e; ++d)
-    iterators.push_back(maps[k].isFunctionOfDim(d)
-                            ? utils::IteratorType::parallel
-                            : utils::IteratorType::reduction);
+  SmallVector<utils::IteratorType> iterators =
+      adjointIterators(maps[k], op.getNumLoops());
 
   // Without reduction dimensions every element is written once: no
   // accumulator is read, so the init can be uninitialised.
@@ -207,26 +217,22 @@ static bool sharesSumTangent(linalg::GenericOp op, unsigned j, unsigned k) {
 }
 
 /// Adjoint of input `k` from `adjointJ`, input `j`'s (sharesSumTangent, j
-/// read through all the loops): adjointJ summed over the loops k's map
-/// leaves out, term by term in buildInputAdjoint's order, without
-/// computing the body's derivative a second time. (The bias of f(x + b)
-/// then takes its gradient from x's, which the input gradient computes
+/// read through all the loops; `maps` are op's indexing maps): adjointJ summed
+/// over the loops k's map leaves out, term by term in buildInputAdjoint's
+/// order, without computing the body's derivative a second time. (The bias of
+/// f(x + b) then takes its gradient from x's, which the input gradient computes
 /// anyway, instead of from the forward's values again.)
-static Value sumAdjoint(OpBuilder &b, linalg::GenericOp op, unsigned j,
-                        unsigned k, Value adjointJ) {
+static Value sumAdjoint(OpBuilder &b, linalg::GenericOp op,
+                        ArrayRef<AffineMap> maps, unsigned j, unsigned k,
+                        Value adjointJ) {
   Location loc = op.getLoc();
-  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   auto inputType =
       cast<RankedTensorType>(op.getDpsInputOperand(k)->get().getType());
-  SmallVector<utils::IteratorType> iterators;
-  for (unsigned d = 0, e = op.getNumLoops(); d < e; ++d)
-    iterators.push_back(maps[k].isFunctionOfDim(d)
-                            ? utils::IteratorType::parallel
-                            : utils::IteratorType::reduction);
   auto sum = linalg::GenericOp::create(
       b, loc, TypeRange{inputType}, ValueRange{adjointJ},
       ValueRange{buildZeros(b, loc, inputType)},
-      ArrayRef<AffineMap>{maps[j], maps[k]}, iterators,
+      ArrayRef<AffineMap>{maps[j], maps[k]},
+      adjointIterators(maps[k], op.getNumLoops()),
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         linalg::YieldOp::create(
             nb, nloc, Value(arith::AddFOp::create(nb, nloc, args[1], args[0])));
@@ -344,12 +350,10 @@ static LogicalResult buildGenericAdjoints(OpBuilder &b, linalg::GenericOp op,
   // The inputs read through all the loops first, so that an input
   // broadcast over some of them can sum one of their adjoints
   // (sharesSumTangent); the adjoints are added in the inputs' order.
-  unsigned numInputs = op.getNumDpsInputs(), numLoops = op.getNumLoops();
+  unsigned numInputs = op.getNumDpsInputs();
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<std::optional<Value>> adjoints(numInputs);
-  auto readsAllLoops = [&](unsigned k) {
-    return maps[k].isPermutation() && maps[k].getNumDims() == numLoops;
-  };
+  auto readsAllLoops = [&](unsigned k) { return maps[k].isPermutation(); };
   for (bool allLoops : {true, false}) {
     for (unsigned k = 0; k < numInputs; ++k) {
       Value input = op.getDpsInputOperand(k)->get();
@@ -362,7 +366,8 @@ static LogicalResult buildGenericAdjoints(OpBuilder &b, linalg::GenericOp op,
       });
       if (shared != llvm::seq(numInputs).end()) {
         Value from = *adjoints[*shared];
-        adjoints[k] = from ? sumAdjoint(b, op, *shared, k, from) : Value();
+        adjoints[k] =
+            from ? sumAdjoint(b, op, maps, *shared, k, from) : Value();
         continue;
       }
       FailureOr<Value> adjoint =
