@@ -119,7 +119,8 @@ def translate(translator, node):
                     name, *module_of(node),
                     detail="an in-place update of a view whose base tensor "
                     "is read afterwards is supported through slices and "
-                    "indices (x[..., a:b], x[i]), not this view")
+                    "indices (x[..., a:b], x[i]), reshapes and transposes, "
+                    "not this view")
         result = _translate(translator, node, functional)
         if node.args and isinstance(node.args[0], torch.fx.Node):
             translator.env[node.args[0]] = result
@@ -130,53 +131,106 @@ def translate(translator, node):
     return _translate(translator, node, name)
 
 
+# Views a write goes through to its base, by how the written value is
+# placed in the base: as a block (insert_slice) or as the whole tensor
+# re-shaped or transposed back.
+_SLICING_VIEWS = ("aten.slice.Tensor", "aten.select.int")
+_RESHAPING_VIEWS = (
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+    "aten.flatten.using_ints", "aten.unflatten.int",
+    "aten.unsqueeze.default", "aten.squeeze.dim", "aten.squeeze.dims",
+    "aten.squeeze.default", "aten.view_as.default",
+    "aten.reshape_as.default", "aten.contiguous.default",
+    "aten.alias.default")
+_TRANSPOSING_VIEWS = ("aten.permute.default", "aten.transpose.int",
+                      "aten.t.default", "aten.numpy_T.default")
+
+
 def _slice_chain(node):
     """The views from the one in-place ``node`` writes up to its base when
-    each is a step-1 ``slice`` or a ``select`` of the next (x[..., 1:],
-    x[:, 0]), else None."""
+    each is a step-1 ``slice``, a ``select``, a reshape or a transpose of
+    the next (x[..., 1:], x[:, 0], x.view(...), x.t()), else None."""
     chain, view = [], node.args[0]
     while isinstance(view, torch.fx.Node) and _is_view(view):
         name = op_name(view)
         step = view.args[4] if len(view.args) > 4 else view.kwargs.get(
             "step", 1)
-        if name not in ("aten.slice.Tensor", "aten.select.int") or (
-                name == "aten.slice.Tensor" and step != 1):
+        if name not in _SLICING_VIEWS + _RESHAPING_VIEWS + \
+                _TRANSPOSING_VIEWS or (name == "aten.slice.Tensor"
+                                       and step != 1):
             return None
         chain.append(view)
         view = view.args[0]
     return chain or None
 
 
+def _view_permutation(view, rank):
+    """The dimension order of transposing ``view`` of a rank-``rank``
+    tensor (its result's dim i is the base's perm[i])."""
+    name = op_name(view)
+    if name == "aten.permute.default":
+        return [_norm_dim(d, rank) for d in view.args[1]]
+    if name == "aten.transpose.int":
+        perm = list(range(rank))
+        a, b = (_norm_dim(d, rank) for d in view.args[1:3])
+        perm[a], perm[b] = perm[b], perm[a]
+        return perm
+    return list(reversed(range(rank)))
+
+
 def _write_back(translator, chain, value):
     """After an in-place op wrote ``value`` into the first view of
     ``chain`` (_slice_chain), each view's base takes it where the view
-    lies (tensor.insert_slice), up to the base tensor, so that later reads
-    of any of them see the update, as PyTorch's aliasing does."""
+    lies (tensor.insert_slice for a slice, the value reshaped or
+    transposed back for a whole view), up to the base tensor, so that
+    later reads of any of them see the update, as PyTorch's aliasing
+    does."""
     for view in chain:
         base = view.args[0]
+        if isinstance(value, Const) and isinstance(translator.env[base],
+                                                   Const):
+            # Constants (an index table built in place) stay constants.
+            whole = translator.env[base].tensor.clone()
+            view.target(whole, *view.args[1:], **view.kwargs).copy_(
+                value.tensor)
+            value = translator.env[base] = Const(whole)
+            continue
         ctx = _Context(translator, base)
         whole = ctx.tensor(translator.env[base])
         value = ctx.tensor(value)
-        dim = _norm_dim(view.args[1] if len(view.args) > 1 else 0,
-                        whole.rank)
-        offsets = [0] * whole.rank
-        if op_name(view) == "aten.select.int":
-            offsets[dim] = _select_index(view.args[2], whole.shape[dim])
-            value = ctx.b.reshape(value, whole.shape[:dim] + (1,)
-                                  + whole.shape[dim + 1:])
+        name = op_name(view)
+        if name in _RESHAPING_VIEWS:
+            value = ctx.reshape(value, whole.shape)
+        elif name in _TRANSPOSING_VIEWS:
+            perm = _view_permutation(view, whole.rank)
+            inverse = sorted(range(whole.rank), key=perm.__getitem__)
+            value = ctx.b.transpose(value, inverse, hint=ctx.hint)
         else:
-            offsets[dim] = _slice_start(
-                view.args[2] if len(view.args) > 2 else None,
-                whole.shape[dim])
-        if value.size:
-            value = ctx.b.insert_slice(value, whole, offsets)
-        else:
-            value = whole
+            value = _insert_view(ctx, view, whole, value)
         translator.env[base] = value
 
 
+def _insert_view(ctx, view, whole, value):
+    """``whole`` with slice or select ``view`` of it replaced by
+    ``value``."""
+    dim = _norm_dim(view.args[1] if len(view.args) > 1 else 0, whole.rank)
+    offsets = [0] * whole.rank
+    if op_name(view) == "aten.select.int":
+        offsets[dim] = _select_index(view.args[2], whole.shape[dim])
+        value = ctx.b.reshape(value, whole.shape[:dim] + (1,)
+                              + whole.shape[dim + 1:])
+    else:
+        offsets[dim] = _slice_start(
+            view.args[2] if len(view.args) > 2 else None, whole.shape[dim])
+    if not value.size:
+        return whole
+    return ctx.b.insert_slice(value, whole, offsets)
+
+
 def _is_view(node):
-    """Whether ``node`` returns a view of its first argument."""
+    """Whether ``node`` returns a view of its first argument (its schema
+    says so, and where that depends on the layout, as for contiguous() and
+    reshape, the example's strides say it did not copy)."""
     if node.op != "call_function":
         return False
     if node.target is operator.getitem:
@@ -186,7 +240,34 @@ def _is_view(node):
     if schema is None or not schema.returns:
         return False
     alias = schema.returns[0].alias_info
-    return alias is not None and not alias.is_write
+    return alias is not None and not alias.is_write and not _copied(node)
+
+
+def _copied(node):
+    """Whether aliasing view op ``node`` returned a copy for the exported
+    example: contiguous() of a tensor that is not, a reshape that no view
+    can express (x.t().reshape(-1))."""
+    name = op_name(node)
+    if name not in ("aten.contiguous.default", "aten.reshape.default",
+                    "aten.reshape_as.default", "aten.flatten.using_ints"):
+        return False
+    source = node.args[0].meta.get("val") if isinstance(
+        node.args[0], torch.fx.Node) else None
+    result = node.meta.get("val")
+    if not isinstance(source, torch.Tensor) or \
+            not isinstance(result, torch.Tensor):
+        return False
+    layout = torch.empty_strided(source.shape, source.stride(),
+                                 dtype=source.dtype, device="meta")
+    try:
+        layout.view(result.shape)
+    except RuntimeError:
+        return True
+    if name != "aten.contiguous.default":
+        return False
+    layout = node.kwargs.get("memory_format", node.args[1] if len(
+        node.args) > 1 else torch.contiguous_format)
+    return not source.is_contiguous(memory_format=layout)
 
 
 def _updates_a_read_view(node):
@@ -195,11 +276,8 @@ def _updates_a_read_view(node):
     view = node.args[0] if node.args else None
     while isinstance(view, torch.fx.Node) and _is_view(view):
         base = view.args[0]
-        while isinstance(base, torch.fx.Node) and \
-                base.target is operator.getitem:
-            base = base.args[0]
-        if isinstance(base, torch.fx.Node) and _is_view(base):
-            base = base.args[0]
+        if view.target is operator.getitem:
+            base = base.args[0]  # split(x)[i]: x
         if _read_later(node, base):
             return True
         view = base

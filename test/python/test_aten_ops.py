@@ -551,12 +551,51 @@ def test_in_place_update_through_slices_and_indices(tmp_path):
     check_op("view writes", OnInput((3, 4), fn), (randn(3, 4),), tmp_path)
 
 
-@pytest.mark.parametrize("write", ["transpose", "strided slice"])
+def test_in_place_update_through_reshapes_and_transposes(tmp_path):
+    """Writes through x.t(), x.view(...), permute and a contiguous() that
+    aliases reach the base; contiguous() of a transposed tensor is a copy,
+    and writes into it stay there."""
+    def fn(m, h):
+        h = h * 2
+        h.t()[1].mul_(3.0)
+        h.view(2, 6)[1, :2].add_(h[0, :2].clone())
+        c = h.t().contiguous()
+        c[0].fill_(0.5)
+        h.contiguous()[2].sub_(1.0)
+        h.unsqueeze(0).permute(0, 2, 1)[0, 3].add_(h[:, 1].clone())
+        return torch.cat([h.flatten(), c.flatten()])
+
+    check_op("reshaped and transposed view writes", OnInput((3, 4), fn),
+             (randn(3, 4),), tmp_path)
+
+
+def test_constant_built_by_in_place_writes(tmp_path):
+    """An index table built by in-place writes into views of constants
+    (BEiT's relative position index: a permuted, contiguous() copy, then
+    slices of it) folds with its writes."""
+    def fn(m, h):
+        grid = torch.meshgrid(torch.arange(3), torch.arange(4),
+                              indexing="ij")
+        coords = torch.stack(grid).flatten(1)
+        rel = (coords[:, :, None] - coords[:, None, :]).permute(
+            1, 2, 0).contiguous()
+        rel[:, :, 0] += 2
+        rel[:, :, 0] *= 7
+        index = torch.zeros(13, 13, dtype=rel.dtype)
+        index[1:, 1:] = rel.sum(-1)
+        index[0, :] = 30
+        return torch.cat([h.flatten()] * 3)[index.view(-1)]
+
+    check_op("constant built in place", OnInput((3, 4), fn),
+             (randn(3, 4),), tmp_path)
+
+
+@pytest.mark.parametrize("write", ["expand", "strided slice"])
 def test_in_place_update_of_other_read_views_is_unsupported(write):
     def fn(m, h):
         h = h * 2
-        if write == "transpose":
-            h.t()[0].add_(1.0)
+        if write == "expand":
+            h.expand(2, 3, 4)[0].add_(1.0)
         else:
             h[::2].add_(1.0)
         return h
