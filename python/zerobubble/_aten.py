@@ -11,6 +11,7 @@ evaluated by PyTorch instead (``arange``, ``tril``, buffers sliced...).
 import math
 import operator
 import re
+from collections import Counter
 
 import numpy as np
 import torch
@@ -1214,6 +1215,112 @@ def _require_float(ctx, *values):
 def _matmul_op(ctx, a, b):
     _require_float(ctx, a, b)
     return _matmul(ctx, a, b)
+
+
+def _einsum_terms(ctx, equation, operands):
+    """Each operand's labels and the output's for ``equation``; the dims
+    an ellipsis stands for are labelled by their position from the right
+    ("...1" the last), so that they broadcast as in PyTorch."""
+    equation = equation.replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        ctx.unsupported(f"einsum equation '{equation}' names {len(terms)} "
+                        f"operands, {len(operands)} given")
+
+    def labels(term, rank):
+        before, dots, after = term.partition("...")
+        count = rank - len(before) - len(after) if dots else 0
+        if count < 0 or (not dots and len(term) != rank):
+            ctx.unsupported(f"einsum term '{term}' does not match an "
+                            f"operand of rank {rank}")
+        return [*before, *(f"...{count - i}" for i in range(count)),
+                *after]
+
+    inputs = [labels(t, x.rank) for t, x in zip(terms, operands)]
+    dots = max((sum(label.startswith("...") for label in ls)
+                for ls in inputs), default=0)
+    if arrow:
+        output = labels(rhs, len(rhs.replace("...", "")) + (
+            dots if "..." in rhs else 0))
+    else:
+        counts = Counter(label for ls in inputs for label in ls
+                         if not label.startswith("..."))
+        output = [f"...{dots - i}" for i in range(dots)] + sorted(
+            label for label, n in counts.items() if n == 1)
+    unknown = set(output).difference(*inputs)
+    if unknown:
+        ctx.unsupported(f"einsum output labels {sorted(unknown)} are in no "
+                        "operand")
+    for ls in inputs + [output]:
+        if len(set(ls)) != len(ls):
+            ctx.unsupported(f"einsum equation '{equation}' repeats a label "
+                            "within a term (a diagonal)")
+    return inputs, output
+
+
+def _sum_labels(ctx, x, labels, keep):
+    """``x`` summed over its labels not in ``keep``."""
+    gone = [i for i, label in enumerate(labels) if label not in keep]
+    if not gone:
+        return x, labels
+    x = ctx.reduce(x, gone, 0.0,
+                   lambda bb, e, acc: _add_acc(bb, e, acc, x.dtype),
+                   hint=ctx.hint)
+    return x, [label for label in labels if label in keep]
+
+
+def _contract(ctx, a, la, b, lb, keep):
+    """Operands ``a`` and ``b`` with labels ``la`` and ``lb`` contracted
+    over the labels they share that ``keep`` does not hold: one (batch)
+    matmul of a as [batch, rows, shared] by b as [batch, shared, cols].
+    Returns the product and its labels (batch, rows, cols)."""
+    a, la = _sum_labels(ctx, a, la, set(keep) | set(lb))
+    b, lb = _sum_labels(ctx, b, lb, set(keep) | set(la))
+    size = dict(zip(la, a.shape))
+    for label, n in zip(lb, b.shape):
+        size[label] = max(size.get(label, 1), n)
+    a = ctx.expand(a, [size[label] for label in la])
+    b = ctx.expand(b, [size[label] for label in lb])
+    batch = [label for label in la if label in lb and label in keep]
+    shared = [label for label in la if label in lb and label not in keep]
+    rows = [label for label in la if label not in lb]
+    cols = [label for label in lb if label not in la]
+
+    count = math.prod(size[label] for label in batch)
+    m = math.prod(size[label] for label in rows)
+    k = math.prod(size[label] for label in shared)
+    n = math.prod(size[label] for label in cols)
+    a = ctx.b.transpose(a, [la.index(label) for label in batch + rows + shared],
+                        hint=ctx.hint)
+    b = ctx.b.transpose(b, [lb.index(label) for label in batch + shared + cols],
+                        hint=ctx.hint)
+    if batch:
+        product = _matmul(ctx, ctx.b.reshape(a, (count, m, k)),
+                          ctx.b.reshape(b, (count, k, n)))
+    else:
+        product = _matmul(ctx, ctx.b.reshape(a, (m, k)),
+                          ctx.b.reshape(b, (k, n)))
+    labels = batch + rows + cols
+    return ctx.b.reshape(product, [size[label] for label in labels]), labels
+
+
+@_handles("aten.einsum.default")
+def _einsum(ctx, equation, operands, path=None):
+    """torch.einsum as pairwise contractions from the left, each a (batch)
+    matmul; a label no later operand or the output needs is summed out as
+    early as possible."""
+    _require_float(ctx, *operands)
+    operands = [ctx.tensor(x) for x in operands]
+    inputs, output = _einsum_terms(ctx, equation, operands)
+    x, labels = operands[0], inputs[0]
+    for i in range(1, len(operands)):
+        keep = set(output).union(*inputs[i + 1:])
+        x, labels = _contract(ctx, x, labels, operands[i], inputs[i], keep)
+    x, labels = _sum_labels(ctx, x, labels, set(output))
+    x = ctx.b.transpose(x, [labels.index(label) for label in output],
+                        hint=ctx.hint)
+    return ctx.expand(x, ctx.shape)
 
 
 @_handles("aten.linear.default")

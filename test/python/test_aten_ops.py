@@ -503,6 +503,39 @@ def test_baddbmm_and_addmm(tmp_path):
     check_op("baddbmm", Model(), (randn(2, 3, 5),), tmp_path)
 
 
+def test_einsum(tmp_path):
+    """torch.einsum: XLNet's attention terms, a projection contracting two
+    labels, a broadcast ellipsis, the implicit output, three operands, an
+    outer product, a label summed within one operand, a transpose and a
+    full sum."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            gen = torch.Generator().manual_seed(5)
+            self.k = nn.Parameter(torch.randn(5, 2, 3, 4, generator=gen))
+            self.w = nn.Parameter(torch.randn(6, 3, 4, generator=gen))
+            self.m = nn.Parameter(torch.randn(1, 6, 5, generator=gen))
+            self.v = nn.Parameter(torch.randn(6, generator=gen))
+
+        def forward(self, q):  # q: i b n d = 4 2 3 4
+            scores = torch.einsum("ibnd,jbnd->bnij", q, self.k)
+            mixed = torch.einsum("bnij,jbnd->ibnd", scores, self.k)
+            out = torch.einsum("ibnd,hnd->ibh", mixed, self.w)
+            back = torch.einsum("ibh,hnd->ibnd", out, self.w)
+            flat = q.reshape(4, 4, 6)
+            ys = [scores, back,
+                  torch.einsum("...ij,...jk->...ik", flat, self.m),
+                  torch.einsum("ij,jk", flat[0], self.m[0]),
+                  torch.einsum("ab,bc,c->a", flat[1], self.m[0], self.v[:5]),
+                  torch.einsum("i,j->ij", self.v, flat[0, 0]),
+                  torch.einsum("abc,cd->ad", self.k[0], self.w[0].t()),
+                  torch.einsum("ij->ji", flat[1]),
+                  torch.einsum("ij->", flat[0]).reshape(1)]
+            return weighted(torch.cat([y.flatten() for y in ys]))
+
+    check_op("einsum", Model(), (randn(4, 2, 3, 4),), tmp_path)
+
+
 def test_empty_slice(tmp_path):
     """x[..., n:] of a dimension of n (Phi-3's rotary split at full width):
     an empty tensor, which cat leaves out."""
