@@ -96,18 +96,33 @@ static FailureOr<BodyInfo> analyzeBody(linalg::GenericOp op) {
                       "addf (sum) or maximumf/minimumf");
 }
 
+/// Float `value` converted to float type `type`: an adjoint flows back
+/// through a precision cast (extf, truncf) the other way.
+static Value castFloat(OpBuilder &b, Location loc, Value value, Type type) {
+  auto from = cast<FloatType>(value.getType()), to = cast<FloatType>(type);
+  if (from == to)
+    return value;
+  if (from.getWidth() == to.getWidth()) // bf16 <-> f16: through f32.
+    value = arith::ExtFOp::create(b, loc, b.getF32Type(), value);
+  if (cast<FloatType>(value.getType()).getWidth() < to.getWidth())
+    return arith::ExtFOp::create(b, loc, to, value);
+  return arith::TruncFOp::create(b, loc, to, value);
+}
+
 /// The scalar adjoint contribution dOut * tangent, masked to the extremal
-/// element for max/min reductions.
+/// element for max/min reductions, in the differentiated input's element
+/// type `type` (the body may compute in another precision).
 static Value contribution(OpBuilder &b, Location loc, const BodyInfo &info,
                           Value tangent, Value dOut, Value element,
-                          Value result) {
+                          Value result, Type type) {
   Value c = arith::MulFOp::create(b, loc, tangent, dOut);
-  if (info.combiner != Combiner::Extremum)
-    return c;
-  Value isExtremum = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
-                                           element, result);
-  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(c.getType()));
-  return arith::SelectOp::create(b, loc, isExtremum, c, zero);
+  if (info.combiner == Combiner::Extremum) {
+    Value isExtremum = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                             element, result);
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(c.getType()));
+    c = arith::SelectOp::create(b, loc, isExtremum, c, zero);
+  }
+  return castFloat(b, loc, c, type);
 }
 
 /// Iterators of a generic that accumulates an input's adjoint over its
@@ -188,7 +203,7 @@ static FailureOr<Value> buildInputAdjoint(OpBuilder &b, linalg::GenericOp op,
         Value resultScalar =
             info.combiner == Combiner::Extremum ? args[1 + numInputs] : Value();
         Value c = contribution(nb, nloc, info, *tangent, args[0], element,
-                               resultScalar);
+                               resultScalar, inputType.getElementType());
         linalg::YieldOp::create(
             nb, nloc,
             accumulates ? Value(arith::AddFOp::create(nb, nloc, acc, c)) : c);
@@ -319,8 +334,9 @@ static FailureOr<Value> buildCapturedAdjoint(OpBuilder &b,
           }
           if (!*tangent)
             continue;
-          Value c = contribution(nb, nloc, info, *tangent, dOutScalar, element,
-                                 resultScalar);
+          Value c = contribution(
+              nb, nloc, info, *tangent, dOutScalar, element, resultScalar,
+              cast<RankedTensorType>(table.getType()).getElementType());
           SmallVector<Value> indices;
           for (Value index : read.getIndices())
             indices.push_back(mapping.lookupOrDefault(index));

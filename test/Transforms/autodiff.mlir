@@ -476,3 +476,33 @@ func.func @unshared_bias_grad(%x: tensor<4x8xf32>, %w: tensor<8x8xf32> {zb.param
   } -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A precision cast: the loss sums the f64 parameter in f32 (truncf) and
+// the f16 parameter in f32 (extf). Each adjoint comes back in its
+// parameter's type, cast the other way.
+#id = affine_map<(i) -> (i)>
+#all = affine_map<(i) -> ()>
+// CHECK-LABEL: func.func @mixed_precision_grad(
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4xf64>)
+// CHECK: arith.extf %{{.*}} : f32 to f64
+// CHECK: } -> tensor<4xf64>
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4xf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: } -> tensor<4xf16>
+func.func @mixed_precision(%a: tensor<4xf64> {zb.param = "a"}, %h: tensor<4xf16> {zb.param = "h"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %le = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%le : tensor<f32>) -> tensor<f32>
+  %l = linalg.generic {indexing_maps = [#id, #id, #all], iterator_types = ["reduction"]}
+      ins(%a, %h : tensor<4xf64>, tensor<4xf16>) outs(%l0 : tensor<f32>) {
+  ^bb0(%p: f64, %q: f16, %o: f32):
+    %t = arith.truncf %p : f64 to f32
+    %u = arith.extf %q : f16 to f32
+    %v = arith.mulf %t, %u : f32
+    %s = arith.addf %o, %v : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %l : tensor<f32>
+}

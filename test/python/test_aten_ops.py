@@ -546,6 +546,17 @@ def test_empty_slice(tmp_path):
     check_op("empty slice", OnInput((2, 4), fn), (randn(2, 4),), tmp_path)
 
 
+def test_precision_casts(tmp_path):
+    """A float64 model computing a part in float32 (Mixtral's router
+    calls .float()): each gradient comes back through the cast in its
+    tensor's type. float32 rounding, so a float32 tolerance."""
+    def fn(m, h):
+        return (h.float().softmax(-1) * 2).to(h.dtype) * h
+
+    check_op("casts", OnInput((3, 5), fn), (randn(3, 5),), tmp_path,
+             rtol=1e-6, check_grad=False)
+
+
 def test_detach_stops_the_gradient(tmp_path):
     def fn(m, h):
         scale = (h * h).sum().detach()
