@@ -64,6 +64,13 @@ def scalar_literal(value, dtype):
     return str(int(value))
 
 
+def scalar_constant(value, dtype):
+    """The attribute of a scalar ``arith.constant``: ``1.0 : f32``; an i1
+    is ``true`` or ``false`` alone (its type is implied)."""
+    literal = scalar_literal(value, dtype)
+    return literal if dtype == "i1" else f"{literal} : {dtype}"
+
+
 def affine_map(rank, dims):
     """``affine_map<(d0, d1) -> (d1)>``: the loop dims ``dims`` of a
     ``rank``-deep iteration space."""
@@ -108,8 +115,8 @@ class Body:
         return name
 
     def const(self, value, dtype):
-        return self.op(f"arith.constant {scalar_literal(value, dtype)} : "
-                       f"{dtype}", "c")
+        return self.op(f"arith.constant {scalar_constant(value, dtype)}",
+                       "c")
 
     def index(self, dim):
         return self.op(f"linalg.index {dim} : index", "i")
@@ -127,6 +134,12 @@ class Body:
         """Convert a scalar between element types."""
         if src == dst:
             return value
+        if dst == "i1":  # a bool is "not zero", not the lowest bit
+            if is_float(src):
+                return self.op(f"arith.cmpf une, {value}, "
+                               f"{self.const(0.0, src)} : {src}", "cv")
+            return self.op(f"arith.cmpi ne, {value}, {self.const(0, src)} "
+                           f": {src}", "cv")
         if is_float(src) and is_float(dst):
             widen = np.dtype(_FLOAT_TYPES[dst]).itemsize > np.dtype(
                 _FLOAT_TYPES[src]).itemsize
@@ -182,8 +195,7 @@ class Builder:
     def scalar(self, value, dtype, hint="c"):
         """A top-level scalar ``arith.constant``."""
         name = self.fresh(hint)
-        self.emit(f"{name} = arith.constant {scalar_literal(value, dtype)} "
-                  f": {dtype}")
+        self.emit(f"{name} = arith.constant {scalar_constant(value, dtype)}")
         return name
 
     def dense(self, array, dtype=None, hint="cst"):

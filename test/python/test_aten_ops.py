@@ -503,6 +503,21 @@ def test_baddbmm_and_addmm(tmp_path):
     check_op("baddbmm", Model(), (randn(2, 3, 5),), tmp_path)
 
 
+def test_casts_to_bool(tmp_path):
+    """.bool() of floats and integers is "not zero" (0.3 and 2 are true),
+    and ~ negates it (DeepSeek-V3 masks its expert groups that way)."""
+    def fn(m, h, labels):
+        keep = ~torch.relu(h).bool()  # 0.3 is true, 0 false
+        chosen = labels.bool().unsqueeze(-1)
+        return torch.cat([torch.where(chosen, h, -h).flatten(),
+                          h.masked_fill(keep, 0.0).flatten(),
+                          labels.bool().to(h.dtype)])
+
+    labels = torch.tensor([2, 0, -3])
+    check_op("bool casts", OnInput((3, 5), fn), (randn(3, 5), labels),
+             tmp_path)
+
+
 def test_einsum(tmp_path):
     """torch.einsum: XLNet's attention terms, a projection contracting two
     labels, a broadcast ellipsis, the implicit output, three operands, an
