@@ -589,6 +589,20 @@ def _expand(ctx, x, *args, **kwargs):
     return ctx.expand(x, ctx.shape)
 
 
+@_handles("aten.repeat_interleave.self_int")
+def _repeat_interleave(ctx, x, repeats, dim=None, output_size=None):
+    """Each element ``repeats`` times in a row along ``dim`` (of the
+    flattened tensor without one): x broadcast over a new dim after
+    ``dim``, merged into it."""
+    x = ctx.tensor(x)
+    if dim is None:
+        x, dim = ctx.b.reshape(x, (x.size,)), 0
+    dim = _norm_dim(dim, x.rank)
+    spread = x.shape[:dim + 1] + (repeats,) + x.shape[dim + 1:]
+    x = ctx.b.reshape(x, x.shape[:dim + 1] + (1,) + x.shape[dim + 1:])
+    return ctx.b.reshape(ctx.expand(x, spread), ctx.shape)
+
+
 @_handles("aten.repeat.default")
 def _repeat(ctx, x, repeats):
     """Tile ``x``: as [1, a, 1, b] broadcast to [r0, a, r1, b], then
@@ -1513,6 +1527,86 @@ def _max_dim(ctx, x, dim, keepdim=False):
     return ctx.b.reshape(values, shape), ctx.b.reshape(where, shape)
 
 
+@_handles("aten.topk.default")
+def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the ``k`` largest (smallest) elements along
+    ``dim``, in order, an equal value's lower index first; also for
+    ``sorted=False``, whose order PyTorch leaves open. Pass r finds the
+    extremum among the elements after pick r - 1 in that order, then the
+    first position holding it: 2k reductions of the row, no sort (MoE
+    routers pick 1 to 8 of a few experts). The values are lookups at the
+    indices, so the gradient goes to the picked elements. NaN is not
+    ordered as PyTorch orders it (above everything)."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    dims, kept, loops = _reduced_loops(x, [dim])
+    size = x.shape[dims[0]]
+    rows = tuple(x.shape[d] for d in kept)
+    at_row = list(range(len(kept)))
+
+    def eligible(bb, e, previous):
+        """Whether element ``e`` comes after the previous pick."""
+        if not previous:
+            return None
+        value, index = previous
+        after = bb.op(f"arith.cmpf {'olt' if largest else 'ogt'}, {e}, "
+                      f"{value} : {t}")
+        position = bb.op(f"arith.index_cast {bb.index(len(kept))} : "
+                         "index to i64", "i")
+        tie = bb.binary("arith.andi", bb.op(
+            f"arith.cmpf oeq, {e}, {value} : {t}"), bb.op(
+            f"arith.cmpi sgt, {position}, {index} : i64"), "i1")
+        return bb.binary("arith.ori", after, tie, "i1")
+
+    picks, previous = [], []
+    for _ in range(k):
+        inputs = [(x, loops)] + [(v, at_row) for v in previous]
+
+        def best(bb, names, acc):
+            better = bb.binary("arith.maximumf" if largest else
+                               "arith.minimumf", names[0], acc, t)
+            ok = eligible(bb, names[0], names[1:])
+            return better if ok is None else bb.select(ok, better, acc, t)
+
+        extremum = ctx.b.generic(rows, t, inputs, best, reductions=1,
+                                 init=ctx.b.filled(rows, t, _NEG_INF if
+                                                   largest else
+                                                   float("inf")),
+                                 hint="topv")
+
+        def first(bb, names, acc):
+            return _first_hit(bb, acc, names[0], names[1], t,
+                              bb.index(len(kept)), size - 1,
+                              inside=eligible(bb, names[0], names[2:]))
+
+        index = ctx.b.generic(rows, "i64", [inputs[0], (extremum, at_row)]
+                              + inputs[1:], first, reductions=1,
+                              init=ctx.b.filled(rows, "i64", size - 1),
+                              hint="topi")
+        previous = [extremum, index]
+        picks.append(index)
+
+    dim = dims[0]
+    shape = x.shape[:dim] + (k,) + x.shape[dim + 1:]
+    indices = ctx.b.empty(shape, "i64")
+    for r, index in enumerate(picks):
+        offsets = [0] * x.rank
+        offsets[dim] = r
+        indices = ctx.b.insert_slice(ctx.b.reshape(
+            index, x.shape[:dim] + (1,) + x.shape[dim + 1:]), indices,
+            offsets)
+
+    def pick(bb, names, acc):
+        at = [bb.index(d) if d != dim else _to_index(bb, names[0], "i64")
+              for d in range(x.rank)]
+        return _lookup(bb, x, at)
+
+    values = ctx.b.generic(shape, t, [(indices, list(range(x.rank)))], pick,
+                           hint=ctx.hint)
+    return values, indices
+
+
 @_handles("aten.logsumexp.default")
 def _logsumexp(ctx, x, dim, keepdim=False):
     """m + log(sum(exp(x - m))) for m the maximum without its gradient (0
@@ -2072,6 +2166,58 @@ def _gather(ctx, x, dim, index, sparse_grad=False):
 
     return ctx.b.generic(ctx.shape, x.dtype, [(index, list(range(
         index.rank)))], body, hint=ctx.hint)
+
+
+@_handles("aten.scatter.value", "aten.scatter.src")
+def _scatter(ctx, x, dim, index, src):
+    """x with out[i...] at dimension ``dim`` replaced by index[i...] set to
+    ``src`` (a scalar, or src[i...]); where several write one element, the
+    last along ``dim`` wins (PyTorch leaves that open). One reduction finds
+    each element's last writer, a second generic selects: x's gradient
+    flows where nothing is written, src's to what is written (a lookup).
+    ``index`` must have x's shape but along ``dim``."""
+    x = ctx.tensor(x)
+    index = _index_tensor(ctx, index, "the index")
+    dim = _norm_dim(dim, x.rank)
+    if index.rank != x.rank or any(index.shape[d] != x.shape[d]
+                                   for d in range(x.rank) if d != dim):
+        ctx.unsupported(f"scatter needs an index of the input's shape "
+                        f"{list(x.shape)} but along dim {dim}, got "
+                        f"{list(index.shape)}")
+    ctx.translator.note_range(index, x.shape[dim])
+    loops = list(range(x.rank))
+    loops[dim] = x.rank  # the index's positions along dim: a reduction
+
+    def last(bb, names, acc):
+        target = _to_index(bb, names[0], index.dtype)
+        hit = bb.op(f"arith.cmpi eq, {target}, {bb.index(dim)} : index")
+        j = bb.op(f"arith.index_cast {bb.index(x.rank)} : index to i64",
+                  "i")
+        return bb.select(hit, j, acc, "i64")
+
+    writer = ctx.b.generic(x.shape, "i64", [(index, loops)], last,
+                           reductions=1,
+                           init=ctx.b.filled(x.shape, "i64", -1),
+                           hint="writer")
+    scalar = not isinstance(src, (Value, Const))
+    if not scalar:
+        src = ctx.tensor(src)
+
+    def body(bb, names, acc):
+        hit = bb.op(f"arith.cmpi sge, {names[1]}, "
+                    f"{bb.const(0, 'i64')} : i64")
+        if scalar:
+            value = bb.const(src, x.dtype)
+        else:
+            at = [bb.index(d) for d in range(x.rank)]
+            at[dim] = _to_index(bb, bb.select(hit, names[1], bb.const(
+                0, "i64"), "i64"), "i64")
+            value = _lookup(bb, src, at)
+        return bb.select(hit, value, names[0], x.dtype)
+
+    return ctx.b.generic(x.shape, x.dtype, [(x, list(range(x.rank))),
+                                            (writer, list(range(x.rank)))],
+                         body, hint=ctx.hint)
 
 
 @_handles("aten.index_select.default")

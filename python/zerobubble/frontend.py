@@ -19,6 +19,7 @@ the compiler's input IR.
 - ``zerobubble.pipe_cut(x)`` calls become ``pipe.cut`` stage boundaries.
 """
 
+import contextlib
 import re
 
 import numpy as np
@@ -202,9 +203,40 @@ def from_torch(module, example_args, *, name=None, strict=False):
             raise FrontendError(
                 f"example argument {i} is a {type(arg).__name__}; every "
                 "data argument must be a tensor")
-    exported = torch.export.export(module, example_args, strict=strict)
+    with _static_experts(module):
+        exported = torch.export.export(module, example_args, strict=strict)
     translator = _Translator(exported, name or _module_name(module))
     return translator.translate()
+
+
+# transformers' mixture-of-experts implementation whose shapes do not
+# depend on the routing.
+_STATIC_EXPERTS = "batched_mm"
+
+
+@contextlib.contextmanager
+def _static_experts(module):
+    """While exporting, transformers models with mixture-of-experts layers
+    (Mixtral, Qwen-MoE...) use their ``batched_mm`` experts: each token's
+    chosen experts' weights are gathered and applied by one batched
+    matmul, the same arithmetic as the default ``grouped_mm``, which sorts
+    the tokens into groups of data-dependent sizes that static shapes
+    cannot hold. Restored afterwards."""
+    switched = []
+    try:
+        for sub in module.modules():
+            can_set = getattr(type(sub), "_can_set_experts_implementation",
+                              None)
+            if not (callable(can_set) and can_set()):
+                continue
+            current = sub.get_experts_implementation()
+            if set(current.values()) != {_STATIC_EXPERTS}:
+                sub.set_experts_implementation(_STATIC_EXPERTS)
+                switched.append((sub, current))
+        yield
+    finally:
+        for sub, previous in reversed(switched):
+            sub.set_experts_implementation(previous)
 
 
 class _Translator:

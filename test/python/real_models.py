@@ -1,6 +1,7 @@
 """The real models of the frontend tests: Hugging Face GPT-2, Llama (grouped
 and full key/value heads), BERT, BLOOM (ALiBi attention through
-``baddbmm``) and T5 (encoder-decoder), torchvision's vision transformer
+``baddbmm``), T5 (encoder-decoder) and Mixtral (mixture of experts),
+torchvision's vision transformer
 and ResNet-18, tiny and randomly initialised (nothing is downloaded), each
 wrapped so that ``model(*data)`` returns the model's own training loss for
 one microbatch."""
@@ -98,6 +99,19 @@ def t5(count=2, seed=7):
     return model, batches
 
 
+def mixtral(count=2, seed=7):
+    """Mixture of experts: each token's top 2 of 4 experts (from_torch
+    exports transformers' batched experts)."""
+    transformers = require("transformers")
+    config = transformers.MixtralConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
+        num_experts_per_tok=2, vocab_size=64, max_position_embeddings=32,
+        bos_token_id=0, eos_token_id=0)
+    return (LossOf(transformers.MixtralForCausalLM(config)).eval(),
+            _ids(count, seed=seed))
+
+
 def _images(count, shape, classes=10, seed=7):
     gen = torch.Generator().manual_seed(seed)
     return [(torch.randn(*shape, generator=gen),
@@ -132,7 +146,7 @@ def resnet18(count=2, seed=7):
 
 MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
-          "bloom": bloom, "t5": t5, "vit": vit,
+          "bloom": bloom, "t5": t5, "mixtral": mixtral, "vit": vit,
           "resnet18": resnet18}
 
 

@@ -503,6 +503,68 @@ def test_baddbmm_and_addmm(tmp_path):
     check_op("baddbmm", Model(), (randn(2, 3, 5),), tmp_path)
 
 
+def test_topk_and_repeat_interleave(tmp_path):
+    """topk along either dim, largest and smallest, a mixture-of-experts
+    router (softmax, top-2, renormalised weights, each token repeated per
+    pick: transformers' batched experts), and repeat_interleave with and
+    without a dim; no ties, so the indices are PyTorch's."""
+    def fn(m, h):
+        v, i = torch.topk(h, 3, dim=-1)
+        w, j = torch.topk(h, 2, dim=0, largest=False)
+        top, idx = h.softmax(-1).topk(2, dim=-1)
+        top = top / top.sum(-1, keepdim=True)
+        routed = h.repeat_interleave(2, dim=0) * top.reshape(-1, 1)
+        picked = h[torch.arange(3).repeat_interleave(2), idx.reshape(-1)]
+        return torch.cat([v.flatten(), w.flatten(), routed.flatten(),
+                          picked, h.repeat_interleave(3),
+                          i.double().flatten(), j.double().flatten()])
+
+    check_op("topk", OnInput((3, 5), fn), (randn(3, 5),), tmp_path)
+
+
+def test_topk_ties_go_to_the_lower_index(tmp_path):
+    """Among equal values topk picks the lower index first (PyTorch's
+    order among ties is unspecified): the loss weighs the indices, and
+    equals that of a stable descending sort in PyTorch."""
+    def top4(m, h, stable):
+        h = torch.cat([h, h[:, :3]], dim=1)  # columns 5-7 tie with 0-2
+        if stable:
+            v, i = torch.sort(h, dim=-1, descending=True, stable=True)
+            v, i = v[:, :4], i[:, :4]
+        else:
+            v, i = torch.topk(h, 4, dim=-1)
+        return v * (1.0 + i.to(v.dtype))
+
+    x = randn(3, 5, seed=4).double()
+    model = OnInput((3, 5), lambda m, h: top4(m, h, False)).double()
+    reference = OnInput((3, 5), lambda m, h: top4(m, h, True)).double()
+    ref_loss, ref_grads = torch_reference(reference, [(x,)])
+    loss, grads = compiled_gradients(zb.from_torch(model, (x,)), [(x,)],
+                                     tmp_path, check_grad=False)
+    assert loss == pytest.approx(ref_loss, rel=F64_RTOL)
+    for param, grad in ref_grads.items():
+        assert_close(f"topk ties grad {param}", grads[param], grad, F64_RTOL)
+
+
+def test_scatter(tmp_path):
+    """scatter of a value (DeepSeek-V3's group mask, a repeated index
+    included) and of a tensor (no repeats: PyTorch leaves the winner
+    open) along either dim; the gradient reaches the input where nothing
+    is written and the source where it is."""
+    def fn(m, h, index):
+        marks = torch.zeros_like(h).scatter(1, index, 1.0)
+        placed = h.scatter(1, torch.tensor([[4, 0], [1, 3], [2, 4]]),
+                           h[:, :2] * 3)
+        down = h.scatter(0, torch.tensor([[2, 0, 1, 0, 2]]), h[1:2] ** 2)
+        h2 = h.clone()
+        h2.scatter_(1, index, -1.0)
+        return torch.cat([(marks * h).flatten(), placed.flatten(),
+                          down.flatten(), h2.flatten()])
+
+    index = torch.tensor([[0, 2], [3, 3], [4, 1]])
+    check_op("scatter", OnInput((3, 5), fn), (randn(3, 5), index), tmp_path)
+
+
 def test_casts_to_bool(tmp_path):
     """.bool() of floats and integers is "not zero" (0.3 and 2 are true),
     and ~ negates it (DeepSeek-V3 masks its expert groups that way)."""
