@@ -95,13 +95,15 @@ class Program:
     the name of each running statistic the program updates (a training-mode
     batch norm's ``running_mean`` and ``running_var``) to its current
     value; ``counters`` each such batch norm's ``num_batches_tracked``
-    with its current value (one more per training forward). A Program can
+    with its current value (one more per training forward); ``frozen``
+    names the parameters with ``requires_grad=False``, which the program
+    holds as constants (no gradient, no update). A Program can
     be given wherever :mod:`zerobubble` takes a model; its ``params`` and
     ``buffers`` are then the default parameters.
     """
 
     def __init__(self, mlir, name, params, data_args, cuts, tied=None,
-                 buffers=None, counters=None):
+                 buffers=None, counters=None, frozen=()):
         self.mlir = mlir
         self.name = name
         self.params = params
@@ -110,6 +112,7 @@ class Program:
         self.tied = dict(tied or {})
         self.buffers = dict(buffers or {})
         self.counters = dict(counters or {})
+        self.frozen = list(frozen)
 
     def save(self, path):
         """Write the IR text to ``path``."""
@@ -296,8 +299,14 @@ class _Translator:
         # A tensor reached under several names (tied weights: GPT-2's
         # wte.weight and lm_head.weight) stays one parameter, under the
         # first name; every use reads it, so its gradient sums them all.
-        owner, tied = {}, {}
+        owner, tied, frozen = {}, {}, []
         for node, target in params:
+            if not state[target].requires_grad:
+                # Frozen (Whisper's sinusoidal positions, the layers a
+                # fine-tuning leaves alone): a constant, like a buffer.
+                self.env[node] = _aten.Const(state[target].detach())
+                frozen.append(target)
+                continue
             key = _tensor_identity(state[target])
             if key in owner:
                 first = owner[key]
@@ -330,7 +339,8 @@ class _Translator:
         counters = {name: self.buffer_values[name] for name in self.counters}
         return Program(self._function(signature_args, loss, data_args),
                        self.name, param_values, data_args, self.cuts,
-                       tied=tied, buffers=buffers, counters=counters)
+                       tied=tied, buffers=buffers, counters=counters,
+                       frozen=frozen)
 
     # -- pieces -----------------------------------------------------
 

@@ -162,6 +162,57 @@ def test_signature_follows_pytorch(tmp_path):
     assert stacked["arg1"].dtype == np.int64
 
 
+def test_frozen_parameters_are_constants():
+    """Parameters with requires_grad=False (a frozen embedding, a frozen
+    layer) are constants: not parameters of the program, no gradient, and
+    two pipelined AdamW steps leave them as they were while the rest
+    trains as in PyTorch."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = nn.Embedding(10, 8)
+            self.a = nn.Linear(8, 8)
+            self.b = nn.Linear(8, 8)
+            self.emb.weight.requires_grad_(False)
+            self.b.weight.requires_grad_(False)
+
+        def forward(self, ids, y):
+            h = torch.tanh(self.a(self.emb(ids)))
+            h = zb.pipe_cut(h)
+            return F.mse_loss(self.b(h), y)
+
+    model = Model()
+    gen = torch.Generator().manual_seed(1)
+    data = [(torch.randint(0, 10, (4,), generator=gen),
+             torch.randn(4, 8, generator=gen)) for _ in range(2)]
+    program = zb.from_torch(model, data[0])
+    assert program.frozen == ["emb.weight", "b.weight"]
+    assert sorted(program.params) == ["a.bias", "a.weight", "b.bias"]
+    assert "zb.param = \"b.weight\"" not in program.mlir
+    grads = zb.gradients(program, microbatches=2, inputs=data).grads
+    ref_loss, ref_grads = torch_reference(model, data)
+    assert sorted(grads) == sorted(program.params)
+    for name, grad in grads.items():
+        assert_close(f"frozen model grad {name}", grad, ref_grads[name],
+                     1e-5)
+    result = zb.run(program, ranks=2, schedule="zb-h1", microbatches=2,
+                    steps=2, lr=0.1, optimizer="adamw", inputs=[data] * 2)
+    opt = torch.optim.AdamW([p for p in model.parameters()
+                             if p.requires_grad], lr=0.1)
+    frozen = {n: p.detach().clone() for n, p in model.named_parameters()
+              if not p.requires_grad}
+    for _ in range(2):
+        torch_reference(model, data)
+        opt.step()
+    for name, p in model.named_parameters():
+        if name in frozen:
+            assert torch.equal(p, frozen[name]) and name not in result.params
+        else:
+            assert_close(f"frozen model trained {name}",
+                         result.params[name], p.detach().numpy(), 1e-5)
+
+
 def test_unsupported_op_names_op_and_module():
     class Inner(nn.Module):
         def forward(self, x):
