@@ -125,10 +125,15 @@ FailureOr<Value> ScalarTangent::get(Value v) {
       dy = mul(t[1], mul(r, math::LogOp::create(b, loc, x)));
     result = add(dx, dy);
   } else if (isa<math::AbsFOp>(def)) {
-    Value isNeg = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT,
-                                        def->getOperand(0),
-                                        constant(type, 0.0));
-    result = arith::SelectOp::create(b, loc, isNeg, neg(t[0]), t[0]);
+    // sign(x) * t, 0 at x = 0 (PyTorch's subgradient there).
+    Value x = def->getOperand(0), zero = constant(type, 0.0);
+    Value isNeg =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, zero);
+    Value isPos =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x, zero);
+    result = arith::SelectOp::create(
+        b, loc, isNeg, neg(t[0]),
+        arith::SelectOp::create(b, loc, isPos, t[0], zero));
   } else if (isa<arith::ExtFOp>(def)) {
     result = arith::ExtFOp::create(b, loc, type, t[0]);
   } else if (isa<arith::TruncFOp>(def)) {

@@ -91,6 +91,22 @@ def _functional_name(name):
     return f"aten.{match.group(1)}.{match.group(2)}"
 
 
+# ATen's alternative names of ops (torch.multiply, Tensor.greater...).
+_OP_ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div",
+               "true_divide": "div", "greater": "gt", "greater_equal": "ge",
+               "less": "lt", "less_equal": "le", "not_equal": "ne",
+               "negative": "neg", "absolute": "abs", "clip": "clamp"}
+
+
+def _canonical_name(name):
+    """``aten.mul.Tensor`` for ``aten.multiply.Tensor``; other names as
+    they are."""
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == "aten" and parts[1] in _OP_ALIASES:
+        parts[1] = _OP_ALIASES[parts[1]]
+    return ".".join(parts)
+
+
 def _functional_target(target):
     """The functional overload of an in-place ATen op (or the op)."""
     functional = _functional_name(str(target))
@@ -303,7 +319,7 @@ def _translate(translator, node, name):
     if not any(isinstance(x, Value) for x in leaves) and \
             not _RANDOM.search(name) and not name.startswith("zerobubble."):
         return _fold(node, args, kwargs)
-    handler = _HANDLERS.get(name)
+    handler = _HANDLERS.get(_canonical_name(name))
     if handler is None:
         raise UnsupportedOpError(op_name(node), *module_of(node))
     ctx = _Context(translator, node)
@@ -1427,9 +1443,12 @@ def _first_hit(bb, acc, e, extremum, t, position, miss, inside=None):
     ``extremum`` (or is NaN, which an extremum propagates): the smaller of
     ``acc`` and ``position`` (an index) where it does (and ``inside``
     holds), else of ``acc`` and ``miss``; an i64."""
-    hit = bb.binary("arith.ori",
-                    bb.op(f"arith.cmpf oeq, {e}, {extremum} : {t}"),
-                    bb.op(f"arith.cmpf uno, {e}, {e} : {t}"), "i1")
+    if is_float(t):
+        hit = bb.binary("arith.ori",
+                        bb.op(f"arith.cmpf oeq, {e}, {extremum} : {t}"),
+                        bb.op(f"arith.cmpf uno, {e}, {e} : {t}"), "i1")
+    else:
+        hit = bb.op(f"arith.cmpi eq, {e}, {extremum} : {t}")
     if inside is not None:
         hit = bb.binary("arith.andi", hit, inside, "i1")
     k = bb.op(f"arith.index_cast {position} : index to i64", "i")
@@ -1448,9 +1467,42 @@ def _reduced_loops(x, dims):
 
 def _extremum(ctx, x, dims, largest):
     """The maximum (or minimum) of x over ``dims``; NaN propagates."""
-    op = "arith.maximumf" if largest else "arith.minimumf"
-    return ctx.reduce(x, dims, _NEG_INF if largest else float("inf"),
+    if is_float(x.dtype):
+        op = "arith.maximumf" if largest else "arith.minimumf"
+        init = _NEG_INF if largest else float("inf")
+    else:
+        op = "arith.maxsi" if largest else "arith.minsi"
+        bits = int(x.dtype[1:])
+        init = -(1 << (bits - 1)) if largest else (1 << (bits - 1)) - 1
+    return ctx.reduce(x, dims, init,
                       lambda bb, e, acc: bb.binary(op, e, acc, x.dtype))
+
+
+def _first_extremal(ctx, x, dim, largest):
+    """(the extremum of x along ``dim``, the first position holding it
+    (or NaN) as i64), both shaped as x without ``dim``."""
+    m = _extremum(ctx, x, [dim], largest)
+    dims, kept, loops = _reduced_loops(x, [dim])
+    size = x.shape[dims[0]]
+
+    def first(bb, names, acc):
+        return _first_hit(bb, acc, names[0], names[1], x.dtype,
+                          bb.index(len(kept)), size - 1)
+
+    where = ctx.b.generic(m.shape, "i64", [(x, loops), (m, list(range(
+        len(kept))))], first, reductions=1,
+        init=ctx.b.filled(m.shape, "i64", size - 1), hint="argext")
+    return m, where
+
+
+@_handles("aten.argmax.default", "aten.argmin.default")
+def _argmax(ctx, x, dim=None, keepdim=False):
+    x = ctx.tensor(x)
+    if dim is None:
+        x, dim = ctx.b.reshape(x, (x.size,)), 0
+    largest = op_name(ctx.node).startswith("aten.argmax")
+    where = _first_extremal(ctx, x, _norm_dim(dim, x.rank), largest)[1]
+    return ctx.b.reshape(where, ctx.shape)
 
 
 def _tied_extremum(ctx, x, dims, largest):
@@ -1505,17 +1557,8 @@ def _max_dim(ctx, x, dim, keepdim=False):
     t = x.dtype
     shape = tuple(int(d) for d in ctx.val[0].shape)
     largest = op_name(ctx.node).startswith("aten.max")
-    m = _extremum(ctx, x, [dim], largest)
-    dims, kept, loops = _reduced_loops(x, [dim])
-    size = x.shape[dims[0]]
-
-    def first(bb, names, acc):
-        return _first_hit(bb, acc, names[0], names[1], t,
-                          bb.index(len(kept)), size - 1)
-
-    where = ctx.b.generic(m.shape, "i64", [(x, loops), (m, list(range(
-        len(kept))))], first, reductions=1,
-        init=ctx.b.filled(m.shape, "i64", size - 1), hint="argext")
+    m, where = _first_extremal(ctx, x, dim, largest)
+    kept = _reduced_loops(x, [dim])[1]
 
     def pick(bb, names, acc):
         at = [bb.index(kept.index(d)) if d in kept else
@@ -1605,6 +1648,68 @@ def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
     values = ctx.b.generic(shape, t, [(indices, list(range(x.rank)))], pick,
                            hint=ctx.hint)
     return values, indices
+
+
+def _two_norm(ctx, x, dims):
+    """sqrt(sum of squares) of x over ``dims`` (the others kept, in
+    order), whose gradient is 0 where it is 0, as PyTorch's."""
+    t = x.dtype
+    squares = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: _add_acc(
+        bb, bb.binary("arith.mulf", e, e, t), acc, t))
+
+    def root(bb, xs):
+        s = xs[0][0]
+        positive = bb.op(f"arith.cmpf ogt, {s}, {bb.const(0.0, t)} : {t}")
+        return bb.select(positive, bb.unary("math.sqrt", s, t),
+                         bb.const(0.0, t), t)
+
+    return ctx.elementwise([squares], root, shape=squares.shape)
+
+
+@_handles("aten._weight_norm.default")
+def _weight_norm(ctx, v, g, dim=0):
+    """Weight normalisation, v * g / ||v|| with the norm over every dim
+    but ``dim`` (over all of v for dim -1)."""
+    v, g = ctx.tensor(v), ctx.tensor(g)
+    _require_float(ctx, v, g)
+    keep = [] if dim == -1 else [_norm_dim(dim, v.rank)]
+    norm = _two_norm(ctx, v, [d for d in range(v.rank) if d not in keep])
+    norm = ctx.b.reshape(norm, tuple(v.shape[d] if d in keep else 1
+                                     for d in range(v.rank)))
+    t = v.dtype
+    return ctx.elementwise([v, g, norm], lambda bb, xs: bb.binary(
+        "arith.mulf", xs[0][0], bb.binary("arith.divf", xs[1][0], xs[2][0],
+                                          t), t), shape=v.shape)
+
+
+@_handles("aten.linalg_vector_norm.default")
+def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
+    """The 2-norm (and the 1- and max-norms) over ``dim``, with PyTorch's
+    gradients: x / ||x||, and 0 where the norm is 0 (the square root's
+    derivative is not taken there)."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    dims = list(range(x.rank)) if dim is None or dim == [] else (
+        [dim] if isinstance(dim, int) else list(dim))
+    dims = [_norm_dim(d, x.rank) for d in dims]
+
+    def absolute(bb, e):
+        return bb.unary("math.absf", e, t)
+
+    if ord == 2:
+        norm = _two_norm(ctx, x, dims)
+    elif ord == 1:
+        norm = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: _add_acc(
+            bb, absolute(bb, e), acc, t))
+    elif ord == float("inf"):
+        magnitude = ctx.elementwise([x], lambda bb, xs: absolute(
+            bb, xs[0][0]), shape=x.shape)
+        norm = _tied_extremum(ctx, magnitude, dims, True)
+    else:
+        ctx.unsupported(f"only the 2-, 1- and max-norms are supported, "
+                        f"not ord={ord}")
+    return ctx.b.reshape(norm, ctx.shape)
 
 
 @_handles("aten.logsumexp.default")
@@ -2385,6 +2490,52 @@ def _conv_padding(ctx, padding, kernel, dilation, spatial):
     return low, list(low)
 
 
+def _patches(ctx, x, groups, kernel, stride, dilation, low, out):
+    """The windows of [N, C, size...] input ``x`` as [G, N, out...,
+    C/G, kernel...]: a generic reading the (captured) input with
+    tensor.extract at clamped positions, zero where a window hangs over
+    the padding (``low`` on each spatial dim's low side)."""
+    spatial = len(kernel)
+    group_channels, size, t = x.shape[1] // groups, x.shape[2:], x.dtype
+
+    def patch(bb, names, acc):
+        gi, ni = bb.index(0), bb.index(1)
+        ci = bb.index(2 + spatial)
+        if groups > 1:
+            ci = _index_op(bb, "addi", _index_op(
+                bb, "muli", gi, _index_const(bb, group_channels)), ci)
+        at, checks = [ni, ci], []
+        for s in range(spatial):
+            pos, c = _window_index(bb, bb.index(2 + s),
+                                   bb.index(3 + spatial + s), stride[s],
+                                   dilation[s], low[s], size[s], out[s],
+                                   kernel[s])
+            at.append(pos)
+            checks += c
+        return _masked(bb, _lookup(bb, x, at), checks, 0.0, t)
+
+    return ctx.b.generic((groups, x.shape[0], *out, group_channels,
+                          *kernel), t, [], patch, hint="patches")
+
+
+@_handles("aten.im2col.default")
+def _im2col(ctx, x, kernel_size, dilation, padding, stride):
+    """nn.Unfold: the sliding windows of [N, C, H, W] (or [C, H, W]) as
+    [N, C * kh * kw, L], the convolution's patches re-ordered."""
+    x = ctx.tensor(x)
+    unbatched = x.rank == 3
+    if unbatched:
+        x = ctx.b.reshape(x, (1, *x.shape))
+    kernel, dilation = _ints(kernel_size, 2), _ints(dilation, 2)
+    low, stride = _ints(padding, 2), _ints(stride, 2)
+    out = [(x.shape[2 + i] + 2 * low[i] - dilation[i] * (kernel[i] - 1) - 1)
+           // stride[i] + 1 for i in range(2)]
+    patches = _patches(ctx, x, 1, kernel, stride, dilation, low, out)
+    # [1, N, oh, ow, C, kh, kw] -> [N, C, kh, kw, oh, ow]
+    columns = ctx.b.transpose(patches, [0, 1, 4, 5, 6, 2, 3], hint=ctx.hint)
+    return ctx.b.reshape(columns, ctx.shape)
+
+
 def _convolve(ctx, x, weight, bias, stride, padding, dilation, groups):
     """An N-d convolution (PyTorch's cross-correlation) as im2col and a
     gemm: a generic gathers the patches [G, N, out..., C/G, kernel...] from
@@ -2420,24 +2571,7 @@ def _convolve(ctx, x, weight, bias, stride, padding, dilation, groups):
     if any(o <= 0 for o in out):
         ctx.unsupported(f"the kernel does not fit the input {list(size)}")
 
-    def patch(bb, names, acc):
-        gi, ni = bb.index(0), bb.index(1)
-        ci = bb.index(2 + spatial)
-        if g > 1:
-            ci = _index_op(bb, "addi", _index_op(
-                bb, "muli", gi, _index_const(bb, group_channels)), ci)
-        at, checks = [ni, ci], []
-        for s in range(spatial):
-            pos, c = _window_index(bb, bb.index(2 + s),
-                                   bb.index(3 + spatial + s), stride[s],
-                                   dilation[s], low[s], size[s], out[s],
-                                   kernel[s])
-            at.append(pos)
-            checks += c
-        return _masked(bb, _lookup(bb, x, at), checks, 0.0, t)
-
-    patches = ctx.b.generic((g, n, *out, group_channels, *kernel), t, [],
-                            patch, hint="patches")
+    patches = _patches(ctx, x, g, kernel, stride, dilation, low, out)
     depth = group_channels * math.prod(kernel)
     rows = n * math.prod(out)
     rest = list(range(2, 2 + spatial))

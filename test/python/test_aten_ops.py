@@ -580,6 +580,40 @@ def test_casts_to_bool(tmp_path):
              tmp_path)
 
 
+def test_norms_weight_norm_unfold_argmax(tmp_path):
+    """linalg.vector_norm (2, 1 and max; a zero row's 2-norm gradient is
+    0, as PyTorch's), a weight-normalised convolution (wav2vec2's), unfold
+    (ConvBERT's), argmax/argmin of floats and integers (CLIP's end-token
+    lookup), |x| at 0 (gradient 0) and torch.multiply."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(2)
+            self.conv = nn.utils.parametrizations.weight_norm(
+                nn.Conv1d(3, 4, 3, padding=1), dim=2)
+
+        def forward(self, h, ids):
+            rows = torch.cat([h, torch.zeros_like(h[:1])])
+            norms = [torch.linalg.vector_norm(rows, dim=-1),
+                     torch.linalg.vector_norm(h, ord=1, dim=0, keepdim=True),
+                     torch.linalg.vector_norm(h, ord=float("inf")).reshape(1),
+                     torch.linalg.vector_norm(h).reshape(1)]
+            conv = self.conv(h.unsqueeze(0))
+            cols = F.unfold(h.reshape(1, 1, 3, 5), (2, 3), dilation=(1, 2),
+                            padding=1, stride=(1, 2))
+            last = h[torch.arange(3), ids.argmax(dim=-1)]
+            least = h.reshape(-1).gather(0, h.argmin().reshape(1))
+            zero = torch.abs(rows - rows.detach() + rows[-1:])
+            return torch.cat([*(n.flatten() for n in norms),
+                              conv.flatten(), cols.flatten(), last, least,
+                              torch.multiply(h, 2.0).flatten(),
+                              zero.flatten()])
+
+    ids = torch.tensor([[1, 7, 3, 7, 0], [4, 2, 2, 9, 9], [0, 0, 0, 0, 1]])
+    check_op("norms", OnInput((3, 5), lambda m, h, i: m.inner(h, i),
+                              inner=Model()), (randn(3, 5), ids), tmp_path)
+
+
 def test_einsum(tmp_path):
     """torch.einsum: XLNet's attention terms, a projection contracting two
     labels, a broadcast ellipsis, the implicit output, three operands, an
