@@ -8,11 +8,13 @@ it and ``zb-run --grads --check-grad`` computes the loss and every gradient
 (and compares a sample with central finite differences); both must equal
 torch autograd's to 1e-9 relative.
 
-The model tests translate the models of real_models.py (GPT-2, Llama,
-BERT and BLOOM from transformers, torchvision's vision transformer; tiny and randomly
-initialised), each with its own loss, and compare the loss and every
-parameter gradient with torch autograd at float32 (1e-4 relative) over two
-microbatches on one process.
+The model tests translate GPT-2 (tied weights), Llama and BLOOM from
+real_models.py (tiny and randomly initialised), each with its own loss,
+and compare the loss and every parameter gradient with torch autograd at
+float32 (1e-4 relative) over two microbatches on one process. The other
+real models are compared with autograd pipelined only
+(test_real_models.py): a whole model compiled as one function takes 2-3
+times the compile time of its stages.
 """
 
 import re
@@ -801,7 +803,7 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 # -- whole models -------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", ["bloom", "gpt2", "llama"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = MODELS[name]()

@@ -15,8 +15,8 @@ and every gradient against autograd.
 GPT-2's tied wte/lm_head weight is one parameter held by the first and the
 last stage; its copies are summed over the ranks that hold them and, since
 zb-run refuses to write copies that differ, the dumped parameters show
-they stayed bitwise equal. The one-process gradients of the same models
-are in test_aten_ops.py.
+they stayed bitwise equal. The one-process gradients of GPT-2, Llama and
+BLOOM are in test_aten_ops.py.
 """
 
 import copy
