@@ -283,7 +283,7 @@ class _Translator:
                 if spec.kind == InputKind.BUFFER:
                     self.buffer_names[node] = spec.target
                     self.buffer_values[spec.target] = \
-                        state[spec.target].detach().cpu().numpy()
+                        state[spec.target].detach().cpu()
             else:
                 raise FrontendError(
                     f"unsupported exported input '{node.name}' "
@@ -334,9 +334,10 @@ class _Translator:
 
         for arg in data_args:
             arg.range = self.ranges.get(arg.index)
-        buffers = {name: self.buffer_values[name]
+        buffers = {name: self.buffer_values[name].numpy()
                    for name in self.running_stats}
-        counters = {name: self.buffer_values[name] for name in self.counters}
+        counters = {name: self.buffer_values[name].numpy()
+                    for name in self.counters}
         return Program(self._function(signature_args, loss, data_args),
                        self.name, param_values, data_args, self.cuts,
                        tied=tied, buffers=buffers, counters=counters,

@@ -670,6 +670,29 @@ def test_precision_casts(tmp_path):
              rtol=1e-6, check_grad=False)
 
 
+def test_bfloat16_buffer(tmp_path):
+    """A bfloat16 buffer (RecurrentGemma's normaliser, sqrt(width) in
+    bfloat16) converted to the model's type where it is used: a constant
+    folded in PyTorch (NumPy has no bfloat16). Not through check_op, whose
+    .double() would convert the buffer."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(randn(3, 5).double())
+            self.register_buffer("normaliser", torch.tensor(
+                5 ** 0.5, dtype=torch.bfloat16))
+
+        def forward(self, h):
+            return weighted(h * self.w * self.normaliser.to(h.dtype))
+
+    model, batch = Model(), (randn(3, 5, seed=2).double(),)
+    ref_loss, ref_grads = torch_reference(model, [batch])
+    loss, grads = compiled_gradients(zb.from_torch(model, batch), [batch],
+                                     tmp_path)
+    assert loss == pytest.approx(ref_loss, rel=F64_RTOL)
+    assert_close("bf16 buffer grad w", grads["w"], ref_grads["w"], F64_RTOL)
+
+
 def test_detach_stops_the_gradient(tmp_path):
     def fn(m, h):
         scale = (h * h).sum().detach()
