@@ -1479,8 +1479,8 @@ def _extremum(ctx, x, dims, largest):
 
 
 def _first_extremal(ctx, x, dim, largest):
-    """(the extremum of x along ``dim``, the first position holding it
-    (or NaN) as i64), both shaped as x without ``dim``."""
+    """The first position along ``dim`` holding x's extremum there (or
+    NaN), an i64 tensor shaped as x without ``dim``."""
     m = _extremum(ctx, x, [dim], largest)
     dims, kept, loops = _reduced_loops(x, [dim])
     size = x.shape[dims[0]]
@@ -1492,7 +1492,7 @@ def _first_extremal(ctx, x, dim, largest):
     where = ctx.b.generic(m.shape, "i64", [(x, loops), (m, list(range(
         len(kept))))], first, reductions=1,
         init=ctx.b.filled(m.shape, "i64", size - 1), hint="argext")
-    return m, where
+    return where
 
 
 @_handles("aten.argmax.default", "aten.argmin.default")
@@ -1501,7 +1501,7 @@ def _argmax(ctx, x, dim=None, keepdim=False):
     if dim is None:
         x, dim = ctx.b.reshape(x, (x.size,)), 0
     largest = op_name(ctx.node).startswith("aten.argmax")
-    where = _first_extremal(ctx, x, _norm_dim(dim, x.rank), largest)[1]
+    where = _first_extremal(ctx, x, _norm_dim(dim, x.rank), largest)
     return ctx.b.reshape(where, ctx.shape)
 
 
@@ -1554,19 +1554,12 @@ def _max_dim(ctx, x, dim, keepdim=False):
     NaN), whose lookup carries the gradient, as in PyTorch."""
     x = ctx.tensor(x)
     _require_float(ctx, x)
-    t = x.dtype
     shape = tuple(int(d) for d in ctx.val[0].shape)
     largest = op_name(ctx.node).startswith("aten.max")
-    m, where = _first_extremal(ctx, x, dim, largest)
-    kept = _reduced_loops(x, [dim])[1]
-
-    def pick(bb, names, acc):
-        at = [bb.index(kept.index(d)) if d in kept else
-              _to_index(bb, names[0], "i64") for d in range(x.rank)]
-        return _lookup(bb, x, at)
-
-    values = ctx.b.generic(m.shape, t, [(where, list(range(len(kept))))],
-                           pick, hint=ctx.hint)
+    dim = _norm_dim(dim, x.rank)
+    where = _first_extremal(ctx, x, dim, largest)
+    where = ctx.b.reshape(where, x.shape[:dim] + (1,) + x.shape[dim + 1:])
+    values = _gather_along(ctx, x, dim, where)
     return ctx.b.reshape(values, shape), ctx.b.reshape(where, shape)
 
 
@@ -1640,14 +1633,7 @@ def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
             index, x.shape[:dim] + (1,) + x.shape[dim + 1:]), indices,
             offsets)
 
-    def pick(bb, names, acc):
-        at = [bb.index(d) if d != dim else _to_index(bb, names[0], "i64")
-              for d in range(x.rank)]
-        return _lookup(bb, x, at)
-
-    values = ctx.b.generic(shape, t, [(indices, list(range(x.rank)))], pick,
-                           hint=ctx.hint)
-    return values, indices
+    return _gather_along(ctx, x, dim, indices), indices
 
 
 def _two_norm(ctx, x, dims):
@@ -2263,13 +2249,18 @@ def _gather(ctx, x, dim, index, sparse_grad=False):
     index = _index_tensor(ctx, index, "the index")
     dim = _norm_dim(dim, x.rank)
     ctx.translator.note_range(index, x.shape[dim])
+    return _gather_along(ctx, x, dim, index)
 
+
+def _gather_along(ctx, x, dim, index):
+    """out[i...] = x[i...] with dimension ``dim`` replaced by index[i...],
+    shaped as ``index``."""
     def body(bb, names, acc):
         at = [bb.index(d) for d in range(index.rank)]
         at[dim] = _to_index(bb, names[0], index.dtype)
         return _lookup(bb, x, at)
 
-    return ctx.b.generic(ctx.shape, x.dtype, [(index, list(range(
+    return ctx.b.generic(index.shape, x.dtype, [(index, list(range(
         index.rank)))], body, hint=ctx.hint)
 
 
