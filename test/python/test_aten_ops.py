@@ -13,8 +13,8 @@ real_models.py (tiny and randomly initialised), each with its own loss,
 and compare the loss and every parameter gradient with torch autograd at
 float32 (1e-4 relative) over two microbatches on one process. The other
 real models are compared with autograd pipelined only
-(test_real_models.py): a whole model compiled as one function takes 2-3
-times the compile time of its stages.
+(test_real_models.py), where two ranks compile their halves at once: a
+whole model compiled by one process takes 2-2.5 times that wall time.
 """
 
 import re
