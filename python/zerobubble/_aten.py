@@ -25,6 +25,9 @@ _ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64",
                   torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
                   torch.uint8: "i8", torch.bool: "i1"}
 
+_COMPLEX_PARTS = {torch.complex64: torch.float32,
+                  torch.complex128: torch.float64}
+
 _NEG_INF = float("-inf")
 
 
@@ -316,7 +319,7 @@ def _translate(translator, node, name):
         lambda x: translator.env[x] if isinstance(x, torch.fx.Node) else x,
         (node.args, node.kwargs))
     leaves = pytree.tree_leaves((args, kwargs))
-    if not any(isinstance(x, Value) for x in leaves) and \
+    if not any(isinstance(x, (Value, Complex)) for x in leaves) and \
             not _RANDOM.search(name) and not name.startswith("zerobubble."):
         return _fold(node, args, kwargs)
     handler = _HANDLERS.get(_canonical_name(name))
@@ -354,7 +357,10 @@ class _Context:
         self.val = val
         if isinstance(val, torch.Tensor):
             self.shape = tuple(int(d) for d in val.shape)
-            self.dtype = element_type(val.dtype)
+            # A complex result (an FFT's) is a pair of tensors of its parts'
+            # type.
+            self.dtype = element_type(_COMPLEX_PARTS.get(val.dtype,
+                                                         val.dtype))
         else:
             self.shape = self.dtype = None
         self.hint = node.name
@@ -2238,6 +2244,88 @@ for _d in (1, 2, 3):
 _handles("aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec",
          "aten.upsample_trilinear3d.vec")(_upsample("linear"))
 _handles("aten.upsample_bicubic2d.vec")(_upsample("cubic"))
+
+
+class Complex:
+    """A complex tensor as its real and imaginary parts (Values; ``imag``
+    None where it is zero): what the FFTs make, and what only ``real`` and
+    ``imag`` read."""
+
+    def __init__(self, real, imag):
+        self.real = real
+        self.imag = imag
+
+    def __repr__(self):
+        return ("a complex tensor (only torch.real and torch.imag of an "
+                "FFT's result are supported)")
+
+
+def _dft_along(ctx, value, dim, norm):
+    """The discrete Fourier transform of Complex ``value`` along ``dim``:
+    with W = C - iS (C = cos, S = sin of 2 pi a j / n), the real part
+    C re + S im and the imaginary part C im - S re, each a product with a
+    constant matrix (so the gradient is the transposed product)."""
+    re, im = value.real, value.imag
+    n, t = re.shape[dim], re.dtype
+    scale = {None: 1.0, "backward": 1.0, "ortho": 1.0 / math.sqrt(n),
+             "forward": 1.0 / n}.get(norm)
+    if scale is None:
+        ctx.unsupported(f"FFT normalisation '{norm}'")
+    angle = 2 * math.pi * np.outer(np.arange(n), np.arange(n)) / n
+    cos = ctx.b.dense(scale * np.cos(angle), t)
+    sin = ctx.b.dense(scale * np.sin(angle), t)
+
+    def combine(first, second, sign):
+        return ctx.elementwise([first, second], lambda bb, xs: bb.binary(
+            "arith.addf" if sign > 0 else "arith.subf", xs[0][0], xs[1][0],
+            t), shape=re.shape, dtype=t)
+
+    c_re = _along(ctx, re, dim, cos)
+    if im is None:
+        minus_sin = ctx.b.dense(-scale * np.sin(angle), t)
+        return Complex(c_re, _along(ctx, re, dim, minus_sin))
+    s_re = _along(ctx, re, dim, sin)
+    c_im, s_im = _along(ctx, im, dim, cos), _along(ctx, im, dim, sin)
+    return Complex(combine(c_re, s_im, +1), combine(c_im, s_re, -1))
+
+
+@_handles("aten.fft_fftn.default", "aten.fft_fft.default")
+def _fft(ctx, x, *args, **kwargs):
+    """fft.fftn (and fft.fft) of a real tensor over its dims (FNet mixes
+    tokens that way), as one DFT matrix product per dim; no resizing."""
+    one_d = op_name(ctx.node) == "aten.fft_fft.default"
+    names = ("n", "dim", "norm") if one_d else ("s", "dim", "norm")
+    given = dict(zip(names, args), **kwargs)
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    dims = given.get("dim")
+    if one_d:
+        dims = [-1 if dims is None else dims]
+        sizes = given.get("n")
+        sizes = None if sizes is None else [sizes]
+    else:
+        sizes = given.get("s")
+        dims = list(range(x.rank)) if dims is None else list(dims)
+    dims = [_norm_dim(d, x.rank) for d in dims]
+    if sizes is not None and list(sizes) != [x.shape[d] for d in dims]:
+        ctx.unsupported("an FFT that pads or crops (n or s) is not supported")
+    value = Complex(x, None)
+    for d in dims:
+        value = _dft_along(ctx, value, d, given.get("norm"))
+    return value
+
+
+@_handles("aten.real.default", "aten.imag.default")
+def _real_imag(ctx, x):
+    imag = op_name(ctx.node) == "aten.imag.default"
+    if not isinstance(x, Complex):
+        if imag:
+            ctx.unsupported("the imaginary part of a real tensor")
+        return x
+    if not imag:
+        return x.real
+    return x.imag if x.imag is not None else ctx.b.filled(ctx.shape,
+                                                          ctx.dtype, 0.0)
 
 
 @_handles("aten.gather.default")

@@ -616,6 +616,21 @@ def test_norms_weight_norm_unfold_argmax(tmp_path):
                               inner=Model()), (randn(3, 5), ids), tmp_path)
 
 
+def test_fft_real_and_imaginary_parts(tmp_path):
+    """torch.fft.fftn over two dims (FNet's token mixing: its real part),
+    fft.fft along one with each normalisation, and the imaginary parts."""
+    def fn(m, h):
+        x = h.reshape(2, 3, 5)
+        mixed = torch.fft.fftn(x, dim=(1, 2))
+        line = torch.fft.fft(h, norm="ortho")
+        other = torch.fft.fft(h.t(), dim=0, norm="forward")
+        return torch.cat([mixed.real.flatten(), mixed.imag.flatten(),
+                          line.real.flatten(), line.imag.flatten(),
+                          other.real.flatten(), other.imag.flatten()])
+
+    check_op("fft", OnInput((6, 5), fn), (randn(6, 5),), tmp_path)
+
+
 def test_einsum(tmp_path):
     """torch.einsum: XLNet's attention terms, a projection contracting two
     labels, a broadcast ellipsis, the implicit output, three operands, an
