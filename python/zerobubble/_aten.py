@@ -98,7 +98,8 @@ def _functional_name(name):
 _OP_ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div",
                "true_divide": "div", "greater": "gt", "greater_equal": "ge",
                "less": "lt", "less_equal": "le", "not_equal": "ne",
-               "negative": "neg", "absolute": "abs", "clip": "clamp"}
+               "negative": "neg", "absolute": "abs", "clip": "clamp",
+               "concat": "cat", "concatenate": "cat"}
 
 
 def _canonical_name(name):

@@ -586,7 +586,7 @@ def test_norms_weight_norm_unfold_argmax(tmp_path):
     """linalg.vector_norm (2, 1 and max; a zero row's 2-norm gradient is
     0, as PyTorch's), a weight-normalised convolution (wav2vec2's), unfold
     (ConvBERT's), argmax/argmin of floats and integers (CLIP's end-token
-    lookup), |x| at 0 (gradient 0) and torch.multiply."""
+    lookup), |x| at 0 (gradient 0), torch.multiply and torch.concat."""
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
@@ -606,7 +606,7 @@ def test_norms_weight_norm_unfold_argmax(tmp_path):
             last = h[torch.arange(3), ids.argmax(dim=-1)]
             least = h.reshape(-1).gather(0, h.argmin().reshape(1))
             zero = torch.abs(rows - rows.detach() + rows[-1:])
-            return torch.cat([*(n.flatten() for n in norms),
+            return torch.concat([*(n.flatten() for n in norms),
                               conv.flatten(), cols.flatten(), last, least,
                               torch.multiply(h, 2.0).flatten(),
                               zero.flatten()])
