@@ -186,8 +186,10 @@ def _slice_chain(node):
 
 
 def _view_permutation(view, rank):
-    """The dimension order of transposing ``view`` of a rank-``rank``
-    tensor (its result's dim i is the base's perm[i])."""
+    """The dimension order of transposing node ``view`` (permute,
+    transpose, t) of a rank-``rank`` tensor: its result's dim i is the
+    base's perm[i]. The translation of the op and the write back through
+    it both read it here."""
     name = op_name(view)
     if name == "aten.permute.default":
         return [_norm_dim(d, rank) for d in view.args[1]]
@@ -585,26 +587,11 @@ def _view(ctx, x, *args, **kwargs):
     return ctx.reshape(x, ctx.shape)
 
 
-@_handles("aten.permute.default")
-def _permute(ctx, x, dims):
+@_handles(*_TRANSPOSING_VIEWS)
+def _transpose(ctx, x, *args):
     x = ctx.tensor(x)
-    return ctx.b.transpose(x, [_norm_dim(d, x.rank) for d in dims],
+    return ctx.b.transpose(x, _view_permutation(ctx.node, x.rank),
                            hint=ctx.hint)
-
-
-@_handles("aten.transpose.int")
-def _transpose(ctx, x, dim0, dim1):
-    x = ctx.tensor(x)
-    perm = list(range(x.rank))
-    a, b = _norm_dim(dim0, x.rank), _norm_dim(dim1, x.rank)
-    perm[a], perm[b] = perm[b], perm[a]
-    return ctx.b.transpose(x, perm, hint=ctx.hint)
-
-
-@_handles("aten.t.default", "aten.numpy_T.default")
-def _t(ctx, x):
-    x = ctx.tensor(x)
-    return ctx.b.transpose(x, list(reversed(range(x.rank))), hint=ctx.hint)
 
 
 @_handles("aten.expand.default", "aten.expand_as.default")
