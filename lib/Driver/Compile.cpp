@@ -6,7 +6,11 @@
 
 #include "zb/Driver/Compile.h"
 
+#include "zb/Model/Model.h"
 #include "zb/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include "mlir/Pass/PassManager.h"
 
@@ -70,10 +74,16 @@ zb::compileCached(ModuleOp module, StringRef key,
 }
 
 llvm::Expected<std::unique_ptr<CacheEntry>>
-zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
+zb::compileModel(ModuleOp model, StringRef modelText, ModelEntries entries,
                  const CompileSettings &settings, CompileCache &cache,
                  CompileCache::Warn warn) {
   OwningOpRef<ModuleOp> clone = model.clone();
+  FailureOr<ModelSignature> signature = analyzeModel(*clone);
+  if (failed(signature))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "the model does not follow the convention");
+  std::string name = signature->func.getSymName().str();
+  bool withGradients = entries != ModelEntries::Forward;
   PassManager pm(model.getContext());
   if (withGradients) {
     ZBAutodiffOptions autodiff;
@@ -87,9 +97,17 @@ zb::compileModel(ModuleOp model, StringRef modelText, bool withGradients,
                                    withGradients
                                        ? "differentiating the model failed"
                                        : "preparing the model failed");
-  return compileCached(*clone,
-                       (modelText + (withGradients ? ";grads" : ";eval")).str(),
-                       settings, cache, warn);
+  // The gradient entry point holds its own copy of the forward: the model
+  // function itself, unless asked for, would only be compiled a second time.
+  auto forward = clone->lookupSymbol<func::FuncOp>(name);
+  if (entries == ModelEntries::Gradients && forward &&
+      SymbolTable::symbolKnownUseEmpty(forward, *clone))
+    forward.erase();
+  StringRef suffix = entries == ModelEntries::Forward     ? ";eval"
+                     : entries == ModelEntries::Gradients ? ";grads"
+                                                          : ";grads;forward";
+  return compileCached(*clone, (modelText + suffix).str(), settings, cache,
+                       warn);
 }
 
 /// A loaded object and the descriptor it was loaded through, open while it

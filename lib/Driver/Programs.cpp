@@ -11,6 +11,7 @@
 #include "zbrt/Trace.h"
 #include "zbrt/zbrt.h"
 
+#include <cassert>
 #include <cstring>
 
 using namespace zb;
@@ -41,7 +42,9 @@ double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
   zbrt::NpyArray loss{
       lossType, {}, std::vector<char>(zbrt::dtypeSize(lossType))};
   callArgs.push_back(&loss);
-  zbrt::callEntry(grads ? gradient : forward, callArgs);
+  zbrt::EntryFn entry = grads ? gradient : forward;
+  assert(entry && "the program was made without this entry point");
+  zbrt::callEntry(entry, callArgs);
   return loadScalar(loss, 0);
 }
 

@@ -412,13 +412,18 @@ static int checkGradients(zb::ModelData &data, zb::ModelProgram &program,
 static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   const zb::ModelSignature &signature = model.signature();
   StringRef modelText = model.text();
-  bool withGradients = !opts.eval;
+  // The forward entry point is compiled only where it runs: --eval, and
+  // --check-grad's finite differences.
+  zb::ModelEntries entries = opts.eval ? zb::ModelEntries::Forward
+                             : opts.checkGrad
+                                 ? zb::ModelEntries::ForwardAndGradients
+                                 : zb::ModelEntries::Gradients;
   std::optional<Compiler> compiler = openCompiler(argv0);
   if (!compiler)
     return 1;
   llvm::Expected<std::unique_ptr<zb::CacheEntry>> compiled =
-      zb::compileModel(model.module(), modelText, withGradients,
-                       compiler->settings, compiler->cache, warn);
+      zb::compileModel(model.module(), modelText, entries, compiler->settings,
+                       compiler->cache, warn);
   if (!compiled)
     return fail("compiling '" + opts.modelPath +
                 "': " + llvm::toString(compiled.takeError()));
@@ -432,11 +437,14 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
     return fail(llvm::toString(object.takeError()));
   func::FuncOp modelFn = signature.func;
   std::string fnName = modelFn.getSymName().str();
-  llvm::Expected<zbrt::EntryFn> forward = object->entryPoint(fnName);
-  if (!forward)
-    return fail(llvm::toString(forward.takeError()));
-  zbrt::EntryFn gradient = nullptr;
-  if (withGradients) {
+  zbrt::EntryFn forward = nullptr, gradient = nullptr;
+  if (entries != zb::ModelEntries::Gradients) {
+    llvm::Expected<zbrt::EntryFn> fn = object->entryPoint(fnName);
+    if (!fn)
+      return fail(llvm::toString(fn.takeError()));
+    forward = *fn;
+  }
+  if (entries != zb::ModelEntries::Forward) {
     llvm::Expected<zbrt::EntryFn> fn = object->entryPoint(fnName + "_grad_acc");
     if (!fn)
       return fail(llvm::toString(fn.takeError()));
@@ -447,7 +455,7 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   if (!error.empty())
     return fail(error);
   zb::ModelProgram program(
-      data, *forward, gradient,
+      data, forward, gradient,
       zb::dtypeOf(cast<RankedTensorType>(modelFn.getResultTypes()[0])
                       .getElementType()));
 

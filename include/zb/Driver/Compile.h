@@ -50,13 +50,23 @@ compileCached(mlir::ModuleOp module, llvm::StringRef key,
               const CompileSettings &settings, CompileCache &cache,
               CompileCache::Warn warn);
 
+/// The entry points compileModel makes for the model function `<name>`.
+enum class ModelEntries {
+  /// `<name>`, the forward alone (--eval).
+  Forward,
+  /// `<name>_grad_acc` alone (training, --grads): the forward is compiled
+  /// once, inside it.
+  Gradients,
+  /// Both (a gradient check also runs the forward).
+  ForwardAndGradients,
+};
+
 /// The whole model for one process: a clone of `model` (the text of which
-/// is `modelText`), differentiated when `withGradients` (its forward and
-/// `<name>_grad_acc` entry points, see --zb-autodiff=accumulate=true; else
-/// the forward alone), through `cache`.
+/// is `modelText`) with the entry points `entries` asks for (the gradient
+/// one by --zb-autodiff=accumulate=true), through `cache`.
 llvm::Expected<std::unique_ptr<CacheEntry>>
 compileModel(mlir::ModuleOp model, llvm::StringRef modelText,
-             bool withGradients, const CompileSettings &settings,
+             ModelEntries entries, const CompileSettings &settings,
              CompileCache &cache, CompileCache::Warn warn);
 
 /// A compiled program loaded into this process.

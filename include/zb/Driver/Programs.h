@@ -29,7 +29,9 @@ class ModelProgram : public StepProgram {
 public:
   /// `gradient`: the model's `<name>_grad_acc` entry point (adding a
   /// microbatch's gradients into sums it takes); null: forward only (run()
-  /// leaves the gradients empty).
+  /// leaves the gradients empty). `forward`: the model's `<name>`, which
+  /// meanLoss() and a run() without `gradient` call (null where neither
+  /// is called).
   ModelProgram(ModelData &data, zbrt::EntryFn forward, zbrt::EntryFn gradient,
                zbrt::DType lossType);
 
