@@ -205,15 +205,23 @@ std::string ModelData::load(bool headersOnly) {
     all = std::move(it->second);
     std::vector<int64_t> perStep = shape;
     perStep.insert(perStep.begin(), perStepCount);
-    std::vector<int64_t> allSteps = perStep;
-    allSteps.insert(allSteps.begin(), opts.steps);
-    if (all.shape != perStep && all.shape != allSteps)
+    // One array for every step, or one per step for at least the steps
+    // run (step s reads the s-th; later ones are left unread).
+    bool everyStep = all.shape == perStep;
+    bool perStepArrays =
+        all.shape.size() == perStep.size() + 1 && all.shape[0] >= opts.steps &&
+        std::equal(perStep.begin(), perStep.end(), all.shape.begin() + 1);
+    if (!everyStep && !perStepArrays) {
+      std::vector<int64_t> allSteps = perStep;
+      allSteps.insert(allSteps.begin(), opts.steps);
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has shape " + all.shapeString() + ", but " +
              std::to_string(perStepCount) +
              " microbatches of the model's argument need " +
-             shapeString(perStep) + " (or " + shapeString(allSteps) + " for " +
-             std::to_string(opts.steps) + " steps)";
+             shapeString(perStep) + " (or " + shapeString(allSteps) +
+             ", one per step, for " + std::to_string(opts.steps) +
+             " steps; more steps are allowed)";
+    }
     if (headersOnly ? !canConvert(all.dtype, dtype) : !convertArray(all, dtype))
       return "data array '" + arg.name + "' in '" + inputsPath +
              "' has dtype " + zbrt::dtypeDescr(all.dtype) +

@@ -98,6 +98,26 @@ def test_buffers_follow_pytorch_rule(zb_run, tmp_path, layout):
         assert_close(name, ours[name], value)
 
 
+def test_data_for_more_steps_than_run(zb_run, tmp_path):
+    """An --inputs array of more steps than --steps: step s reads the s-th,
+    the later ones are left unread. Fewer steps than run is an error."""
+    params, inputs = write_inputs(tmp_path, 3, 2)
+    out = tmp_path / "out.npz"
+    proc = zb_run(MODEL, "--steps", 2, "--microbatches", 2, "--lr", LR,
+                  "--params", params, "--inputs", inputs, "--dump-params",
+                  out)
+    assert proc.returncode == 0, describe(proc)
+    with np.load(out) as dumped:
+        for name, value in reference(2, 2).items():
+            assert_close(name, dumped[name], value)
+    proc = zb_run(MODEL, "--steps", 4, "--microbatches", 2, "--params",
+                  params, "--inputs", inputs)
+    assert proc.returncode != 0
+    assert ("has shape [3, 2, 4, 8], but 2 microbatches of the model's "
+            "argument need [2, 4, 8] (or [4, 2, 4, 8], one per step, for 4 "
+            "steps; more steps are allowed)") in proc.stderr, describe(proc)
+
+
 def test_buffers_from_the_params_file(zb_run, tmp_path):
     """A buffer in --params is where the running average starts."""
     params, inputs = write_inputs(tmp_path, 1, 1)

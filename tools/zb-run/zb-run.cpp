@@ -95,7 +95,9 @@ static cl::opt<std::string, true>
 static cl::opt<std::string, true> inputsPath(
     "inputs",
     cl::desc("Data (.npz, keyed by zb.data name or arg<i>), each array "
-             "[M microbatches][argument shape]; default: synthetic"),
+             "[M microbatches][argument shape] for every step, or "
+             "[K >= steps][M][argument shape], one per step; default: "
+             "synthetic"),
     cl::value_desc("I.npz"), cl::location(opts.inputsPath), cl::cat(category));
 static cl::opt<uint64_t, true> seed("seed",
                                     cl::desc("Seed for parameters and data"),
