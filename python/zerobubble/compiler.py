@@ -163,7 +163,7 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
     ``params`` is a dict of arrays keyed by parameter name or a ``.npz``
     path (default: a Program's own values, else initialised from ``seed``);
     ``inputs`` is a dict of arrays ``[M][shape]`` or
-    ``[steps][M][shape]`` keyed ``arg<i>`` (or ``zb.data`` names), a
+    ``[K][M][shape]`` (one per step, K at least ``steps``) keyed ``arg<i>`` (or ``zb.data`` names), a
     ``.npz`` path, or, for a Program, a list of microbatches, each a tuple
     of the model's data arguments (default: synthetic data from ``seed``).
     ``threads`` sets the BLAS threads of every rank. ``balance`` (P > 1)
