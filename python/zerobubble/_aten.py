@@ -44,8 +44,16 @@ def element_type(dtype, what=""):
     try:
         return _ELEMENT_TYPES[dtype]
     except KeyError:
+        hint = ""
+        if dtype == torch.bfloat16:
+            # Compiled model code computes in f32 or f64; bf16 is what a
+            # run keeps its stashes (and, on the GPU, its gemm inputs) in.
+            hint = ("; convert the model and its inputs to float32 "
+                    "(model.float()) and pass dtype='bf16' to run() to keep "
+                    "the pipeline's activations in bf16")
         raise FrontendError(f"unsupported dtype {dtype}"
-                            + (f" of '{what}'" if what else "")) from None
+                            + (f" of '{what}'" if what else "")
+                            + hint) from None
 
 
 def op_name(node):

@@ -248,6 +248,23 @@ def test_loss_must_be_a_scalar():
         zb.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),))
 
 
+def test_bf16_model_is_refused_with_the_way_out():
+    """Model code computes in f32 or f64: a bf16 model is refused, and the
+    message says how to train it with bf16 activations."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.lin(x).sum()
+
+    with pytest.raises(zb.FrontendError,
+                       match=r"torch.bfloat16.*model.float\(\).*dtype='bf16'"):
+        zb.from_torch(Model().bfloat16(),
+                      (torch.randn(2, 4, dtype=torch.bfloat16),))
+
+
 def test_pipe_cut_is_an_identity_in_eager_mode():
     x = torch.randn(3, 4, requires_grad=True)
     y = zb.pipe_cut(x)
