@@ -2348,6 +2348,24 @@ def _gather_along(ctx, x, dim, index):
         index.rank)))], body, hint=ctx.hint)
 
 
+def _scatter_operands(ctx, what, x, dim, index):
+    """(x, index, dim, the index's loops) of a scatter into ``x`` along
+    ``dim``: ``index`` must have x's shape but along ``dim``; its positions
+    along ``dim`` become a reduction loop."""
+    x = ctx.tensor(x)
+    index = _index_tensor(ctx, index, "the index")
+    dim = _norm_dim(dim, x.rank)
+    if index.rank != x.rank or any(index.shape[d] != x.shape[d]
+                                   for d in range(x.rank) if d != dim):
+        ctx.unsupported(f"{what} needs an index of the input's shape "
+                        f"{list(x.shape)} but along dim {dim}, got "
+                        f"{list(index.shape)}")
+    ctx.translator.note_range(index, x.shape[dim])
+    loops = list(range(x.rank))
+    loops[dim] = x.rank
+    return x, index, dim, loops
+
+
 @_handles("aten.scatter.value", "aten.scatter.src")
 def _scatter(ctx, x, dim, index, src):
     """x with out[i...] at dimension ``dim`` replaced by index[i...] set to
@@ -2356,17 +2374,7 @@ def _scatter(ctx, x, dim, index, src):
     each element's last writer, a second generic selects: x's gradient
     flows where nothing is written, src's to what is written (a lookup).
     ``index`` must have x's shape but along ``dim``."""
-    x = ctx.tensor(x)
-    index = _index_tensor(ctx, index, "the index")
-    dim = _norm_dim(dim, x.rank)
-    if index.rank != x.rank or any(index.shape[d] != x.shape[d]
-                                   for d in range(x.rank) if d != dim):
-        ctx.unsupported(f"scatter needs an index of the input's shape "
-                        f"{list(x.shape)} but along dim {dim}, got "
-                        f"{list(index.shape)}")
-    ctx.translator.note_range(index, x.shape[dim])
-    loops = list(range(x.rank))
-    loops[dim] = x.rank  # the index's positions along dim: a reduction
+    x, index, dim, loops = _scatter_operands(ctx, "scatter", x, dim, index)
 
     def last(bb, names, acc):
         target = _to_index(bb, names[0], index.dtype)
@@ -2398,6 +2406,36 @@ def _scatter(ctx, x, dim, index, src):
     return ctx.b.generic(x.shape, x.dtype, [(x, list(range(x.rank))),
                                             (writer, list(range(x.rank)))],
                          body, hint=ctx.hint)
+
+
+@_handles("aten.scatter_add.default")
+def _scatter_add(ctx, x, dim, index, src):
+    """x plus, at each index[i...] along ``dim``, src[i...] (several adds
+    to one element sum): a reduction over the index's positions along
+    ``dim``, then x added. The gradient reaches x whole and src as what
+    each position added to. ``index`` must have x's shape but along
+    ``dim``, and src the index's shape."""
+    x, index, dim, loops = _scatter_operands(ctx, "scatter_add", x, dim,
+                                             index)
+    src = ctx.tensor(src)
+    if src.shape != index.shape:
+        ctx.unsupported(f"scatter_add needs src of the index's shape "
+                        f"{list(index.shape)}, got {list(src.shape)}")
+    t = x.dtype
+    add = "arith.addf" if is_float(t) else "arith.addi"
+
+    def body(bb, names, acc):
+        target = _to_index(bb, names[0], index.dtype)
+        hit = bb.op(f"arith.cmpi eq, {target}, {bb.index(dim)} : index")
+        value = bb.select(hit, _cast(bb, (names[1], src.dtype), t),
+                          bb.const(0, t), t)
+        return bb.binary(add, acc, value, t)
+
+    summed = ctx.b.generic(x.shape, t, [(index, loops), (src, loops)], body,
+                           reductions=1, init=ctx.b.filled(x.shape, t, 0),
+                           hint="scatter_add")
+    return ctx.elementwise([x, summed], lambda bb, xs: bb.binary(
+        add, xs[0][0], xs[1][0], t), shape=x.shape, dtype=t)
 
 
 @_handles("aten.index_select.default")

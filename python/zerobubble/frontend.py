@@ -212,34 +212,79 @@ def from_torch(module, example_args, *, name=None, strict=False):
     return translator.translate()
 
 
-# transformers' mixture-of-experts implementation whose shapes do not
-# depend on the routing.
-_STATIC_EXPERTS = "batched_mm"
+# The mixture-of-experts implementation from_torch exports transformers'
+# experts layers with (Mixtral, Qwen-MoE...): registered with transformers
+# while exporting.
+_DENSE_EXPERTS = "zerobubble_dense"
+
+
+def _linear_per_expert(x, weight, bias, transposed):
+    """``x`` [E, T, in] (or [T, in], shared) through each expert's weight
+    ([E, out, in], or [E, in, out] when ``transposed``): [E, T, out]."""
+    y = torch.matmul(x, weight if transposed else weight.transpose(1, 2))
+    return y if bias is None else y + bias.unsqueeze(1)
+
+
+def _dense_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """Every expert on every token, each token's output its experts'
+    outputs weighted by the router's weights (0 for the experts it did not
+    choose): the arithmetic of transformers' experts for the chosen ones,
+    in shapes that do not depend on the routing. It costs num_experts /
+    top_k times the experts' FLOPs and an [E, T, intermediate] activation,
+    where transformers' ``batched_mm`` (static too) copies each token's
+    chosen experts' weights, T * top_k weight matrices."""
+    up = self.gate_up_proj if self.has_gate else self.up_proj
+    up_bias = None
+    if self.has_bias:
+        up_bias = self.gate_up_proj_bias if self.has_gate else \
+            self.up_proj_bias
+    routing = hidden_states.new_zeros(
+        hidden_states.size(0), up.size(0)).scatter_add(
+        1, top_k_index, top_k_weights.to(hidden_states.dtype))
+    out = _linear_per_expert(hidden_states, up, up_bias, self.is_transposed)
+    out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
+    out = _linear_per_expert(out, self.down_proj,
+                             self.down_proj_bias if self.has_bias else None,
+                             self.is_transposed)
+    if self.has_post_expert_norm:
+        out = self.post_expert_norm(out)
+    out = (out * routing.t().unsqueeze(-1)).sum(dim=0)
+    return out.to(hidden_states.dtype)
 
 
 @contextlib.contextmanager
-def _static_experts(module):
+def _static_experts(module, implementation=_DENSE_EXPERTS):
     """While exporting, transformers models with mixture-of-experts layers
-    (Mixtral, Qwen-MoE...) use their ``batched_mm`` experts: each token's
-    chosen experts' weights are gathered and applied by one batched
-    matmul, the same arithmetic as the default ``grouped_mm``, which sorts
-    the tokens into groups of data-dependent sizes that static shapes
-    cannot hold. Restored afterwards."""
+    run ``implementation`` (default: :func:`_dense_experts_forward`) where
+    their default ``grouped_mm`` sorts the tokens into groups of
+    data-dependent sizes that static shapes cannot hold. Restored
+    afterwards, the registration included. Experts split over devices
+    (expert parallelism) keep theirs."""
     switched = []
+    interface = None
     try:
         for sub in module.modules():
             can_set = getattr(type(sub), "_can_set_experts_implementation",
                               None)
             if not (callable(can_set) and can_set()):
                 continue
+            if any(getattr(m, "_is_expert_parallel", False)
+                   for m in sub.modules()):
+                continue
+            if implementation == _DENSE_EXPERTS and interface is None:
+                from transformers.integrations.moe import \
+                    ALL_EXPERTS_FUNCTIONS as interface
+                interface[_DENSE_EXPERTS] = _dense_experts_forward
             current = sub.get_experts_implementation()
-            if set(current.values()) != {_STATIC_EXPERTS}:
-                sub.set_experts_implementation(_STATIC_EXPERTS)
+            if set(current.values()) != {implementation}:
+                sub.set_experts_implementation(implementation)
                 switched.append((sub, current))
         yield
     finally:
         for sub, previous in reversed(switched):
             sub.set_experts_implementation(previous)
+        if interface is not None and _DENSE_EXPERTS in interface:
+            del interface[_DENSE_EXPERTS]
 
 
 class _Translator:

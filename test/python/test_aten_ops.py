@@ -567,6 +567,24 @@ def test_scatter(tmp_path):
     check_op("scatter", OnInput((3, 5), fn), (randn(3, 5), index), tmp_path)
 
 
+def test_scatter_add(tmp_path):
+    """scatter_add along either dim, repeated indices summing (the
+    routing weights of a mixture of experts: each token's chosen experts'
+    weights placed among all experts), in place too; the gradient reaches
+    the input whole and the source as what each position added to."""
+    def fn(m, h, index):
+        routing = h.new_zeros(3, 5).scatter_add(1, index, h[:, :2] * 2)
+        down = h.scatter_add(0, torch.tensor([[2, 0, 2, 0, 2]]), h[1:2] ** 2)
+        h2 = h.clone()
+        h2.scatter_add_(1, index, h[:, 3:] * h[:, 3:])
+        return torch.cat([(routing * h).flatten(), down.flatten(),
+                          h2.flatten()])
+
+    index = torch.tensor([[0, 2], [3, 3], [4, 1]])
+    check_op("scatter_add", OnInput((3, 5), fn), (randn(3, 5), index),
+             tmp_path)
+
+
 def test_casts_to_bool(tmp_path):
     """.bool() of floats and integers is "not zero" (0.3 and 2 are true),
     and ~ negates it (DeepSeek-V3 masks its expert groups that way)."""

@@ -46,8 +46,8 @@ def trained_in_torch(model, data, lr, dtype):
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
     # transformers' default experts (grouped_mm) have no float64 kernel:
-    # the batched ones from_torch exports compute the same.
-    with static_experts(model):
+    # its batched ones compute the same (from_torch exports its own).
+    with static_experts(model, "batched_mm"):
         for batches in data:
             batches = [tuple(x.to(dtype) if x.is_floating_point() else x
                              for x in mb) for mb in batches]
