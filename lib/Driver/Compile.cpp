@@ -6,6 +6,7 @@
 
 #include "zb/Driver/Compile.h"
 
+#include "zb/Dialect/ZB/ZBDialect.h"
 #include "zb/Model/Model.h"
 #include "zb/Transforms/Passes.h"
 
@@ -98,11 +99,18 @@ zb::compileModel(ModuleOp model, StringRef modelText, ModelEntries entries,
                                        ? "differentiating the model failed"
                                        : "preparing the model failed");
   // The gradient entry point holds its own copy of the forward: the model
-  // function itself, unless asked for, would only be compiled a second time.
+  // function itself, unless asked for, would only be compiled a second time
+  // (the gradient's zb.gradient_of, which names it, goes with it).
   auto forward = clone->lookupSymbol<func::FuncOp>(name);
-  if (entries == ModelEntries::Gradients && forward &&
-      SymbolTable::symbolKnownUseEmpty(forward, *clone))
-    forward.erase();
+  if (entries == ModelEntries::Gradients && forward) {
+    for (auto fn : clone->getOps<func::FuncOp>())
+      if (auto of = fn->getAttrOfType<FlatSymbolRefAttr>(
+              ZBDialect::kGradientOfAttrName);
+          of && of.getValue() == name)
+        fn->removeAttr(ZBDialect::kGradientOfAttrName);
+    if (SymbolTable::symbolKnownUseEmpty(forward, *clone))
+      forward.erase();
+  }
   StringRef suffix = entries == ModelEntries::Forward     ? ";eval"
                      : entries == ModelEntries::Gradients ? ";grads"
                                                           : ";grads;forward";

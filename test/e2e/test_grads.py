@@ -23,6 +23,8 @@ needed) are at the bottom.
 import json
 import math
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -252,6 +254,32 @@ def test_grads_match_torch_autograd(zb_run, examples_dir, tmp_path, model):
                        f"{model} reference vs torch")
     assert ref.mean_loss(loss_fn, params, mbs) == pytest.approx(t_loss,
                                                                 rel=1e-12)
+
+
+def defined_entry_points(path):
+    """The compiled entry points (zb_entry_*) an object defines."""
+    nm = shutil.which("nm")
+    assert nm, "nm not on PATH (binutils, which links compiled models)"
+    out = subprocess.run([nm, "-D", "--defined-only", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines()
+            if line.split()[-1].startswith("zb_entry_")}
+
+
+@pytest.mark.parametrize("mode, entries", [
+    ((), {"zb_entry_mlp_grad_acc"}),
+    (("--grads",), {"zb_entry_mlp_grad_acc"}),
+    (("--eval",), {"zb_entry_mlp"}),
+    (("--grads", "--check-grad"), {"zb_entry_mlp", "zb_entry_mlp_grad_acc"}),
+], ids=["train", "grads", "eval", "check-grad"])
+def test_one_process_compiles_what_it_runs(zb_run, examples_dir, mode,
+                                           entries):
+    """One process compiles the forward on its own only where it runs it
+    (--eval, --check-grad's finite differences); training and --grads run
+    the forward inside the gradient entry point."""
+    proc = zb_run(examples_dir / "mlp.mlir", "--compile-only", *mode)
+    assert proc.returncode == 0, describe(proc)
+    assert defined_entry_points(proc.stdout.strip()) == entries
 
 
 # --------------------------------------------------------------------------
