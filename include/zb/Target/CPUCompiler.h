@@ -22,8 +22,9 @@ namespace zb {
 inline constexpr llvm::StringLiteral kEntryPrefix = "zb_entry_";
 
 struct CPUCompileOptions {
-  /// LLVM optimisation level, 0 to 3.
-  unsigned optLevel = 3;
+  /// LLVM optimisation level, 0 to 3. 2: -O3 took 11-24% longer to
+  /// compile the bench/ GPTs and their steps ran no faster (bench/README.md).
+  unsigned optLevel = 2;
   /// Where the model's computation runs: "cpu" (--zb-lower-to-cpu) or "gpu"
   /// (--zb-lower-to-gpu: host code for this CPU launching kernels embedded
   /// for `gpuChip`; the shared object then needs libzbrt_cuda.so loaded
