@@ -1008,21 +1008,24 @@ def _log1p_exp_neg_abs(bb, z, t):
                                           t), t)
 
 
-def _hardsigmoid(bb, x, t):
-    """relu6(x + 3) / 6."""
+def _relu6_of_x_plus_3(bb, x, t):
+    """min(max(x + 3, 0), 6), the ramp of hardsigmoid and hardswish."""
     y = bb.binary("arith.addf", x, bb.const(3.0, t), t)
     y = bb.binary("arith.maximumf", y, bb.const(0.0, t), t)
-    y = bb.binary("arith.minimumf", y, bb.const(6.0, t), t)
-    return bb.binary("arith.divf", y, bb.const(6.0, t), t)
+    return bb.binary("arith.minimumf", y, bb.const(6.0, t), t)
+
+
+def _hardsigmoid(bb, x, t):
+    """relu6(x + 3) / 6."""
+    return bb.binary("arith.divf", _relu6_of_x_plus_3(bb, x, t),
+                     bb.const(6.0, t), t)
 
 
 def _hardswish(bb, x, t):
-    """x * relu6(x + 3) / 6."""
-    y = bb.binary("arith.addf", x, bb.const(3.0, t), t)
-    y = bb.binary("arith.maximumf", y, bb.const(0.0, t), t)
-    y = bb.binary("arith.minimumf", y, bb.const(6.0, t), t)
-    return bb.binary("arith.divf", bb.binary("arith.mulf", x, y, t),
-                     bb.const(6.0, t), t)
+    """x * relu6(x + 3) / 6, multiplied before the division as PyTorch's
+    kernel does."""
+    return bb.binary("arith.divf", bb.binary(
+        "arith.mulf", x, _relu6_of_x_plus_3(bb, x, t), t), bb.const(6.0, t), t)
 
 
 def _leaky_relu(bb, x, t, negative_slope=0.01):
