@@ -146,11 +146,12 @@ static void addPackedEntries(llvm::Module &module) {
     }
     b.CreateCall(fn, args);
     b.CreateRetVoid();
-    // Only the entry calls the C interface, and only that calls the
-    // function: internal, LLVM may drop the descriptor fields the function
-    // never reads (its static sizes and strides) instead of passing every
-    // field of every memref, a call whose code generation alone took
-    // seconds for a whole model's gradient.
+    // Programs are entered through zb_entry_* alone, so the C interface
+    // and the function it wraps need not be exported. Internal, LLVM may
+    // drop the descriptor fields the function never reads (its static
+    // sizes and strides) instead of passing every field of every memref:
+    // that call's code generation alone took seconds for a whole model's
+    // gradient.
     fn->setLinkage(llvm::GlobalValue::InternalLinkage);
     if (llvm::Function *wrapped =
             module.getFunction(fn->getName().drop_front(ciface.size()));
