@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "zb/Analysis/CostModel.h"
+#include "zb/Analysis/GroupedProduct.h"
 
 #include "zb/Dialect/ZB/ZBDialect.h"
 
@@ -68,6 +69,11 @@ double zb::estimateFlops(Operation *op) {
     double points = pointsComputed(linalgOp.getStaticLoopRanges(),
                                    op->getAttrOfType<DenseI64ArrayAttr>(
                                        zb::ZBDialect::kSkipTermsAttrName));
+    // A grouped product computes each point's term for one group only.
+    if (std::optional<GroupedProduct> grouped = matchGroupedProduct(linalgOp))
+      if (int64_t groups = linalgOp.getStaticLoopRanges()[grouped->groupLoop];
+          !ShapedType::isDynamic(groups) && groups > 0)
+        return 2 * points / groups;
     double perPoint = bodyFlops(*linalgOp.getBlock());
     return points * std::max(perPoint, 0.0);
   }

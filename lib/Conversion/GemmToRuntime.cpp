@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Analysis/GroupedProduct.h"
 #include "zb/Autodiff/Autodiff.h"
 #include "zb/Conversion/GPUPasses.h"
 #include "zb/Conversion/Passes.h"
@@ -204,6 +205,111 @@ static FailureOr<GemmPlan> planGemm(linalg::LinalgOp op) {
   return plan;
 }
 
+namespace {
+/// A grouped product (zb/Analysis/GroupedProduct.h) on buffers as a call of
+/// the runtime's zbrt_{s,d}gemm_grouped_rows or _reduce (zbrt.h).
+struct GroupedPlan {
+  /// _reduce: C[g] sums A^T B over the rows of group g; else _rows:
+  /// C[r] = A[r] op(B[group[r]]).
+  bool reduce = false;
+  bool transB = false;
+  Value a, b, c, group;
+  Type element;
+  /// _rows: rows, n, k; _reduce: rows, m, n.
+  int64_t rows = 0, m = 0, n = 0, k = 0, groups = 0;
+};
+} // namespace
+
+/// Recognises `op` as a grouped product the runtime computes: four loops
+/// (row r, group e and two more), A read (r, p) and B (e, p, j) or
+/// (e, j, p) into C (r, j); or A (r, i) and B (r, j) into C (e, i, j).
+static FailureOr<GroupedPlan> planGrouped(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumLoops() != 4)
+    return failure();
+  std::optional<zb::GroupedProduct> product = zb::matchGroupedProduct(op);
+  if (!product)
+    return failure();
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return failure();
+  OpOperand *x = op.getDpsInputOperand(product->lhs);
+  OpOperand *y = op.getDpsInputOperand(product->rhs);
+  OpOperand *c = op.getDpsInitOperand(0);
+  OpOperand *group = op.getDpsInputOperand(product->group);
+  auto groupType = dyn_cast<MemRefType>(group->get().getType());
+  if (!groupType || groupType.getRank() != 1 ||
+      !groupType.getElementType().isInteger(64))
+    return failure();
+  FailureOr<SmallVector<unsigned>> dx =
+      resultDims(op.getMatchingIndexingMap(x));
+  FailureOr<SmallVector<unsigned>> dy =
+      resultDims(op.getMatchingIndexingMap(y));
+  FailureOr<SmallVector<unsigned>> dc =
+      resultDims(op.getMatchingIndexingMap(c));
+  FailureOr<SmallVector<unsigned>> dg =
+      resultDims(op.getMatchingIndexingMap(group));
+  if (failed(dx) || failed(dy) || failed(dc) || failed(dg))
+    return failure();
+  unsigned e = product->groupLoop, r = (*dg)[0];
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  auto parallel = [&](unsigned loop) {
+    return iterators[loop] == utils::IteratorType::parallel;
+  };
+
+  GroupedPlan plan;
+  plan.element = getElementTypeOrSelf(c->get().getType());
+  plan.group = group->get();
+  plan.groups = ranges[e];
+  plan.rows = ranges[r];
+  if (dc->size() == 2) {
+    // _rows: C (r, j); A (r, p); B (e, p, j) or (e, j, p).
+    if ((*dc)[0] != r)
+      return failure();
+    unsigned j = (*dc)[1];
+    if (dy->size() == 2)
+      std::swap(x, y), std::swap(dx, dy);
+    if (dx->size() != 2 || dy->size() != 3 || (*dx)[0] != r || (*dy)[0] != e)
+      return failure();
+    unsigned p = (*dx)[1];
+    if ((*dy)[1] == p && (*dy)[2] == j)
+      plan.transB = false;
+    else if ((*dy)[1] == j && (*dy)[2] == p)
+      plan.transB = true;
+    else
+      return failure();
+    if (llvm::SmallDenseSet<unsigned>({r, e, p, j}).size() != 4 ||
+        !parallel(r) || !parallel(j) || parallel(e) || parallel(p))
+      return failure();
+    plan.n = ranges[j];
+    plan.k = ranges[p];
+  } else if (dc->size() == 3) {
+    // _reduce: C (e, i, j); A (r, i); B (r, j).
+    if ((*dc)[0] != e || dx->size() != 2 || dy->size() != 2 || (*dx)[0] != r ||
+        (*dy)[0] != r)
+      return failure();
+    unsigned i = (*dc)[1], j = (*dc)[2];
+    if ((*dx)[1] == j && (*dy)[1] == i)
+      std::swap(x, y), std::swap(dx, dy);
+    if ((*dx)[1] != i || (*dy)[1] != j ||
+        llvm::SmallDenseSet<unsigned>({r, e, i, j}).size() != 4 ||
+        !parallel(e) || !parallel(i) || !parallel(j) || parallel(r))
+      return failure();
+    plan.reduce = true;
+    plan.m = ranges[i];
+    plan.n = ranges[j];
+  } else {
+    return failure();
+  }
+  plan.a = x->get();
+  plan.b = y->get();
+  plan.c = c->get();
+  if (!isGemmOperandType(plan.a.getType(), 2, plan.element) ||
+      !isGemmOperandType(plan.b.getType(), plan.reduce ? 2 : 3, plan.element) ||
+      !isGemmOperandType(plan.c.getType(), plan.reduce ? 3 : 2, plan.element))
+    return failure();
+  return plan;
+}
+
 /// Declares the batched gemm `name` on `element`s (its alpha and beta too)
 /// in `module` if it is not there yet.
 static func::FuncOp declareGemm(ModuleOp module, StringRef name, Type element,
@@ -293,6 +399,102 @@ static void emitGemmCall(RewriterBase &rewriter, linalg::LinalgOp op,
   func::CallOp::create(rewriter, loc, callee, arguments);
 }
 
+/// The beta of the call replacing `op`, whose init C covers every element
+/// the call writes: linalg contractions accumulate into C (beta = 1), unless
+/// C was zeroed just before: the call then overwrites it (beta = 0) and the
+/// fill goes. (The fill must not zero an input `a` or `b` as well.)
+static double takeZeroFill(RewriterBase &rewriter, linalg::LinalgOp op, Value a,
+                           Value b) {
+  Value c = op.getDpsInitOperand(0)->get();
+  auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+  if (!fill || !fill.hasPureBufferSemantics() ||
+      fill.getDpsInitOperand(0)->get() != c || a == c || b == c ||
+      !matchPattern(fill.value(), m_AnyZeroFloat()))
+    return 1.0;
+  rewriter.eraseOp(fill);
+  return 0.0;
+}
+
+/// Emits the call of the runtime's grouped product that replaces `op`.
+static void emitGroupedCall(RewriterBase &rewriter, linalg::LinalgOp op,
+                            const GroupedPlan &plan, double beta) {
+  ModuleOp module = op->getParentOfType<ModuleOp>();
+  MLIRContext *ctx = module.getContext();
+  Location loc = op.getLoc();
+  Type element = plan.element, i64 = rewriter.getI64Type();
+  auto i64Const = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(rewriter, loc, i64, v);
+  };
+  auto [pa, sa] = zb::describeBuffer(rewriter, loc, plan.a, element);
+  auto [pb, sb] = zb::describeBuffer(rewriter, loc, plan.b, element);
+  auto [pc, sc] = zb::describeBuffer(rewriter, loc, plan.c, element);
+  auto [pg, sg] = zb::describeBuffer(rewriter, loc, plan.group, i64);
+  Value betaValue = arith::ConstantOp::create(
+      rewriter, loc, element, rewriter.getFloatAttr(element, beta));
+  bool f64 = element.isF64();
+  StringRef name;
+  SmallVector<Value> arguments;
+  if (plan.reduce) {
+    name = f64 ? zb::kHostGroupedReduceF64Fn : zb::kHostGroupedReduceFn;
+    arguments = {i64Const(plan.rows),
+                 i64Const(plan.m),
+                 i64Const(plan.n),
+                 i64Const(plan.groups),
+                 pa,
+                 sa[0],
+                 pb,
+                 sb[0],
+                 betaValue,
+                 pc,
+                 sc[1],
+                 sc[0],
+                 pg,
+                 sg[0]};
+  } else {
+    name = f64 ? zb::kHostGroupedRowsF64Fn : zb::kHostGroupedRowsFn;
+    arguments = {arith::ConstantIntOp::create(rewriter, loc, plan.transB, 32),
+                 i64Const(plan.rows),
+                 i64Const(plan.n),
+                 i64Const(plan.k),
+                 i64Const(plan.groups),
+                 pa,
+                 sa[0],
+                 pb,
+                 sb[1],
+                 sb[0],
+                 betaValue,
+                 pc,
+                 sc[0],
+                 pg,
+                 sg[0]};
+  }
+  SmallVector<Type> types;
+  for (Value argument : arguments)
+    types.push_back(argument.getType());
+  OpBuilder declare = OpBuilder::atBlockBegin(module.getBody());
+  zb::declareRuntimeFunction(declare, module, name,
+                             FunctionType::get(ctx, types, {}),
+                             /*cInterface=*/false);
+  func::CallOp::create(rewriter, loc, module.lookupSymbol<func::FuncOp>(name),
+                       arguments);
+}
+
+unsigned zb::lowerGroupedProductsToCalls(ModuleOp module) {
+  SmallVector<std::pair<linalg::LinalgOp, GroupedPlan>> products;
+  module.walk([&](linalg::LinalgOp op) {
+    if (FailureOr<GroupedPlan> plan = planGrouped(op); succeeded(plan))
+      products.emplace_back(op, *plan);
+  });
+  IRRewriter rewriter(module.getContext());
+  for (auto &[op, plan] : products) {
+    double beta = takeZeroFill(rewriter, op, plan.a, plan.b);
+    rewriter.setInsertionPoint(op);
+    emitGroupedCall(rewriter, op, plan, beta);
+    rewriter.eraseOp(op);
+  }
+  return products.size();
+}
+
 unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
                                StringRef f64Callee, StringRef termsCallee) {
   SmallVector<std::pair<linalg::LinalgOp, GemmPlan>> gemms;
@@ -308,19 +510,7 @@ unsigned zb::lowerGemmsToCalls(ModuleOp module, StringRef callee,
   // The f32, the f64 and the f32 terms callee, declared on first use.
   func::FuncOp callees[3];
   for (auto &[op, plan] : gemms) {
-    // linalg contractions accumulate into C (beta = 1), unless C was zeroed
-    // just before: the gemm then overwrites it (beta = 0; C covers the
-    // product's m x n, so every element is written) and the fill goes.
-    // (The fill must not zero an input as well.)
-    double beta = 1.0;
-    Value c = op.getDpsInitOperand(0)->get();
-    if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
-        fill && fill.hasPureBufferSemantics() &&
-        fill.getDpsInitOperand(0)->get() == c && plan.a != c &&
-        plan.b != c && matchPattern(fill.value(), m_AnyZeroFloat())) {
-      rewriter.eraseOp(fill);
-      beta = 0.0;
-    }
+    double beta = takeZeroFill(rewriter, op, plan.a, plan.b);
     bool f64 = plan.element.isF64();
     bool terms = !f64 && plan.terms != 0 && !termsCallee.empty();
     func::FuncOp &fn = callees[terms ? 2 : f64];
@@ -343,6 +533,7 @@ struct LowerGemmToRuntimePass
   void runOnOperation() override {
     zb::lowerGemmsToCalls(getOperation(), zb::kHostGemmFn, zb::kHostGemmF64Fn,
                           zb::kHostGemmTermsFn);
+    zb::lowerGroupedProductsToCalls(getOperation());
   }
 };
 

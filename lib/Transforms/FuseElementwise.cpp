@@ -6,6 +6,7 @@
 
 #include "zb/Transforms/Passes.h"
 
+#include "zb/Analysis/GroupedProduct.h"
 #include "zb/Autodiff/Autodiff.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -28,10 +29,12 @@ using namespace mlir;
 /// other does not index (an m and an n), whatever unused inputs it still
 /// carries (the canonicalizer drops them later). A row reduction such as
 /// sum(dy * y), a contraction to linalg::isaContractionOpInterface, is not
-/// one.
+/// one. A grouped product (a mixture of experts' products) is one as well.
 static bool isContraction(linalg::LinalgOp op) {
   if (op.getNumReductionLoops() == 0 || op.getNumDpsInits() != 1)
     return false;
+  if (zb::matchGroupedProduct(op))
+    return true;
   Operation *mul = zb::autodiff::mulAddProduct(op.getBlock());
   if (!mul)
     return false;

@@ -553,6 +553,43 @@ def _pipe_cut(ctx, x):
     return ctx.b.cut(ctx.tensor(x), hint=ctx.hint)
 
 
+@_handles("zerobubble.grouped_mm.default")
+def _grouped_mm(ctx, x, weight, group, transposed):
+    """Each row of ``x`` [R, K] times its group's matrix of ``weight``
+    ([G, K, N], or [G, N, K] when ``transposed``): a grouped product
+    (zb/Analysis/GroupedProduct.h), whose loops (row, column, group, inner)
+    keep the term of the row's group alone; the runtime computes each
+    group's rows in one gemm."""
+    x, weight, group = ctx.tensor(x), ctx.tensor(weight), ctx.tensor(group)
+    _require_float(ctx, x, weight)
+    if group.dtype != "i64":
+        group = ctx.elementwise([group], lambda bb, xs: _cast(bb, xs[0],
+                                                              "i64"),
+                                shape=group.shape, dtype="i64")
+    rows = x.shape[0]
+    n = weight.shape[1] if transposed else weight.shape[2]
+    t = ctx.dtype
+
+    def body(bb, names, acc):
+        row, w, g = names
+        hit = bb.op(f"arith.cmpi eq, {g}, {_as_i64(bb, bb.index(2))} : i64",
+                    "hit")
+        product = bb.binary("arith.mulf", row, w, t)
+        return bb.binary("arith.addf", acc,
+                         bb.select(hit, product, bb.const(0.0, t), t), t)
+
+    return ctx.b.generic(
+        (rows, n), t,
+        [(x, [0, 3]), (weight, [2, 1, 3] if transposed else [2, 3, 1]),
+         (group, [0])],
+        body, reductions=2, init=ctx.b.filled((rows, n), t, 0.0),
+        hint="grouped")
+
+
+def _as_i64(bb, index):
+    return bb.op(f"arith.index_cast {index} : index to i64", "i")
+
+
 @_handles("aten.clone.default", "aten.contiguous.default",
           "aten.alias.default", "aten.lift_fresh_copy.default")
 def _identity(ctx, x, *args, **kwargs):

@@ -215,47 +215,77 @@ def from_torch(module, example_args, *, name=None, strict=False):
 # The mixture-of-experts implementation from_torch exports transformers'
 # experts layers with (Mixtral, Qwen-MoE...): registered with transformers
 # while exporting.
-_DENSE_EXPERTS = "zerobubble_dense"
+_GROUPED_EXPERTS = "zerobubble_grouped"
 
 
-def _linear_per_expert(x, weight, bias, transposed):
-    """``x`` [E, T, in] (or [T, in], shared) through each expert's weight
-    ([E, out, in], or [E, in, out] when ``transposed``): [E, T, out]."""
-    y = torch.matmul(x, weight if transposed else weight.transpose(1, 2))
-    return y if bias is None else y + bias.unsqueeze(1)
+@torch.library.custom_op("zerobubble::grouped_mm", mutates_args=())
+def _grouped_mm_op(x: torch.Tensor, weight: torch.Tensor, group: torch.Tensor,
+                   transposed: bool) -> torch.Tensor:
+    """Row r of ``x`` [R, K] times ``weight[group[r]]`` ([G, K, N], or its
+    transpose when ``weight`` is [G, N, K] and ``transposed``): [R, N]."""
+    w = weight[group]
+    return torch.bmm(x.unsqueeze(1),
+                     w.transpose(1, 2) if transposed else w).squeeze(1)
 
 
-def _dense_experts_forward(self, hidden_states, top_k_index, top_k_weights):
-    """Every expert on every token, each token's output its experts'
-    outputs weighted by the router's weights (0 for the experts it did not
-    choose): the arithmetic of transformers' experts for the chosen ones,
-    in shapes that do not depend on the routing. It costs num_experts /
-    top_k times the experts' FLOPs and an [E, T, intermediate] activation,
-    where transformers' ``batched_mm`` (static too) copies each token's
-    chosen experts' weights, T * top_k weight matrices."""
-    up = self.gate_up_proj if self.has_gate else self.up_proj
-    up_bias = None
-    if self.has_bias:
-        up_bias = self.gate_up_proj_bias if self.has_gate else \
-            self.up_proj_bias
-    routing = hidden_states.new_zeros(
-        hidden_states.size(0), up.size(0)).scatter_add(
-        1, top_k_index, top_k_weights.to(hidden_states.dtype))
-    out = _linear_per_expert(hidden_states, up, up_bias, self.is_transposed)
+@_grouped_mm_op.register_fake
+def _grouped_mm_fake(x, weight, group, transposed):
+    return x.new_empty(x.size(0), weight.size(1 if transposed else 2))
+
+
+def _grouped_mm_setup(ctx, inputs, output):
+    x, weight, group, transposed = inputs
+    ctx.save_for_backward(x, weight, group)
+    ctx.transposed = transposed
+
+
+def _grouped_mm_backward(ctx, grad):
+    x, weight, group = ctx.saved_tensors
+    dx = _grouped_mm_op(grad, weight, group, not ctx.transposed)
+    outer = (grad.unsqueeze(2) * x.unsqueeze(1) if ctx.transposed
+             else x.unsqueeze(2) * grad.unsqueeze(1))
+    dw = torch.zeros_like(weight).index_add_(0, group, outer)
+    return dx, dw, None, None
+
+
+_grouped_mm_op.register_autograd(_grouped_mm_backward,
+                                 setup_context=_grouped_mm_setup)
+
+
+def _grouped_experts_forward(self, hidden_states, top_k_index,
+                             top_k_weights):
+    """transformers' experts as grouped products (``zerobubble::grouped_mm``,
+    the compiler's grouped products): each token's row once per chosen
+    expert, times that expert's weights, weighted by the router and summed
+    per token; the arithmetic of transformers' ``batched_mm`` without its
+    per-row copies of the weights, at the chosen experts' FLOPs."""
+    top_k = top_k_index.size(-1)
+    rows = hidden_states.repeat_interleave(top_k, dim=0)
+    group = top_k_index.reshape(-1)
+    if self.has_gate:
+        up = self.gate_up_proj
+        up_bias = self.gate_up_proj_bias if self.has_bias else None
+    else:
+        up = self.up_proj
+        up_bias = self.up_proj_bias if self.has_bias else None
+    out = _grouped_mm_op(rows, up, group, not self.is_transposed)
+    if up_bias is not None:
+        out = out + up_bias[group]
     out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
-    out = _linear_per_expert(out, self.down_proj,
-                             self.down_proj_bias if self.has_bias else None,
-                             self.is_transposed)
+    out = _grouped_mm_op(out, self.down_proj, group, not self.is_transposed)
+    if self.has_bias:
+        out = out + self.down_proj_bias[group]
     if self.has_post_expert_norm:
         out = self.post_expert_norm(out)
-    out = (out * routing.t().unsqueeze(-1)).sum(dim=0)
+    out = out * top_k_weights.reshape(-1, 1).to(out.dtype)
+    out = out.view(hidden_states.size(0), top_k, -1).sum(dim=1)
     return out.to(hidden_states.dtype)
 
 
 @contextlib.contextmanager
-def _static_experts(module, implementation=_DENSE_EXPERTS):
+def _static_experts(module, implementation=_GROUPED_EXPERTS):
     """While exporting, transformers models with mixture-of-experts layers
-    run ``implementation`` (default: :func:`_dense_experts_forward`) where
+    run ``implementation`` (default: :func:`_grouped_experts_forward`) where
     their default ``grouped_mm`` sorts the tokens into groups of
     data-dependent sizes that static shapes cannot hold. Restored
     afterwards, the registration included. Experts split over devices
@@ -271,10 +301,10 @@ def _static_experts(module, implementation=_DENSE_EXPERTS):
             if any(getattr(m, "_is_expert_parallel", False)
                    for m in sub.modules()):
                 continue
-            if implementation == _DENSE_EXPERTS and interface is None:
+            if implementation == _GROUPED_EXPERTS and interface is None:
                 from transformers.integrations.moe import \
                     ALL_EXPERTS_FUNCTIONS as interface
-                interface[_DENSE_EXPERTS] = _dense_experts_forward
+                interface[_GROUPED_EXPERTS] = _grouped_experts_forward
             current = sub.get_experts_implementation()
             if set(current.values()) != {implementation}:
                 sub.set_experts_implementation(implementation)
@@ -283,8 +313,8 @@ def _static_experts(module, implementation=_DENSE_EXPERTS):
     finally:
         for sub, previous in reversed(switched):
             sub.set_experts_implementation(previous)
-        if interface is not None and _DENSE_EXPERTS in interface:
-            del interface[_DENSE_EXPERTS]
+        if interface is not None and _GROUPED_EXPERTS in interface:
+            del interface[_GROUPED_EXPERTS]
 
 
 class _Translator:

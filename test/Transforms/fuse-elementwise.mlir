@@ -402,3 +402,41 @@ func.func @returned_and_broadcast(%x: tensor<8xf32>, %b: tensor<8xf32>) -> (tens
   } -> tensor<4x8xf32>
   return %a, %g : tensor<8xf32>, tensor<4x8xf32>
 }
+
+// Nor into a grouped product (a mixture of experts' rows times their
+// expert's weight): the activation before it stays its own op, so that the
+// product still lowers to the runtime's grouped gemms.
+#gx = affine_map<(r, n, e, k) -> (r, k)>
+#gw = affine_map<(r, n, e, k) -> (e, k, n)>
+#gg = affine_map<(r, n, e, k) -> (r)>
+#gy = affine_map<(r, n, e, k) -> (r, n)>
+// CHECK-LABEL: func.func @grouped_product
+// CHECK: %[[ACT:.*]] = linalg.generic
+// CHECK: math.tanh
+// CHECK: linalg.generic {{.*}} ins(%[[ACT]], %{{.*}}, %{{.*}} : tensor<6x4xf32>, tensor<3x4x5xf32>, tensor<6xi64>)
+// CHECK-NOT: math.tanh
+// CHECK: linalg.yield
+func.func @grouped_product(%x: tensor<6x4xf32>, %w: tensor<3x4x5xf32>, %g: tensor<6xi64>) -> tensor<6x5xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<6x4xf32>
+  %act = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<6x4xf32>) outs(%e : tensor<6x4xf32>) {
+  ^bb0(%p: f32, %o: f32):
+    %t = math.tanh %p : f32
+    linalg.yield %t : f32
+  } -> tensor<6x4xf32>
+  %e2 = tensor.empty() : tensor<6x5xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e2 : tensor<6x5xf32>) -> tensor<6x5xf32>
+  %y = linalg.generic {indexing_maps = [#gx, #gw, #gg, #gy], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%act, %w, %g : tensor<6x4xf32>, tensor<3x4x5xf32>, tensor<6xi64>) outs(%f : tensor<6x5xf32>) {
+  ^bb0(%a: f32, %b: f32, %gi: i64, %acc: f32):
+    %i = linalg.index 2 : index
+    %ii = arith.index_cast %i : index to i64
+    %hit = arith.cmpi eq, %gi, %ii : i64
+    %m = arith.mulf %a, %b : f32
+    %s = arith.select %hit, %m, %zero : f32
+    %sum = arith.addf %acc, %s : f32
+    linalg.yield %sum : f32
+  } -> tensor<6x5xf32>
+  return %y : tensor<6x5xf32>
+}

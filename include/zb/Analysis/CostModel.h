@@ -18,9 +18,9 @@ namespace zb {
 /// Floating-point operations `op` performs (with everything nested in it):
 /// a linalg op's iteration-space size times the arith/math ops in its body
 /// (2·M·N·K for a matmul; a product marked `zb.skip_terms` counts only the
-/// terms it computes), a loop's trip count times its body's cost, one
-/// per element of the result for other tensor arithmetic, zero for data
-/// movement and reshapes.
+/// terms it computes, a grouped product 2·M·N·K for its rows' groups alone), a
+/// loop's trip count times its body's cost, one per element of the result for
+/// other tensor arithmetic, zero for data movement and reshapes.
 double estimateFlops(mlir::Operation *op);
 
 /// The FLOPs of all ops in `region`.

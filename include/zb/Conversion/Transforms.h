@@ -26,6 +26,16 @@ inline constexpr llvm::StringLiteral kHostGemmF64Fn = "zbrt_dgemm_batched";
 /// contraction's).
 inline constexpr llvm::StringLiteral kHostGemmTermsFn =
     "zbrt_sgemm_batched_terms";
+/// The runtime's grouped products (a mixture of experts' layers), f32 and
+/// f64: rows times their group's matrix, and each group's sum over its rows.
+inline constexpr llvm::StringLiteral kHostGroupedRowsFn =
+    "zbrt_sgemm_grouped_rows";
+inline constexpr llvm::StringLiteral kHostGroupedRowsF64Fn =
+    "zbrt_dgemm_grouped_rows";
+inline constexpr llvm::StringLiteral kHostGroupedReduceFn =
+    "zbrt_sgemm_grouped_reduce";
+inline constexpr llvm::StringLiteral kHostGroupedReduceF64Fn =
+    "zbrt_dgemm_grouped_reduce";
 /// The runtime's cuBLAS gemms (`--zb-lower-gemm-to-cublas`): f32, and f32
 /// storage with bf16 products accumulated in f32.
 inline constexpr llvm::StringLiteral kGPUGemmFn = "zbrt_gpu_sgemm_batched";
@@ -44,6 +54,14 @@ inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
 unsigned lowerGemmsToCalls(mlir::ModuleOp module, llvm::StringRef callee,
                            llvm::StringRef f64Callee = {},
                            llvm::StringRef termsCallee = {});
+
+/// Rewrites every grouped product on buffers in `module`
+/// (zb/Analysis/GroupedProduct.h) whose operands the runtime takes (f32 or
+/// f64 static row-major buffers, an i64 group index; A[r] times its group's
+/// B into C[r], or each group's sum of A[r]^T B[r] into C[g]) into a call of
+/// the runtime's grouped products (zbrt.h), declared privately in `module`
+/// when needed. Returns the number of ops rewritten.
+unsigned lowerGroupedProductsToCalls(mlir::ModuleOp module);
 
 /// Whether `op`, on tensors or on buffers, has the shape of a plain f32 or
 /// f64 (batched) GEMM: one m, n and k dimension, at most one batch dimension,

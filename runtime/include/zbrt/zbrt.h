@@ -94,6 +94,44 @@ void zbrt_dgemm_batched(int32_t transA, int32_t transB, int64_t batch,
                         const double *b, int64_t ldb, int64_t strideB,
                         double beta, double *c, int64_t ldc, int64_t strideC);
 
+/* Grouped products (a mixture of experts' layers): each row r of a
+ * product belongs to group group[r * groupStride] (its expert), rows of
+ * any group order; a row whose group is not in [0, groups) contributes
+ * nothing. Each group's rows are computed in one gemm.
+ *
+ * zbrt_sgemm_grouped_rows: every row times its group's matrix,
+ *   C[r, :] = A[r, :] * op(B_g) + beta * C[r, :],  g = group[r],
+ * A rows x k, C rows x n, B_g = b + g * strideB k x n (n x k stored when
+ * transB). A row in no group gets beta * C[r, :].
+ *
+ * zbrt_sgemm_grouped_reduce: each group's matrix summed over its rows,
+ *   C_g = sum over rows r of group g of A[r, :]^T B[r, :] + beta * C_g,
+ * A rows x m, B rows x n, C_g = c + g * strideC m x n (a group without
+ * rows gets beta * C_g).
+ *
+ * beta 0 overwrites C whatever it held. The d variants are the same in
+ * double precision. */
+void zbrt_sgemm_grouped_rows(int32_t transB, int64_t rows, int64_t n, int64_t k,
+                             int64_t groups, const float *a, int64_t lda,
+                             const float *b, int64_t ldb, int64_t strideB,
+                             float beta, float *c, int64_t ldc,
+                             const int64_t *group, int64_t groupStride);
+void zbrt_sgemm_grouped_reduce(int64_t rows, int64_t m, int64_t n,
+                               int64_t groups, const float *a, int64_t lda,
+                               const float *b, int64_t ldb, float beta,
+                               float *c, int64_t ldc, int64_t strideC,
+                               const int64_t *group, int64_t groupStride);
+void zbrt_dgemm_grouped_rows(int32_t transB, int64_t rows, int64_t n, int64_t k,
+                             int64_t groups, const double *a, int64_t lda,
+                             const double *b, int64_t ldb, int64_t strideB,
+                             double beta, double *c, int64_t ldc,
+                             const int64_t *group, int64_t groupStride);
+void zbrt_dgemm_grouped_reduce(int64_t rows, int64_t m, int64_t n,
+                               int64_t groups, const double *a, int64_t lda,
+                               const double *b, int64_t ldb, double beta,
+                               double *c, int64_t ldc, int64_t strideC,
+                               const int64_t *group, int64_t groupStride);
+
 /*===----------------------------------------------------------------------===*\
 |* Point-to-point transfers                                                   *|
 \*===----------------------------------------------------------------------===*/
