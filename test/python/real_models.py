@@ -101,7 +101,7 @@ def t5(count=2, seed=7):
 
 def mixtral(count=2, seed=7):
     """Mixture of experts: each token's top 2 of 4 experts (from_torch
-    exports every expert on every token, weighted by the routing)."""
+    exports them as grouped products, each expert's rows in one gemm)."""
     transformers = require("transformers")
     config = transformers.MixtralConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2,

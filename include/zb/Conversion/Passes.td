@@ -24,7 +24,13 @@ def ZBLowerGemmToRuntime : Pass<"zb-lower-gemm-to-runtime", "mlir::ModuleOp"> {
     call accumulates into C (beta = 1), as the op does; where the op right
     before is a `linalg.fill` of zero into the same C (and C is not an
     input), the call overwrites C instead (beta = 0) and the fill goes.
-    Other linalg ops are left for loop lowering.
+    A grouped product (a mixture of experts' products,
+    zb/Analysis/GroupedProduct.h) over four loops, row r, group e and two
+    more, calls `zbrt_sgemm_grouped_rows` when C is (r, j) and A (r, p)
+    times B (e, p, j) or (e, j, p), and `zbrt_sgemm_grouped_reduce` when C
+    is (e, i, j) summing A (r, i) times B (r, j) (f64: `zbrt_dgemm_*`), the
+    group index an i64 buffer; the same fill rule sets beta. Other linalg
+    ops are left for loop lowering.
 
     ```mlir
     linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>)
