@@ -99,3 +99,89 @@ std::optional<zb::GroupedProduct> zb::matchGroupedProduct(linalg::LinalgOp op) {
       return std::nullopt;
   return product;
 }
+
+/// The loops `map`'s results name, or nothing if one is not a plain loop.
+static std::optional<SmallVector<unsigned>> loopsOf(AffineMap map) {
+  SmallVector<unsigned> loops;
+  for (AffineExpr expr : map.getResults()) {
+    auto dim = dyn_cast<AffineDimExpr>(expr);
+    if (!dim)
+      return std::nullopt;
+    loops.push_back(dim.getPosition());
+  }
+  return loops;
+}
+
+std::optional<zb::GroupedLayout> zb::matchGroupedLayout(linalg::LinalgOp op) {
+  if (op.getNumLoops() != 4)
+    return std::nullopt;
+  std::optional<GroupedProduct> product = matchGroupedProduct(op);
+  if (!product)
+    return std::nullopt;
+  auto loops = [&](OpOperand *operand) {
+    return loopsOf(op.getMatchingIndexingMap(operand));
+  };
+  unsigned a = product->lhs, b = product->rhs;
+  std::optional<SmallVector<unsigned>> la = loops(op.getDpsInputOperand(a));
+  std::optional<SmallVector<unsigned>> lb = loops(op.getDpsInputOperand(b));
+  std::optional<SmallVector<unsigned>> lc = loops(op.getDpsInitOperand(0));
+  std::optional<SmallVector<unsigned>> lg =
+      loops(op.getDpsInputOperand(product->group));
+  if (!la || !lb || !lc || !lg)
+    return std::nullopt;
+  unsigned e = product->groupLoop, r = (*lg)[0];
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  auto parallel = [&](unsigned loop) {
+    return iterators[loop] == utils::IteratorType::parallel;
+  };
+
+  GroupedLayout layout;
+  layout.product = *product;
+  layout.rowLoop = r;
+  unsigned first, second;
+  if (lc->size() == 2) {
+    // Rows: C (r, j); A (r, p); B (e, p, j) or (e, j, p).
+    if (lb->size() == 2) {
+      std::swap(a, b);
+      std::swap(la, lb);
+    }
+    if (la->size() != 2 || lb->size() != 3 || (*lc)[0] != r || (*la)[0] != r ||
+        (*lb)[0] != e)
+      return std::nullopt;
+    unsigned j = (*lc)[1], p = (*la)[1];
+    if ((*lb)[1] == j && (*lb)[2] == p)
+      layout.transB = true;
+    else if ((*lb)[1] != p || (*lb)[2] != j)
+      return std::nullopt;
+    if (!parallel(r) || !parallel(j) || parallel(e) || parallel(p))
+      return std::nullopt;
+    layout.kind = GroupedLayout::Rows;
+    first = j;
+    second = p;
+  } else if (lc->size() == 3) {
+    // Reduce: C (e, i, j); A (r, i); B (r, j).
+    if (la->size() != 2 || lb->size() != 2 || (*lc)[0] != e || (*la)[0] != r ||
+        (*lb)[0] != r)
+      return std::nullopt;
+    unsigned i = (*lc)[1], j = (*lc)[2];
+    if ((*la)[1] == j && (*lb)[1] == i) {
+      std::swap(a, b);
+      std::swap(la, lb);
+    }
+    if ((*la)[1] != i || (*lb)[1] != j || !parallel(e) || !parallel(i) ||
+        !parallel(j) || parallel(r))
+      return std::nullopt;
+    layout.kind = GroupedLayout::Reduce;
+    first = i;
+    second = j;
+  } else {
+    return std::nullopt;
+  }
+  if (llvm::SmallDenseSet<unsigned>({r, e, first, second}).size() != 4)
+    return std::nullopt;
+  layout.a = a;
+  layout.b = b;
+  layout.loop0 = first;
+  layout.loop1 = second;
+  return layout;
+}

@@ -220,90 +220,38 @@ struct GroupedPlan {
 };
 } // namespace
 
-/// Recognises `op` as a grouped product the runtime computes: four loops
-/// (row r, group e and two more), A read (r, p) and B (e, p, j) or
-/// (e, j, p) into C (r, j); or A (r, i) and B (r, j) into C (e, i, j).
+/// Recognises `op` as a grouped product on buffers the runtime computes
+/// (zb::matchGroupedLayout with static f32 or f64 row-major operands and an
+/// i64 group index).
 static FailureOr<GroupedPlan> planGrouped(linalg::LinalgOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumLoops() != 4)
+  if (!op.hasPureBufferSemantics())
     return failure();
-  std::optional<zb::GroupedProduct> product = zb::matchGroupedProduct(op);
-  if (!product)
+  std::optional<zb::GroupedLayout> layout = zb::matchGroupedLayout(op);
+  if (!layout)
     return failure();
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return failure();
-  OpOperand *x = op.getDpsInputOperand(product->lhs);
-  OpOperand *y = op.getDpsInputOperand(product->rhs);
-  OpOperand *c = op.getDpsInitOperand(0);
-  OpOperand *group = op.getDpsInputOperand(product->group);
-  auto groupType = dyn_cast<MemRefType>(group->get().getType());
-  if (!groupType || groupType.getRank() != 1 ||
-      !groupType.getElementType().isInteger(64))
-    return failure();
-  FailureOr<SmallVector<unsigned>> dx =
-      resultDims(op.getMatchingIndexingMap(x));
-  FailureOr<SmallVector<unsigned>> dy =
-      resultDims(op.getMatchingIndexingMap(y));
-  FailureOr<SmallVector<unsigned>> dc =
-      resultDims(op.getMatchingIndexingMap(c));
-  FailureOr<SmallVector<unsigned>> dg =
-      resultDims(op.getMatchingIndexingMap(group));
-  if (failed(dx) || failed(dy) || failed(dc) || failed(dg))
-    return failure();
-  unsigned e = product->groupLoop, r = (*dg)[0];
-  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  auto parallel = [&](unsigned loop) {
-    return iterators[loop] == utils::IteratorType::parallel;
-  };
-
   GroupedPlan plan;
-  plan.element = getElementTypeOrSelf(c->get().getType());
-  plan.group = group->get();
-  plan.groups = ranges[e];
-  plan.rows = ranges[r];
-  if (dc->size() == 2) {
-    // _rows: C (r, j); A (r, p); B (e, p, j) or (e, j, p).
-    if ((*dc)[0] != r)
-      return failure();
-    unsigned j = (*dc)[1];
-    if (dy->size() == 2)
-      std::swap(x, y), std::swap(dx, dy);
-    if (dx->size() != 2 || dy->size() != 3 || (*dx)[0] != r || (*dy)[0] != e)
-      return failure();
-    unsigned p = (*dx)[1];
-    if ((*dy)[1] == p && (*dy)[2] == j)
-      plan.transB = false;
-    else if ((*dy)[1] == j && (*dy)[2] == p)
-      plan.transB = true;
-    else
-      return failure();
-    if (llvm::SmallDenseSet<unsigned>({r, e, p, j}).size() != 4 ||
-        !parallel(r) || !parallel(j) || parallel(e) || parallel(p))
-      return failure();
-    plan.n = ranges[j];
-    plan.k = ranges[p];
-  } else if (dc->size() == 3) {
-    // _reduce: C (e, i, j); A (r, i); B (r, j).
-    if ((*dc)[0] != e || dx->size() != 2 || dy->size() != 2 || (*dx)[0] != r ||
-        (*dy)[0] != r)
-      return failure();
-    unsigned i = (*dc)[1], j = (*dc)[2];
-    if ((*dx)[1] == j && (*dy)[1] == i)
-      std::swap(x, y), std::swap(dx, dy);
-    if ((*dx)[1] != i || (*dy)[1] != j ||
-        llvm::SmallDenseSet<unsigned>({r, e, i, j}).size() != 4 ||
-        !parallel(e) || !parallel(i) || !parallel(j) || parallel(r))
-      return failure();
-    plan.reduce = true;
-    plan.m = ranges[i];
-    plan.n = ranges[j];
+  plan.reduce = layout->kind == zb::GroupedLayout::Reduce;
+  plan.transB = layout->transB;
+  plan.a = op.getDpsInputOperand(layout->a)->get();
+  plan.b = op.getDpsInputOperand(layout->b)->get();
+  plan.c = op.getDpsInitOperand(0)->get();
+  plan.group = op.getDpsInputOperand(layout->product.group)->get();
+  plan.element = getElementTypeOrSelf(plan.c.getType());
+  plan.rows = ranges[layout->rowLoop];
+  plan.groups = ranges[layout->product.groupLoop];
+  if (plan.reduce) {
+    plan.m = ranges[layout->loop0];
+    plan.n = ranges[layout->loop1];
   } else {
-    return failure();
+    plan.n = ranges[layout->loop0];
+    plan.k = ranges[layout->loop1];
   }
-  plan.a = x->get();
-  plan.b = y->get();
-  plan.c = c->get();
-  if (!isGemmOperandType(plan.a.getType(), 2, plan.element) ||
+  auto groupType = dyn_cast<MemRefType>(plan.group.getType());
+  if (!groupType || !groupType.getElementType().isInteger(64) ||
+      !isGemmOperandType(plan.a.getType(), 2, plan.element) ||
       !isGemmOperandType(plan.b.getType(), plan.reduce ? 2 : 3, plan.element) ||
       !isGemmOperandType(plan.c.getType(), plan.reduce ? 3 : 2, plan.element))
     return failure();

@@ -155,6 +155,11 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
     partition.scheduleName = options.schedule;
     partition.numMicrobatches = options.microbatches;
   }
+  // cuBLAS has no grouped gemm: a mixture of experts' products run over
+  // every expert, as batched gemms (before the partition and autodiff, so
+  // that both see what runs).
+  if (options.target == "gpu")
+    pm.addPass(createZBExpandGroupedProducts());
   pm.addPass(createZBPartitionStages(partition));
   pm.addPass(createZBAutodiff());
   pm.addPass(createCanonicalizerPass());

@@ -615,6 +615,28 @@ def test_grouped_products(tmp_path):
         assert name in code, name
     assert program.mlir.count("linalg.index 2") >= 2
 
+    # The GPU's form (--zb-expand-grouped-products: every group's batched
+    # product, then each row's pick), run here: the same gradients.
+    expanded = tmp_path / "expanded.mlir"
+    run_tool("zb-opt", [path, "--zb-expand-grouped-products", "-o",
+                        expanded])
+    dumped = tmp_path / "expanded-grads.npz"
+    run_tool("zb-run", [expanded, "--grads", "--params",
+                        tmp_path / "params.npz", "--inputs",
+                        tmp_path / "inputs.npz", "--dump-grads", dumped])
+    ref_loss, ref_grads = torch_reference(
+        model.double(), [(randn(6, 5).double(), group)])
+    with np.load(dumped) as data:
+        assert float(data["loss"]) == pytest.approx(ref_loss, rel=F64_RTOL)
+        for param, grad in ref_grads.items():
+            assert_close(f"expanded grad {param}", data[param], grad,
+                         F64_RTOL)
+    code = open(run_tool("zb-run", [
+        expanded, "--grads", "--params", tmp_path / "params.npz",
+        "--inputs", tmp_path / "inputs.npz",
+        "--compile-only"]).stdout.strip(), "rb").read()
+    assert b"grouped" not in code
+
 
 def test_casts_to_bool(tmp_path):
     """.bool() of floats and integers is "not zero" (0.3 and 2 are true),

@@ -48,6 +48,33 @@ struct GroupedProduct {
 /// single loop.
 std::optional<GroupedProduct> matchGroupedProduct(mlir::linalg::LinalgOp op);
 
+/// A grouped product whose operands are matrices the way a grouped gemm
+/// takes them, over four loops: the row r, the group e and two more.
+struct GroupedLayout {
+  enum Kind {
+    /// C[r, j] += A[r, p] * B[e, p, j] (B stored (e, j, p) when `transB`):
+    /// each row times its group's matrix (a forward product, an input
+    /// gradient).
+    Rows,
+    /// C[e, i, j] += A[r, i] * B[r, j]: each group's matrix summed over its
+    /// rows (a weight gradient).
+    Reduce,
+  } kind;
+  GroupedProduct product;
+  /// The input operand numbers of A and B.
+  unsigned a, b;
+  bool transB = false;
+  unsigned rowLoop;
+  /// Rows: the loops of C's columns j and of the inner dimension p;
+  /// Reduce: of C's rows i and columns j.
+  unsigned loop0, loop1;
+};
+
+/// `op` as a grouped product of one of GroupedLayout's kinds, all operands
+/// read through plain loops in those orders and the loops' iterator types
+/// the kind's (the shapes may be dynamic and the types anything).
+std::optional<GroupedLayout> matchGroupedLayout(mlir::linalg::LinalgOp op);
+
 } // namespace zb
 
 #endif // ZB_ANALYSIS_GROUPEDPRODUCT_H

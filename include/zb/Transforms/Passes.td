@@ -154,6 +154,27 @@ def ZBDecomposeAggregates : Pass<"zb-decompose-aggregates"> {
                            "mlir::tensor::TensorDialect"];
 }
 
+def ZBExpandGroupedProducts : Pass<"zb-expand-grouped-products"> {
+  let summary = "Rewrite grouped products as products over every group";
+  let description = [{
+    For a target without a grouped gemm (the GPU): rewrites every grouped
+    product on tensors (zb/Analysis/GroupedProduct.h) of a mixture of
+    experts' forward form, rows r times their group's matrix,
+    `y[r, n] = init + sum over e, k of (g[r] == e ? x[r, k] * w[e, k, n] : 0)`
+    (w also as [e, n, k]), into x broadcast over the groups, one batched
+    product per group `t[e, r, n] = x[r, :] w[e]` (a gemm the target's
+    library runs, cuBLAS's strided batches), and the pick of each row's own
+    group, `y[r, n] = init + sum over e of (g[r] == e ? t[e, r, n] : 0)`.
+    It costs groups times the grouped product's FLOPs and a
+    [groups, rows, n] tensor; its gradients are batched gemms and sums
+    again. Runs before autodiff and the partition, so that both see what
+    the target computes. Other grouped products are left alone.
+  }];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
+}
+
 def ZBAutodiff : Pass<"zb-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode automatic differentiation on tensors";
   let description = [{
