@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "zb/Analysis/GroupedProduct.h"
 #include "zb/Conversion/Passes.h"
 #include "zb/Conversion/Transforms.h"
 
@@ -43,8 +44,9 @@ static Value addendOf(linalg::GenericOp add, func::FuncOp fn) {
   return add.getDpsInputOperand(0)->get();
 }
 
-/// Rewrites `sum += gemm(a, b)`, where the GEMM starts from zeros and
-/// nothing else reads its result, into the GEMM starting from `sum`.
+/// Rewrites `sum += gemm(a, b)`, where the GEMM (or grouped product, a
+/// mixture of experts' weight gradient) starts from zeros and nothing else
+/// reads its result, into the GEMM starting from `sum`.
 /// Returns whether it did.
 static bool accumulateInGemm(linalg::GenericOp add, func::FuncOp fn) {
   Value addend = addendOf(add, fn);
@@ -53,7 +55,7 @@ static bool accumulateInGemm(linalg::GenericOp add, func::FuncOp fn) {
     return false;
   auto gemm = addend.getDefiningOp<linalg::LinalgOp>();
   if (!gemm || gemm->getNumResults() != 1 || !gemm.hasPureTensorSemantics() ||
-      !zb::isGemm(gemm))
+      !(zb::isGemm(gemm) || zb::matchGroupedProduct(gemm)))
     return false;
   auto fill = gemm.getDpsInitOperand(0)->get().getDefiningOp<linalg::FillOp>();
   if (!fill || !matchPattern(fill.value(), m_AnyZeroFloat()))

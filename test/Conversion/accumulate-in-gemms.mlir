@@ -174,3 +174,43 @@ func.func @left_alone(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>, %sum: tensor<8
   } -> tensor<4xf32>
   return %g1, %s1, %s2, %s3, %s4, %s5 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A mixture of experts' weight gradient (a grouped product summing each
+// expert's rows) starts from the sum as well; the runtime's grouped gemm
+// then adds to it (beta 1).
+// CHECK-LABEL: func.func @grouped_weight_gradient(
+// CHECK-SAME: %[[X:.*]]: tensor<6x4xf32>, %[[DY:.*]]: tensor<6x5xf32>, %[[G:.*]]: tensor<6xi64>, %[[S:.*]]: tensor<3x4x5xf32>)
+// CHECK-NOT: linalg.fill
+// CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[X]], %[[DY]], %[[G]] : tensor<6x4xf32>, tensor<6x5xf32>, tensor<6xi64>) outs(%[[S]] : tensor<3x4x5xf32>)
+// CHECK-COUNT-1: linalg.yield
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[R]]
+#x = affine_map<(r, n, e, k) -> (r, k)>
+#dy = affine_map<(r, n, e, k) -> (r, n)>
+#g = affine_map<(r, n, e, k) -> (r)>
+#dw = affine_map<(r, n, e, k) -> (e, k, n)>
+#all = affine_map<(e, k, n) -> (e, k, n)>
+func.func @grouped_weight_gradient(%xv: tensor<6x4xf32>, %dyv: tensor<6x5xf32>, %g: tensor<6xi64>, %sum: tensor<3x4x5xf32>) -> tensor<3x4x5xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<3x4x5xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<3x4x5xf32>) -> tensor<3x4x5xf32>
+  %dw = linalg.generic {indexing_maps = [#x, #dy, #g, #dw], iterator_types = ["reduction", "parallel", "parallel", "parallel"]} ins(%xv, %dyv, %g : tensor<6x4xf32>, tensor<6x5xf32>, tensor<6xi64>) outs(%z : tensor<3x4x5xf32>) {
+  ^bb0(%a: f32, %d: f32, %gi: i64, %acc: f32):
+    %i = linalg.index 2 : index
+    %ii = arith.index_cast %i : index to i64
+    %hit = arith.cmpi eq, %gi, %ii : i64
+    %m = arith.mulf %a, %d : f32
+    %s = arith.select %hit, %m, %zero : f32
+    %r = arith.addf %acc, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<3x4x5xf32>
+  %out = linalg.generic {indexing_maps = [#all, #all], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%dw : tensor<3x4x5xf32>) outs(%sum : tensor<3x4x5xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %r = arith.addf %o, %in : f32
+    linalg.yield %r : f32
+  } -> tensor<3x4x5xf32>
+  return %out : tensor<3x4x5xf32>
+}

@@ -86,8 +86,10 @@ def ZBAccumulateInGemms : Pass<"zb-accumulate-in-gemms",
     input, the argument as its output and `out + in` as its body: the
     accumulating stage functions of `--zb-lower-to-runtime`'s loop form add
     a microbatch's weight gradients to the step's sums so), and `x` is a
-    GEMM (as `--zb-lower-gemm-to-runtime` recognises one) that starts from
-    a zero `linalg.fill` and that nothing else reads, the GEMM starts from
+    GEMM (as `--zb-lower-gemm-to-runtime` recognises one) or a grouped
+    product (a mixture of experts' weight gradient, summed over each
+    expert's rows) that starts from a zero `linalg.fill` and that nothing
+    else reads, the GEMM starts from
     the argument instead and the addition goes. The runtime gemm then adds
     its products to the sum (beta = 1): no separate pass over the sum, no
     zeroed gradient buffer. The sum is the same, bit for bit, where the
