@@ -168,21 +168,22 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
       return signalPassFailure();
 
     OpBuilder b(model);
-    // The runtime's transfer functions: f32 always, f64 where a stage
-    // takes or yields f64 values.
+    // The runtime's transfer functions: f32 always, the other transferred
+    // element types where a stage takes or yields such values.
     MLIRContext *ctx = &getContext();
     auto unranked = UnrankedMemRefType::get(Float32Type::get(ctx), 0);
     auto i64 = IntegerType::get(ctx, 64);
-    SmallVector<Type, 2> transferred{Float32Type::get(ctx)};
-    auto isF64 = [](Type t) {
-      auto tensor = dyn_cast<RankedTensorType>(t);
-      return tensor && tensor.getElementType().isF64();
+    llvm::SetVector<Type> transferred;
+    transferred.insert(Float32Type::get(ctx));
+    auto note = [&](TypeRange types) {
+      for (Type t : types)
+        if (zb::detail::isTransferable(t))
+          transferred.insert(cast<RankedTensorType>(t).getElementType());
     };
-    if (llvm::any_of(stageOps, [&](pipe::StageOp stage) {
-          return llvm::any_of(stage.getResultTypes(), isF64) ||
-                 llvm::any_of(stage.getInputs().getTypes(), isF64);
-        }))
-      transferred.push_back(Float64Type::get(ctx));
+    for (pipe::StageOp stage : stageOps) {
+      note(stage.getResultTypes());
+      note(stage.getInputs().getTypes());
+    }
     for (Type element : transferred)
       for (bool send : {true, false})
         declareRuntimeFunction(

@@ -354,7 +354,7 @@ static SmallVector<Value> actionRecord(OpBuilder &b, Location loc,
 /// and for f64 buffers) on `bufferOf(i)` for each value i of its payload,
 /// then `after(i, buffer)` if given.
 static void transfer(OpBuilder &b, const Action &a,
-                     const std::array<func::FuncOp, 2> &fns,
+                     const std::array<func::FuncOp, kTransferElements> &fns,
                      llvm::function_ref<Value(size_t)> bufferOf,
                      llvm::function_ref<void(size_t, Value)> after = nullptr) {
   Location loc = a.op->getLoc();
@@ -363,7 +363,7 @@ static void transfer(OpBuilder &b, const Action &a,
   for (size_t i = 0, e = a.payload.size(); i < e; ++i) {
     Value buffer = bufferOf(i);
     auto type = cast<MemRefType>(buffer.getType());
-    func::FuncOp fn = fns[type.getElementType().isF64()];
+    func::FuncOp fn = fns[transferIndex(type.getElementType())];
     assert(fn && "transfer function not declared");
     Value unranked = memref::CastOp::create(
         b, loc, UnrankedMemRefType::get(type.getElementType(), 0), buffer);
@@ -598,8 +598,9 @@ void RankLowering::lookUpRuntime() {
   // Declared by --zb-lower-to-runtime for each element type the program
   // transfers (isTransferable).
   Builder types(module.getContext());
-  Type elements[2] = {types.getF32Type(), types.getF64Type()};
-  for (int i = 0; i < 2; ++i) {
+  Type elements[kTransferElements] = {types.getF32Type(), types.getF64Type(),
+                                      types.getI32Type(), types.getI64Type()};
+  for (size_t i = 0; i < kTransferElements; ++i) {
     sendFns[i] = module.lookupSymbol<func::FuncOp>(
         transferFunctionName(/*send=*/true, elements[i]));
     recvFns[i] = module.lookupSymbol<func::FuncOp>(

@@ -65,19 +65,39 @@ mlir::LogicalResult lowerRankProgram(mlir::OpBuilder &b,
                                      sched::ProgramOp program, int64_t rank,
                                      mlir::Region &region, bool unroll);
 
-/// Whether the runtime's transfers carry tensors of type `type` (f32 with
-/// zbrt_send_f32/zbrt_recv_f32, f64 with the _f64 pair).
-inline bool isTransferable(mlir::Type type) {
-  auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
-  mlir::Type element = tensor ? tensor.getElementType() : mlir::Type();
-  return element && (element.isF32() || element.isF64());
+/// The element types the runtime's transfers carry, in the order of
+/// transferIndex: f32, f64 (zbrt_send_f32 / zbrt_recv_f32, ...), and the
+/// integers a stage may hand the next one (a mixture of experts' routing,
+/// masks computed from activations): i32, i64.
+inline constexpr size_t kTransferElements = 4;
+
+/// The index of `element` among the transferred element types, or
+/// kTransferElements for one the runtime does not transfer.
+inline size_t transferIndex(mlir::Type element) {
+  if (element.isF32())
+    return 0;
+  if (element.isF64())
+    return 1;
+  if (element.isSignlessInteger(32))
+    return 2;
+  if (element.isSignlessInteger(64))
+    return 3;
+  return kTransferElements;
 }
 
-/// The runtime's transfer function for elements of `element` (f32, f64):
-/// "zbrt_send_f32", "zbrt_recv_f64", ...
+/// Whether the runtime's transfers carry tensors of type `type`.
+inline bool isTransferable(mlir::Type type) {
+  auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
+  return tensor && transferIndex(tensor.getElementType()) < kTransferElements;
+}
+
+/// The runtime's transfer function for elements of `element` (a transferred
+/// type): "zbrt_send_f32", "zbrt_recv_i64", ...
 inline std::string transferFunctionName(bool send, mlir::Type element) {
+  static const char *const suffixes[kTransferElements] = {"f32", "f64", "i32",
+                                                          "i64"};
   return std::string(send ? "zbrt_send_" : "zbrt_recv_") +
-         (element.isF64() ? "f64" : "f32");
+         suffixes[transferIndex(element)];
 }
 
 /// The attribute on a `memref.view` of the arena that a call's result is

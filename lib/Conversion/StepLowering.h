@@ -163,7 +163,7 @@ private:
   mlir::func::FuncOp beginFn, endFn, groupSumFn, replicaMeanFn, waitSumsFn;
   /// The runtime's sends and receives for f32 ([0]) and f64 ([1]) buffers
   /// (null where the program moves no such values).
-  std::array<mlir::func::FuncOp, 2> sendFns, recvFns;
+  std::array<mlir::func::FuncOp, kTransferElements> sendFns, recvFns;
   int64_t numReductions = 0;
 };
 

@@ -312,8 +312,8 @@ LogicalResult RankLowering::plan(Region &region) {
         Type t = r.kind == Ref::Value ? Type(values[r.index].type)
                                       : model.getArgument(r.index).getType();
         if (!isTransferable(t))
-          return op.emitError("only f32 and f64 values can be transferred, "
-                              "got ")
+          return op.emitError("only f32, f64, i32 and i64 values can be "
+                              "transferred, got ")
                  << t;
       }
       use(a.payload);
@@ -324,8 +324,8 @@ LogicalResult RankLowering::plan(Region &region) {
                             : TypeRange(stages[s].stage.getInputs().getTypes());
       for (auto [i, t] : llvm::enumerate(types)) {
         if (!isTransferable(t))
-          return op.emitError("only f32 and f64 values can be transferred, "
-                              "got ")
+          return op.emitError("only f32, f64, i32 and i64 values can be "
+                              "transferred, got ")
                  << t;
         a.payload.push_back({Ref::Value, newValue(t, -1, i)});
       }
