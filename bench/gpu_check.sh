@@ -2,7 +2,7 @@
 # The GPU check, for a machine with an NVIDIA GPU (CI has none): builds what
 # the GPU path needs (or unpacks a bundle made by bench/gpu_bundle.sh where
 # the machine cannot build), runs the GPU lit tests (the e2e ones must run,
-# not be UNSUPPORTED), trains the MLP and GPT examples a few steps on the GPU
+# not be UNSUPPORTED), trains the MLP, GPT and MoE examples a few steps on the GPU
 # and on the CPU and compares the losses, prints the gemm path's TFLOP/s,
 # trains a GPT of width 1024 on one GPU next to PyTorch eager and
 # torch.compile, f32 and bf16 (bench/gpu_gpt_bench.py), and shows where its
@@ -179,6 +179,8 @@ train() {
 if want examples; then
 train mlp mlp 4
 train gpt gpt "$MICROBATCHES"
+# Mixture of experts: the grouped products expanded to batched gemms.
+train moe moe 4
 # AdamW with every step clipped: the device-resident update and its state,
 # the norm from the device's sums of squares, the redo with the clip.
 train gpt-adamw gpt "$MICROBATCHES" --optimizer adamw --clip-grad-norm 0.5

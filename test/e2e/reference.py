@@ -73,6 +73,49 @@ def mlp_loss(params, x, labels):
 
 
 # --------------------------------------------------------------------------
+# examples/moe.mlir: 16 -> 32 (ReLU) -> 4 experts 32 -> 64 -> 32, top 1,
+# added back -> 10 classes, microbatch of 8 samples
+# --------------------------------------------------------------------------
+
+MOE_EXPERTS = 4
+MOE_PARAM_SHAPES = {
+    "l1.weight": (16, 32),
+    "l1.bias": (32,),
+    "router.weight": (32, MOE_EXPERTS),
+    "experts.up": (MOE_EXPERTS, 32, 64),
+    "experts.down": (MOE_EXPERTS, 64, 32),
+    "head.weight": (32, 10),
+    "head.bias": (10,),
+}
+MOE_DATA = [("arg0", (8, 16), np.float32), ("arg1", (8,), np.int64)]
+
+
+def moe_forward(params, x):
+    """examples/moe.mlir's values up to the logits, for its backward."""
+    p = {k: _f64(v) for k, v in params.items()}
+    v = {"z1": _f64(x) @ p["l1.weight"] + p["l1.bias"]}
+    v["h1"] = np.maximum(v["z1"], 0.0)
+    route = v["h1"] @ p["router.weight"]
+    v["group"] = route.argmax(axis=1)  # the first of the largest
+    v["probs"] = softmax(route, axis=1)
+    rows = np.arange(route.shape[0])
+    v["weight"] = v["probs"][rows, v["group"]]
+    up, down = p["experts.up"][v["group"]], p["experts.down"][v["group"]]
+    v["hidden"] = np.einsum("rk,rkn->rn", v["h1"], up)
+    v["act"] = np.maximum(v["hidden"], 0.0)
+    v["out"] = np.einsum("rk,rkn->rn", v["act"], down)
+    v["h2"] = v["h1"] + v["weight"][:, None] * v["out"]
+    v["logits"] = v["h2"] @ p["head.weight"] + p["head.bias"]
+    return p, v
+
+
+def moe_loss(params, x, labels):
+    """examples/moe.mlir for one microbatch: x [8, 16] float, labels [8] ints
+    in [0, 10)."""
+    return cross_entropy(moe_forward(params, x)[1]["logits"], labels)
+
+
+# --------------------------------------------------------------------------
 # examples/gpt.mlir: GPT decoder, B=2 sequences of T=16 tokens per microbatch
 # --------------------------------------------------------------------------
 
@@ -243,6 +286,40 @@ def mlp_grads(params, x, labels):
     return g
 
 
+def moe_grads(params, x, labels):
+    """Gradients of moe_loss(params, x, labels) (one microbatch). The
+    routing (argmax) is piecewise constant: no gradient through it."""
+    p, v = moe_forward(params, x)
+    g = {}
+    dlogits = cross_entropy_backward(v["logits"], labels)
+    dh2, g["head.weight"], g["head.bias"] = dense_backward(
+        v["h2"], p["head.weight"], dlogits)
+    dh1 = dh2.copy()  # the residual
+    dweight = (dh2 * v["out"]).sum(axis=1)
+    dout = v["weight"][:, None] * dh2
+    group = v["group"]
+    up, down = p["experts.up"][group], p["experts.down"][group]
+    g["experts.down"] = np.zeros_like(p["experts.down"])
+    np.add.at(g["experts.down"], group,
+              np.einsum("rk,rn->rkn", v["act"], dout))
+    dhidden = np.einsum("rn,rkn->rk", dout, down) * (v["hidden"] > 0)
+    g["experts.up"] = np.zeros_like(p["experts.up"])
+    np.add.at(g["experts.up"], group,
+              np.einsum("rk,rn->rkn", v["h1"], dhidden))
+    dh1 += np.einsum("rn,rkn->rk", dhidden, up)
+    # The weight is the chosen expert's probability: softmax's backward.
+    dprobs = np.zeros_like(v["probs"])
+    dprobs[np.arange(len(group)), group] = dweight
+    droute = v["probs"] * (dprobs - (dprobs * v["probs"]).sum(
+        axis=1, keepdims=True))
+    g["router.weight"] = v["h1"].T @ droute
+    dh1 += droute @ p["router.weight"].T
+    dz1 = dh1 * (v["z1"] > 0)
+    _, g["l1.weight"], g["l1.bias"] = dense_backward(_f64(x),
+                                                     p["l1.weight"], dz1)
+    return g
+
+
 def layer_norm_forward(x, w, b, eps=LN_EPS):
     """layer_norm with the values its backward needs: (y, xhat, rstd)."""
     mean = x.mean(axis=-1, keepdims=True)
@@ -393,7 +470,7 @@ def gpt_grads(params, tokens, targets):
 
 def synthetic_inputs(name, rng, microbatches):
     """Random data for ``microbatches`` microbatches of model ``name``
-    ("mlp" or "gpt"): a dict keyed as zb-run's --inputs expects, each array
+    ("mlp", "gpt" or "moe"): a dict keyed as zb-run's --inputs expects, each array
     stacked along a new leading microbatch dim ([M, *shape])."""
     M = microbatches
     if name == "mlp":
@@ -405,4 +482,10 @@ def synthetic_inputs(name, rng, microbatches):
     if name == "gpt":
         return {key: rng.integers(0, GPT_V, size=(M, *shape), dtype=np.int64)
                 for key, shape, _ in GPT_DATA}
+    if name == "moe":
+        (kx, sx, _), (kl, sl, _) = MOE_DATA
+        return {
+            kx: rng.standard_normal((M, *sx)).astype(np.float32),
+            kl: rng.integers(0, MLP_CLASSES, size=(M, *sl), dtype=np.int64),
+        }
     raise ValueError(f"unknown model {name!r}")

@@ -38,12 +38,13 @@ def is_layernorm_weight(name):
 
 
 def random_params(shapes, rng):
-    """float32 parameters: matrices [in, out] ~ U(-1/sqrt(in), 1/sqrt(in));
+    """float32 parameters: matrices [in, out] (or a stack of them, one per
+    expert) ~ U(-1/sqrt(in), 1/sqrt(in));
     LayerNorm weights 1 + N(0, 0.1^2); other vectors (biases) ~ U(-0.1, 0.1)."""
     params = {}
     for name, shape in shapes.items():
-        if len(shape) == 2:
-            bound = 1.0 / math.sqrt(shape[0])
+        if len(shape) in (2, 3):  # [in, out] or [experts, in, out]
+            bound = 1.0 / math.sqrt(shape[-2])
             value = rng.uniform(-bound, bound, size=shape)
         elif is_layernorm_weight(name):
             value = 1.0 + 0.1 * rng.standard_normal(shape)

@@ -43,6 +43,8 @@ MODELS = {
             ref.mlp_loss, ref.mlp_grads),
     "gpt": (ref.GPT_PARAM_SHAPES, [k for k, _, _ in ref.GPT_DATA],
             ref.gpt_loss, ref.gpt_grads),
+    "moe": (ref.MOE_PARAM_SHAPES, [k for k, _, _ in ref.MOE_DATA],
+            ref.moe_loss, ref.moe_grads),
 }
 
 
@@ -215,7 +217,21 @@ def torch_gpt_loss(torch, p, tokens, targets):
                            targets.reshape(-1))
 
 
-TORCH_LOSSES = {"mlp": torch_mlp_loss, "gpt": torch_gpt_loss}
+def torch_moe_loss(torch, p, x, labels):
+    F = torch.nn.functional
+    h1 = torch.relu(x @ p["l1.weight"] + p["l1.bias"])
+    route = h1 @ p["router.weight"]
+    probs = torch.softmax(route, dim=1)
+    weight, group = probs.max(dim=1)
+    hidden = torch.relu(torch.bmm(h1.unsqueeze(1),
+                                  p["experts.up"][group]).squeeze(1))
+    out = torch.bmm(hidden.unsqueeze(1), p["experts.down"][group]).squeeze(1)
+    h2 = h1 + weight.unsqueeze(1) * out
+    return F.cross_entropy(h2 @ p["head.weight"] + p["head.bias"], labels)
+
+
+TORCH_LOSSES = {"mlp": torch_mlp_loss, "gpt": torch_gpt_loss,
+                "moe": torch_moe_loss}
 
 
 def torch_grads(torch, model, params, inputs):
@@ -225,7 +241,7 @@ def torch_grads(torch, model, params, inputs):
          for k, v in params.items()}
     losses = []
     for mb in microbatches(model, inputs):
-        if model == "mlp":
+        if model in ("mlp", "moe"):
             args = (torch.tensor(np.asarray(mb[0], np.float64)),
                     torch.tensor(mb[1].astype(np.int64)))
         else:
@@ -319,7 +335,8 @@ def finite_difference_check(loss_fn, grads_fn, params, data, entries, rng):
     return worst, where
 
 
-@pytest.mark.parametrize("model,entries", [("mlp", 4), ("gpt", 2)])
+@pytest.mark.parametrize("model,entries", [("mlp", 4), ("gpt", 2),
+                                           ("moe", 3)])
 def test_reference_grads_match_finite_differences(model, entries):
     shapes, _, loss_fn, grads_fn = MODELS[model]
     rng = np.random.default_rng(11)
