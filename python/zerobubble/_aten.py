@@ -1537,6 +1537,51 @@ def _first_extremal(ctx, x, dim, largest):
     return where
 
 
+@_handles("aten.histc.default")
+def _histc(ctx, x, bins=100, min=0, max=0):
+    """torch.histc: counts of x's elements in ``bins`` equal bins over
+    [min, max] (the last bin holding max too; elements outside, NaN
+    included, not counted), in x's type; each element's bin as PyTorch's
+    CPU kernel computes it, (x - min) * bins / (max - min) truncated. A
+    mixture of experts' load-balancing loss counts the experts' tokens so.
+    No gradient (PyTorch defines none)."""
+    x = ctx.tensor(x)
+    lo, hi = float(min), float(max)
+    if not lo < hi:
+        ctx.unsupported(f"histc's range [{lo}, {hi}] is empty: a range "
+                        "taken from the data (min == max) is not supported")
+    if not is_float(x.dtype):
+        ctx.unsupported("histc of integers (PyTorch's CPU kernel takes "
+                        "floats)")
+    t = x.dtype
+    flat = ctx.b.reshape(x, (x.size,))
+
+    def body(bb, names, acc):
+        v = names[0]
+        low, high = bb.const(lo, t), bb.const(hi, t)
+        inside = bb.op("arith.andi "
+                       f"{bb.op(f'arith.cmpf oge, {v}, {low} : {t}')}, "
+                       f"{bb.op(f'arith.cmpf ole, {v}, {high} : {t}')} : i1")
+        scaled = bb.binary("arith.divf", bb.binary(
+            "arith.mulf", bb.binary("arith.subf", v, low, t),
+            bb.const(float(bins), t), t),
+            bb.binary("arith.subf", high, low, t), t)
+        # Outside the range the position is not used (and may not fit).
+        safe = bb.select(inside, scaled, bb.const(0.0, t), t)
+        pos = bb.op(f"arith.fptosi {safe} : {t} to i64", "i")
+        last = bb.op(f"arith.constant {bins - 1} : i64", "c")
+        pos = bb.op(f"arith.minsi {pos}, {last} : i64", "i")
+        hit = bb.op("arith.andi "
+                    f"{bb.op(f'arith.cmpi eq, {pos}, {_as_i64(bb, bb.index(0))} : i64')}"
+                    f", {inside} : i1")
+        return bb.binary("arith.addf", acc, bb.select(
+            hit, bb.const(1.0, t), bb.const(0.0, t), t), t)
+
+    counts = ctx.b.generic((bins,), t, [(flat, [1])], body, reductions=1,
+                           init=ctx.b.filled((bins,), t, 0.0), hint="histc")
+    return counts
+
+
 @_handles("aten.argmax.default", "aten.argmin.default")
 def _argmax(ctx, x, dim=None, keepdim=False):
     x = ctx.tensor(x)

@@ -101,13 +101,16 @@ def t5(count=2, seed=7):
 
 def mixtral(count=2, seed=7):
     """Mixture of experts: each token's top 2 of 4 experts (from_torch
-    exports them as grouped products, each expert's rows in one gemm)."""
+    exports them as grouped products, each expert's rows in one gemm), and
+    the router's load-balancing loss added to the model's loss (it counts
+    tokens per expert with torch.histc)."""
     transformers = require("transformers")
     config = transformers.MixtralConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
         num_experts_per_tok=2, vocab_size=64, max_position_embeddings=32,
-        bos_token_id=0, eos_token_id=0)
+        bos_token_id=0, eos_token_id=0, output_router_logits=True,
+        router_aux_loss_coef=0.02)
     return (LossOf(transformers.MixtralForCausalLM(config)).eval(),
             _ids(count, seed=seed))
 

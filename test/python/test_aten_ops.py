@@ -638,6 +638,22 @@ def test_grouped_products(tmp_path):
     assert b"grouped" not in code
 
 
+def test_histc(tmp_path):
+    """torch.histc against PyTorch: the edges (min in the first bin, max in
+    the last), values outside the range and NaN not counted; and of each
+    row's top 2 as floats, as a mixture of experts' load-balancing loss
+    counts tokens per expert. The counts scale the loss's terms."""
+    def fn(m, h, v):
+        edges = torch.histc(v, bins=4, min=-2, max=2)
+        chosen = h.topk(2, dim=-1).indices.reshape(-1).to(h.dtype)
+        experts = torch.histc(chosen, bins=4, min=0, max=4)
+        return torch.cat([(h * edges).flatten(), (h * experts).flatten()])
+
+    values = torch.tensor([-2.0, -1.9, -1.0, -0.5, 0.0, 0.5, 1.99, 2.0, 2.5,
+                           -3.0, float("nan")])
+    check_op("histc", OnInput((3, 4), fn), (randn(3, 4), values), tmp_path)
+
+
 def test_casts_to_bool(tmp_path):
     """.bool() of floats and integers is "not zero" (0.3 and 2 are true),
     and ~ negates it (DeepSeek-V3 masks its expert groups that way)."""
