@@ -141,7 +141,7 @@ def ours(args, model, data, work, implementation):
 
 
 TORCH_CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
 torch.set_num_threads(1)

@@ -522,6 +522,11 @@ def _to_index(bb, value, dtype):
     return bb.op(f"arith.index_cast {value} : {dtype} to index", "i")
 
 
+def _as_i64(bb, index):
+    """An ``index`` scalar (a loop position) as an i64."""
+    return bb.op(f"arith.index_cast {index} : index to i64", "i")
+
+
 def _all_of(bb, conditions):
     """The conjunction of i1 ``conditions`` (None when there are none)."""
     result = None
@@ -584,10 +589,6 @@ def _grouped_mm(ctx, x, weight, group, transposed):
          (group, [0])],
         body, reductions=2, init=ctx.b.filled((rows, n), t, 0.0),
         hint="grouped")
-
-
-def _as_i64(bb, index):
-    return bb.op(f"arith.index_cast {index} : index to i64", "i")
 
 
 @_handles("aten.clone.default", "aten.contiguous.default",
@@ -1493,7 +1494,7 @@ def _first_hit(bb, acc, e, extremum, t, position, miss, inside=None):
         hit = bb.op(f"arith.cmpi eq, {e}, {extremum} : {t}")
     if inside is not None:
         hit = bb.binary("arith.andi", hit, inside, "i1")
-    k = bb.op(f"arith.index_cast {position} : index to i64", "i")
+    k = _as_i64(bb, position)
     return bb.binary("arith.minsi", acc, bb.select(
         hit, k, bb.const(miss, "i64"), "i64"), "i64")
 
@@ -1675,8 +1676,7 @@ def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
         value, index = previous
         after = bb.op(f"arith.cmpf {'olt' if largest else 'ogt'}, {e}, "
                       f"{value} : {t}")
-        position = bb.op(f"arith.index_cast {bb.index(len(kept))} : "
-                         "index to i64", "i")
+        position = _as_i64(bb, bb.index(len(kept)))
         tie = bb.binary("arith.andi", bb.op(
             f"arith.cmpf oeq, {e}, {value} : {t}"), bb.op(
             f"arith.cmpi sgt, {position}, {index} : i64"), "i1")
@@ -2464,8 +2464,7 @@ def _scatter(ctx, x, dim, index, src):
     def last(bb, names, acc):
         target = _to_index(bb, names[0], index.dtype)
         hit = bb.op(f"arith.cmpi eq, {target}, {bb.index(dim)} : index")
-        j = bb.op(f"arith.index_cast {bb.index(x.rank)} : index to i64",
-                  "i")
+        j = _as_i64(bb, bb.index(x.rank))
         return bb.select(hit, j, acc, "i64")
 
     writer = ctx.b.generic(x.shape, "i64", [(index, loops)], last,
