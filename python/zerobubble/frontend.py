@@ -20,7 +20,9 @@ the compiler's input IR.
 """
 
 import contextlib
+import os
 import re
+import traceback
 
 import numpy as np
 import torch
@@ -198,7 +200,9 @@ def from_torch(module, example_args, *, name=None, strict=False):
 
     Raises :class:`zerobubble.UnsupportedOpError` naming the ATen op and
     the module path for an op the frontend cannot translate, and
-    :class:`zerobubble.FrontendError` for other unsupported programs.
+    :class:`zerobubble.FrontendError` for other unsupported programs,
+    among them a module whose control flow or shapes depend on the values
+    of its tensors (the message names the line).
     """
     example_args = tuple(example_args)
     for i, arg in enumerate(example_args):
@@ -207,9 +211,66 @@ def from_torch(module, example_args, *, name=None, strict=False):
                 f"example argument {i} is a {type(arg).__name__}; every "
                 "data argument must be a tensor")
     with _static_experts(module):
-        exported = torch.export.export(module, example_args, strict=strict)
+        exported = _export(module, example_args, strict)
     translator = _Translator(exported, name or _module_name(module))
     return translator.translate()
+
+
+def _export(module, example_args, strict):
+    """``torch.export.export``; where the program's control flow or a
+    shape depends on the values of a tensor (which one traced program
+    cannot follow), a :class:`FrontendError` naming the line of the model
+    that does it and the way out."""
+    try:
+        return torch.export.export(module, example_args, strict=strict)
+    except Exception as error:
+        if not _depends_on_values(error):
+            raise
+        where = _model_line(error)
+        detail = str(error).strip().splitlines()[0]
+        raise FrontendError(
+            f"cannot export {type(module).__name__}: "
+            f"{'the code at ' + where if where else 'its code'} branches on "
+            "or sizes a tensor by the values it holds "
+            f"(torch.export: {detail}). from_torch compiles one program for "
+            "every batch of the example's shapes: compute that part outside "
+            "the exported module (a transformers model's loss: return the "
+            "logits and apply the loss to them in a wrapper module), or "
+            "write it without value-dependent branches") from error
+
+
+def _depends_on_values(error):
+    """Whether torch.export failed on a branch or shape that depends on
+    a tensor's values (a data-dependent guard; under strict=True Dynamo's
+    data-dependent branching)."""
+    from torch.fx.experimental.symbolic_shapes import (
+        GuardOnDataDependentSymNode)
+    if isinstance(error, GuardOnDataDependentSymNode):
+        return True
+    dynamo = getattr(getattr(torch, "_dynamo", None), "exc", None)
+    return (dynamo is not None
+            and isinstance(error, dynamo.TorchDynamoException)
+            and "data-dependent" in str(error).lower())
+
+
+def _model_line(error):
+    """``file:line`` of the innermost frame of the model's own code where
+    ``error`` arose (outside torch and this package): from the traceback,
+    or from the frames Dynamo names in its message under strict=True; None
+    when there is none."""
+    skip = (os.path.dirname(torch.__file__) + os.sep,
+            os.path.dirname(__file__) + os.sep)
+    frames = [(f.filename, f.lineno)
+              for f in traceback.extract_tb(error.__traceback__)]
+    frames += [(m.group(1), int(m.group(2))) for m in re.finditer(
+        r'File "([^"]+)", line (\d+)', str(error))]
+    ours = [f for f in frames if not f[0].startswith(skip)]
+    if not ours:
+        return None
+    # The traceback's frames run outermost first, then the message's, which
+    # lie inside the export call: the last of the model's own is innermost.
+    filename, line = ours[-1]
+    return f"{filename}:{line}"
 
 
 # The mixture-of-experts implementation from_torch exports transformers'

@@ -2,7 +2,7 @@
 and full key/value heads), BERT, BLOOM (ALiBi attention through
 ``baddbmm``), T5 (encoder-decoder) and Mixtral (mixture of experts),
 torchvision's vision transformer
-and ResNet-18, tiny and randomly initialised (nothing is downloaded), each
+and ResNet-18 (and DeBERTa, ONE_PROCESS_MODELS), tiny and randomly initialised (nothing is downloaded), each
 wrapped so that ``model(*data)`` returns the model's own training loss for
 one microbatch."""
 
@@ -58,9 +58,11 @@ def llama(kv_heads, count=2, seed=7):
             _ids(count, seed=seed))
 
 
-def bert(count=2, seed=7):
+def _classifier(kind, count, seed):
+    """A transformers ``<kind>ForSequenceClassification`` encoder (two
+    blocks, three classes) and ``count`` microbatches of (ids, labels)."""
     transformers = require("transformers")
-    config = transformers.BertConfig(
+    config = getattr(transformers, f"{kind}Config")(
         hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
         intermediate_size=64, vocab_size=64, max_position_embeddings=32,
         num_labels=3, hidden_dropout_prob=0.0,
@@ -69,8 +71,25 @@ def bert(count=2, seed=7):
     batches = [(torch.randint(0, 64, (2, 16), generator=gen),
                 torch.randint(0, 3, (2,), generator=gen))
                for _ in range(count)]
-    model = LossOf(transformers.BertForSequenceClassification(config)).eval()
+    model = getattr(transformers, f"{kind}ForSequenceClassification")(config)
     return model, batches
+
+
+def bert(count=2, seed=7):
+    model, batches = _classifier("Bert", count, seed)
+    return LossOf(model).eval(), batches
+
+
+def deberta(count=2, seed=7, own_loss=False):
+    """DeBERTa (v1) sequence classification, its loss applied to the
+    logits by the wrapper: the model's own loss keeps only the labels that
+    are not negative, a value-dependent shape that torch.export cannot
+    trace (``own_loss=True`` builds that form)."""
+    model, batches = _classifier("Deberta", count, seed)
+    if own_loss:
+        return LossOf(model).eval(), batches
+    return LossOf(model, lambda out, y: F.cross_entropy(out.logits, y)) \
+        .eval(), batches
 
 
 def bloom(count=2, seed=7):
@@ -151,6 +170,8 @@ MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
           "bloom": bloom, "t5": t5, "mixtral": mixtral, "vit": vit,
           "resnet18": resnet18}
+# Checked on one process only (test_aten_ops.py).
+ONE_PROCESS_MODELS = {"deberta": deberta}
 
 
 def torch_reference(model, batches):

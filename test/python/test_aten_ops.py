@@ -8,9 +8,10 @@ it and ``zb-run --grads --check-grad`` computes the loss and every gradient
 (and compares a sample with central finite differences); both must equal
 torch autograd's to 1e-9 relative.
 
-The model tests translate GPT-2 (tied weights), Llama and BLOOM from
-real_models.py (tiny and randomly initialised), each with its own loss,
-and compare the loss and every parameter gradient with torch autograd at
+The model tests translate GPT-2 (tied weights), Llama, BLOOM and DeBERTa
+from real_models.py (tiny and randomly initialised), each with its own
+loss (DeBERTa's applied by a wrapper to its logits: its own cannot be
+exported, and the error says where), and compare the loss and every parameter gradient with torch autograd at
 float32 (1e-4 relative) over two microbatches on one process. The other
 real models are compared with autograd pipelined only
 (test_real_models.py), where two ranks compile their halves at once: a
@@ -29,7 +30,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import zerobubble as zb  # noqa: E402
-from real_models import (MODELS, assert_grads_close,  # noqa: E402
+from real_models import (MODELS, ONE_PROCESS_MODELS,  # noqa: E402
+                         assert_grads_close,
                          torch_reference)
 from zerobubble._tools import run_tool  # noqa: E402
 
@@ -928,10 +930,10 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 # -- whole models -------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["bloom", "gpt2", "llama"])
+@pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
-    model, batches = MODELS[name]()
+    model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()
     program = zb.from_torch(model, batches[0])
     ref_loss, ref_grads = torch_reference(model, batches)
     for alias, kept in program.tied.items():
@@ -940,3 +942,16 @@ def test_model_matches_autograd(name):
     result = zb.gradients(program, microbatches=len(batches), inputs=batches)
     assert result.loss == pytest.approx(ref_loss, rel=F32_RTOL), name
     assert_grads_close(name, result.grads, ref_grads, F32_RTOL)
+
+
+def test_deberta_own_loss_names_its_line():
+    """DeBERTa's own classification loss keeps only the labels that are
+    not negative (``nonzero``, then a branch on its size): the error names
+    that line of transformers' model, not torch.export's internals."""
+    from real_models import deberta
+    model, batches = deberta(count=1, own_loss=True)
+    with pytest.raises(zb.FrontendError) as info:
+        zb.from_torch(model, batches[0])
+    message = str(info.value)
+    assert re.search(r"modeling_deberta\.py:\d+ branches on", message), \
+        message

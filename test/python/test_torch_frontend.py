@@ -243,6 +243,36 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_value_dependent_branch_names_the_line(strict):
+    """A branch on a tensor's values (as transformers' DeBERTa loss has)
+    cannot be one traced program: the error names the model's line and
+    the way out, not torch.export's internals."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x, labels):
+            kept = (labels >= 0).nonzero()
+            if kept.size(0) > 0:  # the value-dependent line
+                return F.cross_entropy(self.lin(x), labels)
+            return self.lin(x).sum() * 0
+
+    import inspect
+    lines, first = inspect.getsourcelines(Model.forward)
+    line = first + next(i for i, text in enumerate(lines)
+                        if "value-dependent line" in text)
+    with pytest.raises(zb.FrontendError) as info:
+        zb.from_torch(Model(), (torch.randn(2, 4), torch.tensor([0, 2])),
+                      strict=strict)
+    message = str(info.value)
+    assert f"test_torch_frontend.py:{line} branches on" in message, message
+    assert "cannot export Model" in message
+    assert "return the logits" in message
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
 def test_loss_must_be_a_scalar():
     with pytest.raises(zb.FrontendError, match="scalar loss"):
         zb.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),))
