@@ -21,8 +21,13 @@ configure: deps $(BUILD_DIR)/build.ninja
 build: configure
 	$(CMAKE) --build $(BUILD_DIR)
 
+# Two suites at a time: the lit, e2e and Python suites each leave a core
+# idle for much of their run (compiling one model, one process waiting on
+# another).
+CTEST_JOBS ?= 2
+
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(CTEST_JOBS)
 
 demo: build
 	@./utils/demo.sh $(BUILD_DIR)
