@@ -1560,9 +1560,8 @@ def _histc(ctx, x, bins=100, min=0, max=0):
     def body(bb, names, acc):
         v = names[0]
         low, high = bb.const(lo, t), bb.const(hi, t)
-        inside = bb.op("arith.andi "
-                       f"{bb.op(f'arith.cmpf oge, {v}, {low} : {t}')}, "
-                       f"{bb.op(f'arith.cmpf ole, {v}, {high} : {t}')} : i1")
+        inside = _all_of(bb, [bb.op(f"arith.cmpf oge, {v}, {low} : {t}"),
+                              bb.op(f"arith.cmpf ole, {v}, {high} : {t}")])
         scaled = bb.binary("arith.divf", bb.binary(
             "arith.mulf", bb.binary("arith.subf", v, low, t),
             bb.const(float(bins), t), t),
@@ -1570,11 +1569,10 @@ def _histc(ctx, x, bins=100, min=0, max=0):
         # Outside the range the position is not used (and may not fit).
         safe = bb.select(inside, scaled, bb.const(0.0, t), t)
         pos = bb.op(f"arith.fptosi {safe} : {t} to i64", "i")
-        last = bb.op(f"arith.constant {bins - 1} : i64", "c")
-        pos = bb.op(f"arith.minsi {pos}, {last} : i64", "i")
-        hit = bb.op("arith.andi "
-                    f"{bb.op(f'arith.cmpi eq, {pos}, {_as_i64(bb, bb.index(0))} : i64')}"
-                    f", {inside} : i1")
+        pos = bb.binary("arith.minsi", pos, bb.const(bins - 1, "i64"), "i64")
+        this_bin = _as_i64(bb, bb.index(0))
+        hit = _all_of(bb, [bb.op(f"arith.cmpi eq, {pos}, {this_bin} : i64"),
+                           inside])
         return bb.binary("arith.addf", acc, bb.select(
             hit, bb.const(1.0, t), bb.const(0.0, t), t), t)
 

@@ -2,9 +2,9 @@
 and full key/value heads), BERT, BLOOM (ALiBi attention through
 ``baddbmm``), T5 (encoder-decoder) and Mixtral (mixture of experts),
 torchvision's vision transformer
-and ResNet-18 (and DeBERTa, ONE_PROCESS_MODELS), tiny and randomly initialised (nothing is downloaded), each
-wrapped so that ``model(*data)`` returns the model's own training loss for
-one microbatch."""
+and ResNet-18 (and DeBERTa, ONE_PROCESS_MODELS), tiny and randomly
+initialised (nothing is downloaded), each wrapped so that ``model(*data)``
+returns the model's own training loss for one microbatch."""
 
 import numpy as np
 import torch

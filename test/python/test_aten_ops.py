@@ -11,8 +11,9 @@ torch autograd's to 1e-9 relative.
 The model tests translate GPT-2 (tied weights), Llama, BLOOM and DeBERTa
 from real_models.py (tiny and randomly initialised), each with its own
 loss (DeBERTa's applied by a wrapper to its logits: its own cannot be
-exported, and the error says where), and compare the loss and every parameter gradient with torch autograd at
-float32 (1e-4 relative) over two microbatches on one process. The other
+exported, and the error says where), and compare the loss and every
+parameter gradient with torch autograd at float32 (1e-4 relative) over two
+microbatches on one process. The other
 real models are compared with autograd pipelined only
 (test_real_models.py), where two ranks compile their halves at once: a
 whole model compiled by one process takes 2-2.5 times that wall time.
@@ -31,8 +32,7 @@ from torch import nn  # noqa: E402
 
 import zerobubble as zb  # noqa: E402
 from real_models import (MODELS, ONE_PROCESS_MODELS,  # noqa: E402
-                         assert_grads_close,
-                         torch_reference)
+                         assert_grads_close, deberta, torch_reference)
 from zerobubble._tools import run_tool  # noqa: E402
 
 F64_RTOL = 1e-9
@@ -948,7 +948,6 @@ def test_deberta_own_loss_names_its_line():
     """DeBERTa's own classification loss keeps only the labels that are
     not negative (``nonzero``, then a branch on its size): the error names
     that line of transformers' model, not torch.export's internals."""
-    from real_models import deberta
     model, batches = deberta(count=1, own_loss=True)
     with pytest.raises(zb.FrontendError) as info:
         zb.from_torch(model, batches[0])
