@@ -52,10 +52,10 @@ enum class Combiner {
   None,
   /// out = acc + e(ins), summed over the reduction dimensions.
   Sum,
-  /// out = max(acc, e(ins)) or min: the extremal element gets dOut, and
-  /// so does each element tied with it (PyTorch gives one element, or an
-  /// even share, instead: the frontend's max pools and amax/amin carry
-  /// their gradients through lookups and sums, not through this rule).
+  /// out = max(acc, e(ins)) or min: the extremal elements share dOut
+  /// evenly (as PyTorch's amax and amin; the frontend's max pools and
+  /// max along a dim, which give one element all of it, carry their
+  /// gradients through lookups, not through this rule).
   Extremum,
 };
 
@@ -110,8 +110,9 @@ static Value castFloat(OpBuilder &b, Location loc, Value value, Type type) {
 }
 
 /// The scalar adjoint contribution dOut * tangent, masked to the extremal
-/// element for max/min reductions, in the differentiated input's element
-/// type `type` (the body may compute in another precision).
+/// elements for max/min reductions (dOut then each one's share), in the
+/// differentiated input's element type `type` (the body may compute in another
+/// precision).
 static Value contribution(OpBuilder &b, Location loc, const BodyInfo &info,
                           Value tangent, Value dOut, Value element,
                           Value result, Type type) {
@@ -123,6 +124,69 @@ static Value contribution(OpBuilder &b, Location loc, const BodyInfo &info,
     c = arith::SelectOp::create(b, loc, isExtremum, c, zero);
   }
   return castFloat(b, loc, c, type);
+}
+
+/// dOut / (the number of elements equal to the result) for each element of
+/// the output of `op`, a max/min reduction (Combiner::Extremum): what each
+/// extremal element's adjoint takes, so that ties share dOut instead of each
+/// taking all of it (the reduction's derivative along the direction that
+/// moves every tied element alike). An output no element equals (an
+/// initial value beyond every element, a NaN) has a count of 0; its
+/// contributions are masked out all the same.
+static Value extremumShare(OpBuilder &b, linalg::GenericOp op,
+                           const BodyInfo &info, Value result, Value dOut) {
+  Location loc = op.getLoc();
+  Block &body = op.getRegion().front();
+  unsigned numInputs = op.getNumDpsInputs();
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  AffineMap outMap = maps[numInputs];
+  auto outType = cast<RankedTensorType>(result.getType());
+  Type elementType = outType.getElementType();
+
+  // ties: over op's loops, 1 for each element equal to its output's result.
+  SmallVector<Value> ins;
+  for (unsigned j = 0; j < numInputs; ++j)
+    ins.push_back(op.getDpsInputOperand(j)->get());
+  ins.push_back(result);
+  SmallVector<AffineMap> tieMaps(maps.begin(), maps.begin() + numInputs);
+  tieMaps.push_back(outMap);
+  tieMaps.push_back(outMap);
+  auto ties = linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ins, ValueRange{buildZeros(b, loc, outType)},
+      tieMaps, op.getIteratorTypesArray(),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        IRMapping mapping;
+        for (unsigned j = 0; j < numInputs; ++j)
+          mapping.map(body.getArgument(j), args[j]);
+        for (Operation &bodyOp : body.without_terminator())
+          if (&bodyOp != info.combineOp)
+            nb.clone(bodyOp, mapping);
+        Value element = mapping.lookupOrDefault(info.element);
+        Value tied = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
+                                           element, args[numInputs]);
+        Value one =
+            arith::ConstantOp::create(nb, nloc, nb.getOneAttr(elementType));
+        Value zero =
+            arith::ConstantOp::create(nb, nloc, nb.getZeroAttr(elementType));
+        Value count = arith::SelectOp::create(nb, nloc, tied, one, zero);
+        linalg::YieldOp::create(
+            nb, nloc,
+            Value(arith::AddFOp::create(nb, nloc, args.back(), count)));
+      });
+
+  AffineMap identity = b.getMultiDimIdentityMap(outType.getRank());
+  auto share = linalg::GenericOp::create(
+      b, loc, TypeRange{outType}, ValueRange{dOut, ties.getResult(0)},
+      ValueRange{
+          tensor::EmptyOp::create(b, loc, outType.getShape(), elementType)},
+      ArrayRef<AffineMap>{identity, identity, identity},
+      SmallVector<utils::IteratorType>(outType.getRank(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        linalg::YieldOp::create(
+            nb, nloc, Value(arith::DivFOp::create(nb, nloc, args[0], args[1])));
+      });
+  return share.getResult(0);
 }
 
 /// Iterators of a generic that accumulates an input's adjoint over its
@@ -362,6 +426,15 @@ static LogicalResult buildGenericAdjoints(OpBuilder &b, linalg::GenericOp op,
   FailureOr<BodyInfo> info = analyzeBody(op);
   if (failed(info))
     return failure();
+  // What each extremal element takes of dOut, built when first needed.
+  Value share;
+  auto dOutShare = [&] {
+    if (info->combiner != Combiner::Extremum)
+      return dOut;
+    if (!share)
+      share = extremumShare(b, op, *info, result, dOut);
+    return share;
+  };
 
   // The inputs read through all the loops first, so that an input
   // broadcast over some of them can sum one of their adjoints
@@ -387,7 +460,7 @@ static LogicalResult buildGenericAdjoints(OpBuilder &b, linalg::GenericOp op,
         continue;
       }
       FailureOr<Value> adjoint =
-          buildInputAdjoint(b, op, *info, k, result, dOut);
+          buildInputAdjoint(b, op, *info, k, result, dOutShare());
       if (failed(adjoint))
         return failure();
       adjoints[k] = *adjoint;
@@ -412,7 +485,7 @@ static LogicalResult buildGenericAdjoints(OpBuilder &b, linalg::GenericOp op,
     if (!isa<RankedTensorType>(value.getType()) || !isActive(value))
       continue;
     FailureOr<Value> adjoint =
-        buildCapturedAdjoint(b, op, *info, value, result, dOut);
+        buildCapturedAdjoint(b, op, *info, value, result, dOutShare());
     if (failed(adjoint))
       return failure();
     addAdjoint(value, *adjoint);

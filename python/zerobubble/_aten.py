@@ -1591,38 +1591,6 @@ def _argmax(ctx, x, dim=None, keepdim=False):
     return ctx.b.reshape(where, ctx.shape)
 
 
-def _tied_extremum(ctx, x, dims, largest):
-    """amax/amin (and max/min of a whole tensor) with PyTorch's gradient:
-    shared evenly by the elements equal to the extremum. The value is the
-    extremum itself, plus the mean of the tied elements minus that mean
-    without its gradient (0, or nothing where the extremum is not
-    finite)."""
-    t = x.dtype
-    m = _no_grad(ctx, _extremum(ctx, x, dims, largest))
-    dims, kept, loops = _reduced_loops(x, dims)
-
-    def tied(value):
-        def body(bb, names, acc):
-            hit = bb.op(f"arith.cmpf oeq, {names[0]}, {names[1]} : {t}")
-            return bb.binary("arith.addf", acc, bb.select(
-                hit, value(bb, names[0]), bb.const(0.0, t), t), t)
-        return ctx.b.generic(m.shape, t, [(x, loops), (m, list(range(
-            len(kept))))], body, reductions=len(dims),
-            init=ctx.b.filled(m.shape, t, 0.0), hint="tied")
-
-    total = tied(lambda bb, e: e)
-    count = tied(lambda bb, e: bb.const(1.0, t))
-
-    def fn(bb, xs):
-        mv, tot, cnt = (v[0] for v in xs)
-        mean = bb.binary("arith.divf", tot, cnt, t)
-        zero = bb.binary("arith.subf", mean, _stop_gradient(bb, mean, t), t)
-        return bb.select(_is_finite(bb, mv, t),
-                         bb.binary("arith.addf", mv, zero, t), mv, t)
-
-    return ctx.elementwise([m, total, count], fn, shape=m.shape, dtype=t)
-
-
 @_handles("aten.amax.default", "aten.amin.default", "aten.max.default",
           "aten.min.default")
 def _amax(ctx, x, dim=(), keepdim=False):
@@ -1631,7 +1599,9 @@ def _amax(ctx, x, dim=(), keepdim=False):
     dims = ([dim] if isinstance(dim, int) else list(dim)) or \
         list(range(x.rank))
     largest = ".max" in op_name(ctx.node) or "amax" in op_name(ctx.node)
-    return ctx.b.reshape(_tied_extremum(ctx, x, dims, largest), ctx.shape)
+    # The autodiff shares the gradient of a max/min reduction evenly among
+    # the tied elements, as PyTorch does here.
+    return ctx.b.reshape(_extremum(ctx, x, dims, largest), ctx.shape)
 
 
 @_handles("aten.max.dim", "aten.min.dim")
@@ -1776,7 +1746,7 @@ def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
     elif ord == float("inf"):
         magnitude = ctx.elementwise([x], lambda bb, xs: absolute(
             bb, xs[0][0]), shape=x.shape)
-        norm = _tied_extremum(ctx, magnitude, dims, True)
+        norm = _extremum(ctx, magnitude, dims, True)
     else:
         ctx.unsupported(f"only the 2-, 1- and max-norms are supported, "
                         f"not ord={ord}")
