@@ -32,7 +32,10 @@ times M) / (P x threads x the single-thread sgemm rate measured in the
 same run) / the step time: the rate of PyTorch's torch.mm ("roof"
 columns) and, for ours, the fastest of that, OpenBLAS and zb-run's own
 kernel with B packed once (zb-forward-bench's 512^3 gemm row;
-"ours/faster"), the machine's limit where the libraries differ.
+"ours/faster"), the machine's limit where the libraries differ. A CPU
+that raises the clock of one busy core runs each core slower while all P
+ranks compute: "roof loaded" divides ours by P x threads x torch.mm's
+rate per process with P processes measuring it at once.
 
 A step's time moves by a few percent from run to run on a shared host.
 ``--repeat N`` runs each row N times, ours and theirs alternating, each
@@ -129,6 +132,29 @@ def sgemm_rate(threads=1, n=512, seconds=1.0):
     elapsed = time.perf_counter() - start
     torch.set_num_threads(saved)
     return 2.0 * n ** 3 * count / elapsed
+
+
+def _loaded_rate_worker(barrier, results, threads, n, seconds):
+    barrier.wait()
+    results.put(sgemm_rate(threads, n, seconds))
+
+
+def loaded_sgemm_rate(procs, threads=1, n=512, seconds=1.0):
+    """sgemm_rate per process with `procs` processes measuring at once: a
+    rank's rate while every rank computes (a CPU that raises one busy
+    core's clock runs each core slower when all of them are busy)."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(procs), ctx.Queue()
+    workers = [ctx.Process(target=_loaded_rate_worker,
+                           args=(barrier, results, threads, n, seconds))
+               for _ in range(procs)]
+    for w in workers:
+        w.start()
+    rates = [results.get() for _ in workers]
+    for w in workers:
+        w.join()
+    return statistics.mean(rates)
 
 
 def runtime_sgemm_rates(threads=1, n=512):
@@ -319,6 +345,7 @@ def main():
              if os.environ.get("ZB_LEND_CORES", "1") in ("", "1")
              else ", ours not lending cores (ZB_LEND_CORES=0)"))
     rate = sgemm_rate()
+    loaded = loaded_sgemm_rate(args.ranks, args.threads)
     others = runtime_sgemm_rates()
     peak = args.ranks * args.threads * rate
     # The machine's limit: the fastest sgemm measured.
@@ -329,6 +356,9 @@ def main():
              if others else "zb-run's not measured (no zb-forward-bench)")
           + f"; roofline P x threads x torch's = {peak / 1e9:.1f} GFLOP/s, "
           f"x the fastest = {limit / 1e9:.1f} GFLOP/s")
+    print(f"torch.mm with the {args.ranks} ranks' threads measuring at once: "
+          f"{loaded / 1e9:.1f} GFLOP/s each ({loaded / rate:.0%} of one "
+          f"alone); \"roof loaded\" divides by P x threads x that")
     flops = {kind: step_flops(args, kind)
              for kind in args.models.split(",")}
     for kind, f in flops.items():
@@ -337,8 +367,8 @@ def main():
               f"{1e3 * f / limit:.1f} ms at the fastest)")
     header = (f"{'model':<5} {'ours':<7} {'theirs':<40} {'ours ms':>9} "
               f"{'theirs ms':>10} {'ours/theirs':>12} {'roof ours':>10} "
-              f"{'roof theirs':>12} {'ours/faster':>12}  "
-              "loss first -> last   curves")
+              f"{'roof theirs':>12} {'ours/faster':>12} "
+              f"{'roof loaded':>12}  loss first -> last   curves")
     print(header)
     print("-" * len(header))
     failures = 0
@@ -349,10 +379,12 @@ def main():
             # Ours and theirs alternate, each pair after a fresh reading of
             # torch.mm's rate: a host that speeds up or slows down during
             # the row moves both sides and the roofline together.
-            ours_runs, theirs_runs, rates = [], [], []
+            ours_runs, theirs_runs, rates, loads = [], [], [], []
             own_counterpart = SCHEDULES[schedule][0] is not None
             for _ in range(args.repeat):
                 rates.append(sgemm_rate() if args.repeat > 1 else rate)
+                loads.append(loaded_sgemm_rate(args.ranks, args.threads)
+                             if args.repeat > 1 else loaded)
                 ours_t, ours_l = run_ours(args, kind, schedule)
                 ours_runs.append(
                     1e3 * median_after_warmup(ours_t, args.warmup))
@@ -383,6 +415,9 @@ def main():
             roof_ours = flops[kind] / row_peak / (ours_ms / 1e3)
             roof_theirs = flops[kind] / row_peak / (theirs_ms / 1e3)
             roof_limit = flops[kind] / row_limit / (ours_ms / 1e3)
+            roof_loaded = flops[kind] / (
+                args.ranks * args.threads * statistics.median(loads)) / (
+                    ours_ms / 1e3)
             spread = (f"   {len(ratios)} runs: ratio {min(ratios):.3f}-"
                       f"{max(ratios):.3f}, torch.mm "
                       f"{min(rates) / 1e9:.0f}-{max(rates) / 1e9:.0f} "
@@ -390,7 +425,8 @@ def main():
             print(f"{kind:<5} {schedule:<7} {theirs:<40} "
                   f"{ours_ms:>9.3f} {theirs_ms:>10.3f} "
                   f"{ours_ms / theirs_ms:>12.3f} {roof_ours:>10.1%} "
-                  f"{roof_theirs:>12.1%} {roof_limit:>12.1%}  "
+                  f"{roof_theirs:>12.1%} {roof_limit:>12.1%} "
+                  f"{roof_loaded:>12.1%}  "
                   f"{theirs_l[0]:.4f} -> {theirs_l[-1]:.4f}   "
                   f"{'agree' if agree else 'DIFFER'} "
                   f"(max rel diff {diff:.1e}){spread}", flush=True)
