@@ -126,6 +126,18 @@ static Value contribution(OpBuilder &b, Location loc, const BodyInfo &info,
   return castFloat(b, loc, c, type);
 }
 
+/// The body's element (BodyInfo::element) recomputed at `nb` from the body's
+/// inputs `inputs`: a copy of the body's ops but its combining op.
+static Value cloneElement(OpBuilder &nb, Block &body, const BodyInfo &info,
+                          ValueRange inputs, IRMapping &mapping) {
+  for (auto [arg, input] : llvm::zip(body.getArguments(), inputs))
+    mapping.map(arg, input);
+  for (Operation &bodyOp : body.without_terminator())
+    if (&bodyOp != info.combineOp)
+      nb.clone(bodyOp, mapping);
+  return mapping.lookupOrDefault(info.element);
+}
+
 /// dOut / (the number of elements equal to the result) for each element of
 /// the output of `op`, a max/min reduction (Combiner::Extremum): what each
 /// extremal element's adjoint takes, so that ties share dOut instead of each
@@ -156,12 +168,8 @@ static Value extremumShare(OpBuilder &b, linalg::GenericOp op,
       tieMaps, op.getIteratorTypesArray(),
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         IRMapping mapping;
-        for (unsigned j = 0; j < numInputs; ++j)
-          mapping.map(body.getArgument(j), args[j]);
-        for (Operation &bodyOp : body.without_terminator())
-          if (&bodyOp != info.combineOp)
-            nb.clone(bodyOp, mapping);
-        Value element = mapping.lookupOrDefault(info.element);
+        Value element =
+            cloneElement(nb, body, info, args.take_front(numInputs), mapping);
         Value tied = arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OEQ,
                                            element, args[numInputs]);
         Value one =
@@ -248,13 +256,9 @@ static FailureOr<Value> buildInputAdjoint(OpBuilder &b, linalg::GenericOp op,
       b, loc, TypeRange{inputType}, ins, ValueRange{init}, newMaps, iterators,
       [&](OpBuilder &nb, Location nloc, ValueRange args) {
         IRMapping mapping;
-        for (unsigned j = 0; j < numInputs; ++j)
-          mapping.map(body.getArgument(j), args[1 + j]);
-        for (Operation &bodyOp : body.without_terminator())
-          if (&bodyOp != info.combineOp)
-            nb.clone(bodyOp, mapping);
+        Value element =
+            cloneElement(nb, body, info, args.slice(1, numInputs), mapping);
         Value acc = args.back();
-        Value element = mapping.lookupOrDefault(info.element);
         ScalarTangent tangents(nb, nloc, args[1 + k],
                                nb.getInsertionBlock()->getParent());
         FailureOr<Value> tangent = tangents.get(element);
