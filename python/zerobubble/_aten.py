@@ -2008,8 +2008,11 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
                            hint="picked")
     operands = [(picked, [0]), (target, [0])]
     if not log_probs:
-        mx = ctx.reduce(logits, [1], _NEG_INF, lambda bb, e, acc: bb.binary(
-            "arith.maximumf", e, acc, t), hint="ce_max")
+        # The stabilising maximum cancels out of the loss: no gradient
+        # (which would be zero but for rounding) flows through it.
+        mx = _no_grad(ctx, ctx.reduce(
+            logits, [1], _NEG_INF, lambda bb, e, acc: bb.binary(
+                "arith.maximumf", e, acc, t), hint="ce_max"))
 
         def sumexp(bb, names, acc):
             d = bb.binary("arith.subf", names[0], names[1], t)
