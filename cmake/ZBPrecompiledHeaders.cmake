@@ -3,8 +3,9 @@
 # pass of lib/Conversion compiles in about two thirds of the time with it).
 # The target ZBPrecompiledHeaders builds it once; zb_precompile_headers(T)
 # makes T's units use it. Every such target has the project's MLIR compile
-# flags, so the one header is valid for all of them (where the compiler
-# finds it is not, it parses the headers as written).
+# flags, so the one header is valid for all of them (a unit for which the
+# compiler finds it invalid parses the headers as written, with a
+# -Winvalid-pch warning).
 option(ZB_PRECOMPILED_HEADERS
   "Precompile the most used MLIR headers once for the project's libraries" ON)
 
