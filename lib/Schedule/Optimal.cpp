@@ -313,6 +313,11 @@ Result<OptimalSchedule> solveOptimal(const Problem &problem,
   }
 
   Cbc_setMaximumSeconds(model.get(), timeLimitSeconds);
+  // CBC's preprocessing (Cgl) crashes in its post-processing when the time
+  // limit stops the search (coin-or Cbc 2.10, Debian's); on these problems
+  // the search is also faster without it (a 5 x 2-chunk, 8-microbatch
+  // problem proven optimal in 0.5 s instead of 3.7 s).
+  Cbc_setParameter(model.get(), "preprocess", "off");
   auto began = std::chrono::steady_clock::now();
   Cbc_solve(model.get());
   OptimalSchedule result;
