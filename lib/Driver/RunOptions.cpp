@@ -27,6 +27,12 @@ std::string RunOptions::check() const {
   if (microbatches < 1)
     return message("--microbatches must be at least 1, got " +
                    llvm::Twine(microbatches));
+  // One step's microbatches, on one process or many: the schedules'
+  // limit.
+  if (microbatches > schedule::kMaxMicrobatches)
+    return message("--microbatches must be at most " +
+                   llvm::Twine(schedule::kMaxMicrobatches) + ", got " +
+                   llvm::Twine(microbatches));
   if (steps < 1)
     return message("--steps must be at least 1, got " + llvm::Twine(steps));
   if (ranks < 1)

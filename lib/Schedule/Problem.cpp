@@ -117,7 +117,8 @@ bool Problem::verifyCounts(std::string &error) const {
     error = "chunks must be at least 1";
     return false;
   }
-  if (numRanks > 4096 || numMicrobatches > 1000000 || numChunks > 64 ||
+  if (numRanks > kMaxRanks || numMicrobatches > kMaxMicrobatches ||
+      numChunks > kMaxChunks ||
       static_cast<long long>(numRanks) * numChunks * numMicrobatches >
           20000000LL) {
     error = "problem too large (ranks*chunks*microbatches must stay below "

@@ -37,6 +37,13 @@ TEST(RunOptions, NamesTheFlagThatIsWrong) {
               o.microbatches = 0;
             }).find("--microbatches must be at least 1, got 0"),
             std::string::npos);
+  // One process or many: a step's microbatches within the schedules' limit
+  // (one process would otherwise loop over them all, keeping each loss).
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.microbatches = 99999999999;
+            }).find("--microbatches must be at most 1000000, got 99999999999"),
+            std::string::npos);
+  EXPECT_EQ(problem([](RunOptions &o) { o.microbatches = 1000000; }), "");
   EXPECT_NE(problem([](RunOptions &o) {
               o.clipGradNorm = -1;
             }).find("--clip-grad-norm must be a positive number"),

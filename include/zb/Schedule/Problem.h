@@ -101,6 +101,11 @@ struct Problem {
   bool verifyCounts(std::string &error) const;
 };
 
+/// The largest counts a problem may have (verifyCounts()).
+constexpr int kMaxRanks = 4096;
+constexpr int kMaxMicrobatches = 1000000;
+constexpr int kMaxChunks = 64;
+
 /// Sets `problem.memB` / `memW` from per-stage activation bytes (what one
 /// microbatch holds from F to B, and from B to W, on each stage): the
 /// library holds memory per rank, so this takes the busiest rank's sums.
