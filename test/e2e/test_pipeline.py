@@ -211,21 +211,29 @@ def test_borrowed_cores_keep_the_bits(zb_run, examples_dir, references,
     products (zbrt/Lending.h), which share their row blocks or batch items
     with it. With every product allowed to borrow (ZB_LEND_MIN_MACS=0), the
     two ranks share their cores and the gradients and parameters keep the
-    bits of the one-process run."""
+    bits of the one-process run.
+
+    Whether the helper thread takes a block before the borrowing thread
+    has taken them all depends on when the scheduler wakes it (the
+    example's products are tiny; a busy host may not wake it in time): up
+    to three runs until it has, each keeping the bits."""
     monkeypatch.setenv("ZB_LEND_MIN_MACS", "0")
     _, ref_params, ref_grads = references["gpt"]
-    metrics = tmp_path / f"lend-{schedule}-metrics.json"
-    _, params, grads = train(zb_run, examples_dir / "gpt.mlir", tmp_path,
-                             f"lend-{schedule}", "--np", 2, "--schedule",
-                             schedule)
-    for name in ref_grads.files:
-        if name != "loss":
-            assert np.array_equal(grads[name], ref_grads[name]), name
-    for name in ref_params.files:
-        assert np.array_equal(params[name], ref_params[name]), name
-    measured = json.loads(metrics.read_text())
-    assert sum(measured["borrowed_core_products"]) > 0, measured
-    assert max(measured["borrowed_core_share"]) > 0, measured
+    for attempt in range(3):
+        tag = f"lend-{schedule}-{attempt}"
+        _, params, grads = train(zb_run, examples_dir / "gpt.mlir", tmp_path,
+                                 tag, "--np", 2, "--schedule", schedule)
+        for name in ref_grads.files:
+            if name != "loss":
+                assert np.array_equal(grads[name], ref_grads[name]), name
+        for name in ref_params.files:
+            assert np.array_equal(params[name], ref_params[name]), name
+        measured = json.loads((tmp_path / f"{tag}-metrics.json").read_text())
+        assert sum(measured["borrowed_core_products"]) > 0, measured
+        if max(measured["borrowed_core_share"]) > 0:
+            break
+    else:
+        pytest.fail(f"the helper thread ran no block in three runs: {measured}")
     # Without lending, nothing borrows.
     monkeypatch.setenv("ZB_LEND_CORES", "0")
     train(zb_run, examples_dir / "gpt.mlir", tmp_path, f"alone-{schedule}",
