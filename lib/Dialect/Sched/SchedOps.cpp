@@ -8,6 +8,7 @@
 
 #include "zb/Dialect/Sched/ScheduleInterop.h"
 #include "zb/Schedule/Communication.h"
+#include "zb/Schedule/Problem.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseMap.h"
@@ -155,6 +156,17 @@ LogicalResult ProgramOp::verifyRegions() {
   int64_t numRanks = getNumRanks();
   int64_t numStages = getNumStages();
   int64_t numMicrobatches = getNumMicrobatches();
+  // The schedule library's limits: the passes size their tables by these
+  // counts.
+  namespace zs = zb::schedule;
+  for (auto [name, value, limit] :
+       {std::tuple<StringRef, int64_t, int64_t>{"num_ranks", numRanks,
+                                                zs::kMaxRanks},
+        {"num_stages", numStages, int64_t(zs::kMaxRanks) * zs::kMaxChunks},
+        {"num_microbatches", numMicrobatches, zs::kMaxMicrobatches}})
+    if (value > limit)
+      return emitOpError() << "'" << name << "' of " << value
+                           << " is past the schedules' limit of " << limit;
   if (static_cast<int64_t>(getRanks().size()) != numRanks)
     return emitOpError() << "has " << getRanks().size()
                          << " rank regions, but 'num_ranks' is " << numRanks;

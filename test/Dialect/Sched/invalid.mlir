@@ -358,3 +358,21 @@ rank 1 {
   sched.compute F stage 1 microbatch 0
   sched.allreduce ["tied"] over [0, 1] seq 0
 }
+
+// -----
+
+// Counts within the schedule library's limits: the passes size their tables
+// by them (--zb-insert-comm allocated per stage before this check).
+// expected-error @+1 {{'sched.program' op 'num_stages' of 4294967296 is past the schedules' limit of 262144}}
+sched.program ranks 1 stages 4294967296 microbatches 1
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+}
+
+// -----
+
+// expected-error @+1 {{'sched.program' op 'num_microbatches' of 1000001 is past the schedules' limit of 1000000}}
+sched.program ranks 1 stages 1 microbatches 1000001
+rank 0 {
+  sched.compute F stage 0 microbatch 0
+}
