@@ -10,6 +10,7 @@
 #include "zb/Conversion/Passes.h"
 #include "zb/Dialect/Sched/Transforms/Passes.h"
 #include "zb/Schedule/Generators.h"
+#include "zb/Schedule/Problem.h"
 #include "zb/Transforms/Passes.h"
 
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
@@ -31,6 +32,7 @@
 #include "mlir/Transforms/Passes.h"
 
 #include <limits>
+#include <tuple>
 #include <utility>
 
 using namespace mlir;
@@ -123,13 +125,15 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
             "'; known: sgd, sgd-momentum, adamw";
     return failure();
   }
-  // The passes below take these counts as int.
-  for (auto [name, value] :
-       {std::pair<const char *, int64_t>{"microbatches", options.microbatches},
-        {"replicas", options.replicas}})
-    if (value > std::numeric_limits<int32_t>::max()) {
+  // The schedule library's limit on microbatches (it sizes its tables by
+  // them); the replicas only scale costs, taken as int by the passes.
+  for (auto [name, value, limit] :
+       {std::tuple<const char *, int64_t, int64_t>{
+            "microbatches", options.microbatches, schedule::kMaxMicrobatches},
+        {"replicas", options.replicas, std::numeric_limits<int32_t>::max()}})
+    if (value > limit) {
       error = std::string("'") + name + "' of " + std::to_string(value) +
-              " is past the schedule's limits";
+              " is past the limit of " + std::to_string(limit);
       return failure();
     }
   const schedule::ScheduleInfo *info =
