@@ -132,9 +132,7 @@ Operation *zb::autodiff::mulAddProduct(Block *body) {
       .getDefiningOp<arith::MulFOp>();
 }
 
-/// Whether gradients flow through values of `type`: float tensors and
-/// float scalars.
-static bool isDifferentiable(Type type) {
+bool zb::autodiff::isDifferentiable(Type type) {
   if (auto shaped = dyn_cast<ShapedType>(type))
     type = shaped.getElementType();
   return isa<FloatType>(type);

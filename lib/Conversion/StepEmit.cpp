@@ -268,6 +268,11 @@ Value RankLowering::tensorOf(const Ref &ref, const Action &a) {
                      cast<RankedTensorType>(
                          stages[a.stage].stage.getResultTypes()[ref.index]),
                      numMicrobatches);
+  case Ref::Zero:
+    return autodiff::buildZeros(
+        b, loc,
+        cast<RankedTensorType>(
+            stages[a.stage].stage.getResultTypes()[ref.index]));
   case Ref::Value:
     break;
   }

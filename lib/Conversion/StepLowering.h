@@ -30,10 +30,13 @@ namespace zb::detail {
 
 /// Where an action's operand comes from.
 struct Ref {
-  enum Kind : uint8_t { Param, Data, Seed, Value };
+  enum Kind : uint8_t { Param, Data, Seed, Zero, Value };
   Kind kind;
   /// Param, Data: the model argument's number; Seed: the last stage's
-  /// result it seeds; Value: the planned value's id.
+  /// result it seeds; Zero: the result of the consuming action's stage
+  /// whose gradient this is, a zero tensor (the result is not
+  /// differentiable: its gradient is neither sent nor kept); Value: the
+  /// planned value's id.
   int64_t index;
 };
 
@@ -104,6 +107,8 @@ private:
   mlir::LogicalResult planBackwardWeight(Action &a);
   mlir::LogicalResult planReduction(Action &a, zb::sched::AllReduceOp reduce);
   mlir::FailureOr<llvm::SmallVector<Ref>> cotangentsOf(const Action &a);
+  void setInputGrads(int64_t stage, int64_t microbatch,
+                     llvm::ArrayRef<Ref> grads);
   Call &addCall(Action &a, Call::Fn fn, const Outlined &outlined,
                 llvm::ArrayRef<Ref> args);
   void use(llvm::ArrayRef<Ref> refs);

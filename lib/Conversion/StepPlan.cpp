@@ -140,6 +140,16 @@ FailureOr<SmallVector<Ref>> RankLowering::cotangentsOf(const Action &a) {
          << " is computed or received";
 }
 
+void RankLowering::setInputGrads(int64_t s, int64_t mb, ArrayRef<Ref> grads) {
+  SmallVector<Ref> &kept = inputGrads[{s, mb}];
+  kept.clear();
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(grads, stages[s].stage.getInputs())))
+    kept.push_back(autodiff::isDifferentiable(std::get<1>(pair).getType())
+                       ? std::get<0>(pair)
+                       : Ref{Ref::Zero, static_cast<int64_t>(i)});
+}
+
 LogicalResult RankLowering::planBackwardInput(Action &a, bool fused) {
   int64_t s = a.stage, mb = a.microbatch;
   const StageFunctions &fns = stages[s];
@@ -161,8 +171,7 @@ LogicalResult RankLowering::planBackwardInput(Action &a, bool fused) {
              << " is not split into B and W; its schedule must use the fused "
                 "backward (BW)";
     Call &c = addCall(a, Call::Backward, fns.backward, args);
-    inputGrads[{s, mb}].assign(c.yielded.begin(),
-                               c.yielded.begin() + numInputs);
+    setInputGrads(s, mb, ArrayRef<Ref>(c.yielded).take_front(numInputs));
     if (!fns.stage.getParams().empty()) {
       c.gradsFrom = numInputs;
       use(ArrayRef<Ref>(c.yielded).drop_front(numInputs));
@@ -171,7 +180,7 @@ LogicalResult RankLowering::planBackwardInput(Action &a, bool fused) {
     return success();
   }
   Call &c = addCall(a, Call::BackwardInput, fns.backwardInput, args);
-  inputGrads[{s, mb}].assign(c.yielded.begin(), c.yielded.begin() + numInputs);
+  setInputGrads(s, mb, ArrayRef<Ref>(c.yielded).take_front(numInputs));
   wStash[{s, mb}].assign(c.yielded.begin() + numInputs, c.yielded.end());
   stash.erase(it);
   if (fused)
@@ -307,7 +316,10 @@ LogicalResult RankLowering::plan(Region &region) {
       if (it == payload.end())
         return op.emitError("sends a value rank ")
                << rank << " has not computed yet";
-      a.payload = it->second;
+      // A gradient known to be zero is not sent.
+      for (const Ref &r : it->second)
+        if (r.kind != Ref::Zero)
+          a.payload.push_back(r);
       for (const Ref &r : a.payload) {
         Type t = r.kind == Ref::Value ? Type(values[r.index].type)
                                       : model.getArgument(r.index).getType();
@@ -322,14 +334,23 @@ LogicalResult RankLowering::plan(Region &region) {
       TypeRange types = isForward
                             ? TypeRange(stages[s].stage.getResultTypes())
                             : TypeRange(stages[s].stage.getInputs().getTypes());
+      SmallVector<Ref> &got = received[{static_cast<int>(a.phase), s, mb}];
+      got.clear();
       for (auto [i, t] : llvm::enumerate(types)) {
+        // The sender sends no gradient of a value without one (a zero).
+        if (!isForward && !autodiff::isDifferentiable(t)) {
+          got.push_back({Ref::Zero, static_cast<int64_t>(i)});
+          continue;
+        }
         if (!isTransferable(t))
           return op.emitError("only f32, f64, i32 and i64 values can be "
                               "transferred, got ")
                  << t;
-        a.payload.push_back({Ref::Value, newValue(t, -1, i)});
+        a.payload.push_back(
+            {Ref::Value,
+             newValue(t, -1, static_cast<int64_t>(a.payload.size()))});
+        got.push_back(a.payload.back());
       }
-      received[{static_cast<int>(a.phase), s, mb}] = a.payload;
     }
     actions.push_back(std::move(a));
   }

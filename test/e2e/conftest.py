@@ -33,14 +33,14 @@ def examples_dir():
     return EXAMPLES
 
 
-@pytest.fixture(scope="session")
-def zb_run():
-    """A function running ``zb-run *args`` that returns the CompletedProcess
-    (text stdout/stderr captured, no check). Fails the test when zb-run has
-    not been built: a missing tool is an error, not a reason to skip."""
-    exe = bin_dir() / "zb-run"
+def tool_runner(name):
+    """A function running the built tool `name` with ``*args`` that returns
+    the CompletedProcess (text stdout/stderr captured, no check). Fails the
+    test when the tool has not been built: a missing tool is an error, not
+    a reason to skip."""
+    exe = bin_dir() / name
     if not exe.is_file():
-        pytest.fail(f"zb-run not built ({exe} missing; set ZB_BIN_DIR)")
+        pytest.fail(f"{name} not built ({exe} missing; set ZB_BIN_DIR)")
 
     def run(*args):
         return subprocess.run([str(exe), *map(str, args)], capture_output=True,
@@ -48,6 +48,18 @@ def zb_run():
                               cwd=REPO_ROOT, stdin=subprocess.DEVNULL)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def zb_run():
+    """Runs ``zb-run *args`` (tool_runner)."""
+    return tool_runner("zb-run")
+
+
+@pytest.fixture(scope="session")
+def zb_opt():
+    """Runs ``zb-opt *args`` (tool_runner)."""
+    return tool_runner("zb-opt")
 
 
 @pytest.fixture(scope="session")

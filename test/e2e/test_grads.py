@@ -172,6 +172,45 @@ def test_pipelined_grads_equal_one_process(zb_run, examples_dir, tmp_path,
     assert "step 1/" not in proc.stdout, "--grads takes no training step"
 
 
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1"])
+def test_integer_stage_input_grads_equal_one_process(zb_run, zb_opt,
+                                                     examples_dir, tmp_path,
+                                                     schedule):
+    """On two ranks zb-run drops examples/moe.mlir's three-stage markers and
+    the cost model cuts after the router: rank 0 hands rank 1 each sample's
+    expert (i64) with the activations. No gradient flows back for the
+    integer: none is sent (rank 0 takes a zero for it), and the gradients
+    are those of one process and of the reference."""
+    lowered = zb_opt(examples_dir / "moe.mlir", "--zb-strip-cuts",
+                     f"--zb-pipeline=stages=2 microbatches={MICROBATCHES} "
+                     f"schedule={schedule} lower-to-cpu=false")
+    assert lowered.returncode == 0, lowered.stderr
+    rank0, rank1 = lowered.stdout.split("func.func @zb_rank1_step")
+    rank0 = rank0.split("func.func @zb_rank0_step")[1]
+    assert "call @zbrt_send_i64" in rank0, "the cut is not after the router"
+    assert "call @zbrt_recv_i64" in rank1
+    assert "call @zbrt_recv_i64" not in rank0, "rank 0 receives an integer"
+    assert "call @zbrt_send_i64" not in rank1, "rank 1 sends an integer"
+
+    params, inputs = make_case("moe", 4)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    one, one_metrics, _ = run_grads(zb_run, examples_dir, tmp_path / "one",
+                                    "moe", params, inputs)
+    two, two_metrics, _ = run_grads(zb_run, examples_dir, tmp_path / "two",
+                                    "moe", params, inputs, "--np", 2,
+                                    "--schedule", schedule)
+    shapes, _, _, grads_fn = MODELS["moe"]
+    assert_grads_close(two, {k: np.asarray(v, np.float64)
+                             for k, v in one.items() if k in shapes},
+                       1e-6, f"moe {schedule} --np 2 vs --np 1")
+    assert_grads_close(two, ref.mean_grads(grads_fn, params,
+                                           microbatches("moe", inputs)),
+                       GRAD_REL_TOL, f"moe {schedule} --np 2 vs reference")
+    assert two_metrics["loss"] == pytest.approx(one_metrics["loss"],
+                                                rel=1e-6)
+
+
 # --------------------------------------------------------------------------
 # zb-run against torch autograd (float64), where PyTorch is installed
 # --------------------------------------------------------------------------

@@ -163,21 +163,16 @@ def test_trace_profile_and_metrics(zb_run, examples_dir, tmp_path, repo_root,
                                       m["peak_memory_bytes"]))
 
 
-def test_profile_feeds_the_compiler(zb_run, examples_dir, tmp_path):
+def test_profile_feeds_the_compiler(zb_run, zb_opt, examples_dir, tmp_path):
     """A profile written by --profile is what --zb-pipeline costs= reads
     (the MLP's two pipe.cut markers make 3 stages: zb-run, like this test,
     drops them for 2 ranks and partitions by the cost model)."""
-    import subprocess
-    from conftest import bin_dir
-
     profile = tmp_path / "p.json"
     check(zb_run(examples_dir / "mlp.mlir", "--np", 2, "--steps", 2,
                  "--microbatches", 4, "--profile", profile))
-    out = subprocess.run(
-        [str(bin_dir() / "zb-opt"), str(examples_dir / "mlp.mlir"),
-         "--zb-strip-cuts", "--zb-pipeline=stages=2 microbatches=4 schedule=zb-h1 "
-         f"costs={profile} lower-to-cpu=false"],
-        capture_output=True, text=True, timeout=300)
+    out = zb_opt(examples_dir / "mlp.mlir", "--zb-strip-cuts",
+                 "--zb-pipeline=stages=2 microbatches=4 schedule=zb-h1 "
+                 f"costs={profile} lower-to-cpu=false")
     assert out.returncode == 0, out.stderr
     assert "zb_rank1_step" in out.stdout
 

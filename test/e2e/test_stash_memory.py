@@ -6,7 +6,6 @@ from B until W); parameters handed on are held once, not per microbatch, and
 do not count."""
 
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -40,13 +39,12 @@ def block_args(line):
 
 
 @pytest.mark.parametrize("stages", [2, 4])
-def test_recorded_stash_bytes_match_ir(repo_root, stages):
-    zb_opt = repo_root / "build" / "bin" / "zb-opt"
+def test_recorded_stash_bytes_match_ir(repo_root, zb_opt, stages):
     flags = [f"--zb-partition-stages=stages={stages} chunks={4 // stages}",
              "--zb-autodiff", "--canonicalize", "--cse",
              "--zb-split-backward"]
-    out = subprocess.run([str(zb_opt), str(repo_root / "examples/gpt.mlir"),
-                          *flags], capture_output=True, text=True, check=True)
+    out = zb_opt(repo_root / "examples/gpt.mlir", *flags)
+    assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     checked = 0
     for i, line in enumerate(lines):

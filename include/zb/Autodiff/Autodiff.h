@@ -29,6 +29,11 @@ buildReverse(mlir::OpBuilder &builder, mlir::Block &block,
              llvm::ArrayRef<std::pair<mlir::Value, mlir::Value>> seeds,
              llvm::ArrayRef<mlir::Value> wrt);
 
+/// Whether gradients flow through values of `type`: float tensors and
+/// float scalars. buildReverse() gives every other value a zero adjoint and
+/// reads no seed of one.
+bool isDifferentiable(mlir::Type type);
+
 /// A zero-filled tensor of `type` (tensor.empty + linalg.fill).
 mlir::Value buildZeros(mlir::OpBuilder &builder, mlir::Location loc,
                        mlir::RankedTensorType type);

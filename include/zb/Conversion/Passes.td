@@ -323,7 +323,10 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
       the running sums (how: below);
       `sched.send` and `sched.recv` become calls of the runtime's
       `zbrt_send_f32` / `zbrt_recv_f32` (`_f64`, `_i32`, `_i64` for
-      values of those element types; tag = channel); every F, B, W and
+      values of those element types; tag = channel), except that no
+      gradient of an integer input is sent or received: none flows
+      through an integer (`autodiff::isDifferentiable`), and the stage
+      before takes a zero tensor for it; every F, B, W and
       BW is bracketed by `zbrt_action_begin` / `zbrt_action_end` (phase,
       stage, microbatch), which the runtime records. Its attributes name
       the rank (`zb.rank`), its parameters (`zb.params`) and the
