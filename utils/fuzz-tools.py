@@ -14,7 +14,12 @@ TARGET is one of:
 - ``zb-sched``: random generated or imported (CSV) schedules with random
   flags;
 - ``zb-run``: the examples with random flags and bad data files (one
-  step; compiled models are cached under DIR).
+  step; compiled models are cached under DIR);
+- ``files``: valid files of every kind a tool reads, mutated (``.npz``
+  parameters and data, at the byte level and in their arrays' headers,
+  dtypes, shapes, names and values; a checkpoint's ``latest`` and
+  ``state.json``; a ``--profile`` JSON), read by ``zb-run --params``,
+  ``--inputs`` and ``--resume`` and by ``zb-opt --zb-pipeline=costs=``.
 
 A finding is a run that ends by a signal, prints a stack dump, an LLVM
 ERROR or a failed assertion, exits with a status the tool does not use
@@ -31,14 +36,19 @@ Tools are found through $ZB_BIN_DIR (default build/bin).
 
 import argparse
 import hashlib
+import io
+import json
 import os
 import random
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,8 +227,164 @@ def zb_run(rng, work, cases):
     return args, None, ""
 
 
+NPY_MAGIC = b"\x93NUMPY\x01\x00"
+
+
+def npy(header, data):
+    """A .npy member: `header` (the dict's text) padded as numpy pads it."""
+    text = header.encode("latin1")
+    pad = (64 - (len(NPY_MAGIC) + 2 + len(text) + 1) % 64) % 64
+    text += b" " * pad + b"\n"
+    return NPY_MAGIC + len(text).to_bytes(2, "little") + text + data
+
+
+def read_npz(path):
+    """[(name, header text, data bytes)] of a stored (uncompressed) .npz."""
+    members = []
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            raw = z.read(info)
+            size = int.from_bytes(raw[8:10], "little")
+            members.append((info.filename[:-4],
+                            raw[10:10 + size].decode("latin1").rstrip(),
+                            raw[10 + size:]))
+    return members
+
+
+HEADER_EDITS = [
+    (r"'descr': '[^']*'", ["'descr': '<f8'", "'descr': '<i4'",
+                           "'descr': '>f4'", "'descr': '|b1'",
+                           "'descr': '<c8'", "'descr': '|O'",
+                           "'descr': '<U3'", "'descr': ''", "'descr': 7"]),
+    (r"'fortran_order': \w+", ["'fortran_order': True",
+                                "'fortran_order': 1", "'fortran_order': x"]),
+    (r"'shape': \([^)]*\)", ["'shape': ()", "'shape': (0,)",
+                              "'shape': (1000000000000,)",
+                              "'shape': (9223372036854775807, 2)",
+                              "'shape': (-1,)", "'shape': (2, 2, 2, 2)",
+                              "'shape': (3,", "'shape': [2]"]),
+    (r"\d+", ["0", "1", "-1", "4294967296", "99999999999999999999"]),
+    (r"[{},:]", ["", "{", "}}"]),
+]
+
+
+def mutate_npz(members, rng):
+    """The members of an .npz with one to three random edits."""
+    members = list(members)
+    for _ in range(rng.randint(1, 3)):
+        i = rng.randrange(len(members))
+        name, header, data = members[i]
+        kind = rng.randrange(7)
+        if kind == 0:
+            pattern, values = rng.choice(HEADER_EDITS)
+            found = list(re.finditer(pattern, header))
+            if found:
+                m = rng.choice(found)
+                header = header[:m.start()] + rng.choice(values) + header[m.end():]
+        elif kind == 1 and data:  # cut or lengthen the data
+            data = data[:rng.randrange(len(data))] if rng.random() < 0.5 \
+                else data + bytes(rng.randrange(1, 64))
+        elif kind == 2 and data:  # non-finite or extreme values
+            j = rng.randrange(0, len(data) - 3, 4) if len(data) > 3 else 0
+            word = rng.choice([b"\x00\x00\xc0\x7f", b"\x00\x00\x80\x7f",
+                               b"\xff\xff\xff\xff", b"\xff\xff\xff\x7f"])
+            data = data[:j] + word + data[j + 4:]
+        elif kind == 3:
+            name = rng.choice(["", "x", name + "x", "../" + name, "a/b",
+                               members[rng.randrange(len(members))][0]])
+        elif kind == 4 and len(members) > 1:
+            del members[i]
+            continue
+        elif kind == 5:
+            members.append(members[i])
+        members[i] = (name, header, data)
+    return members
+
+
+def write_npz(path, members, rng):
+    """Writes `members` as an .npz; sometimes with its bytes mutated too."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
+        for name, header, data in members:
+            z.writestr(name + ".npy", npy(header, data))
+    raw = bytearray(buffer.getvalue())
+    if rng.random() < 0.2:
+        for _ in range(rng.randint(1, 8)):
+            raw[rng.randrange(len(raw))] = rng.randrange(256)
+    if rng.random() < 0.05:
+        del raw[rng.randrange(len(raw)):]
+    path.write_bytes(bytes(raw))
+
+
+def valid_files(work):
+    """Makes (once) valid files of each kind from examples/mlp.mlir: its
+    parameters, data, an AdamW checkpoint and a two-rank profile."""
+    seeds = work / "seeds"
+    if seeds.exists():
+        return seeds
+    sys.path.insert(0, str(ROOT / "test" / "e2e"))
+    import numpy as np
+    import reference
+    tmp = work / "making"
+    tmp.mkdir()
+    np.savez(tmp / "inputs.npz", **reference.synthetic_inputs(
+        "mlp", np.random.default_rng(0), 4))
+    model, cache = ROOT / "examples" / "mlp.mlir", f"--cache-dir={work / 'cache'}"
+    for flags in (["--dump-params", tmp / "params.npz", "--checkpoint",
+                   tmp / "checkpoint", "--optimizer", "adamw"],
+                  ["--np", "2", "--profile", tmp / "profile.json"]):
+        subprocess.run([str(BIN / "zb-run"), str(model), "--steps=2",
+                        "--microbatches=4", cache, *map(str, flags)],
+                       check=True, capture_output=True,
+                       env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    tmp.rename(seeds)
+    return seeds
+
+
+def files(rng, work, cases):
+    seeds = valid_files(work)
+    model = str(ROOT / "examples" / "mlp.mlir")
+    run = [str(BIN / "zb-run"), model, "--steps=3", "--microbatches=4",
+           f"--cache-dir={work / 'cache'}"]
+    kind = rng.choice(["params", "inputs", "checkpoint", "checkpoint",
+                       "profile"])
+    case = work / "case"
+    subprocess.run(["rm", "-rf", str(case)], check=True)
+    case.mkdir()
+    if kind in ("params", "inputs"):
+        target = case / f"{kind}.npz"
+        write_npz(target, mutate_npz(read_npz(seeds / f"{kind}.npz"), rng),
+                  rng)
+        extra = ["--inputs", str(seeds / "inputs.npz")] if kind == "params" \
+            else []
+        return run + [f"--{kind}", str(target), *extra], None, kind
+    if kind == "profile":
+        text = mutate((seeds / "profile.json").read_text(), rng)
+        (case / "profile.json").write_text(text)
+        return [str(BIN / "zb-opt"), model, "--zb-strip-cuts",
+                "--zb-pipeline=stages=2 microbatches=4 lower-to-cpu=false "
+                f"costs={case / 'profile.json'}", "-o", os.devnull], None, text
+    # A checkpoint: one of its files mutated.
+    subprocess.run(["cp", "-r", str(seeds / "checkpoint"), str(case)],
+                   check=True)
+    ckpt = case / "checkpoint"
+    state = ckpt / (ckpt / "latest").read_text().strip()
+    part = rng.choice(["latest", "state.json", "params.npz",
+                       "optimizer.npz"])
+    if part == "latest":
+        (ckpt / "latest").write_text(rng.choice(
+            ["", "\n", "state-9-x", "..", "/etc", "../checkpoint",
+             state.name + "/..", state.name + "\x00", "x" * 5000]))
+    elif part == "state.json":
+        (state / part).write_text(mutate((state / part).read_text(), rng))
+    else:
+        write_npz(state / part, mutate_npz(read_npz(state / part), rng), rng)
+    return run + ["--optimizer=adamw", f"--resume={ckpt}"], None, part
+
+
 TARGETS = {"zb-opt": (zb_opt, 1), "zb-pipeline": (zb_pipeline, 1),
-           "zb-sched": (zb_sched, 2), "zb-run": (zb_run, 2)}
+           "zb-sched": (zb_sched, 2), "zb-run": (zb_run, 2),
+           "files": (files, 2)}
 
 
 def main():
@@ -268,6 +434,8 @@ def main():
                   + (f" < {out / digest}.mlir" if stdin else ""), flush=True)
             if stdin:
                 (out / f"{digest}.mlir").write_text(stdin)
+            if (work / "case").is_dir():  # the files the run read
+                shutil.copytree(work / "case", out / digest, dirs_exist_ok=True)
             (out / f"{digest}.txt").write_text(
                 f"status {status}\n{shlex.join(command)}\n"
                 + (f"\ninput file:\n{note}" if note else "")

@@ -100,6 +100,22 @@ static void writeLE(std::string &buf, uint64_t v, int bytes) {
     buf.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
+/// `text` from a file for a message: printable ASCII as it is, every other
+/// byte as \xNN (a name or header of a damaged file may hold any bytes).
+static std::string printable(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte < 0x7f && byte != '\\') {
+      out.push_back(c);
+      continue;
+    }
+    static const char digits[] = "0123456789abcdef";
+    out += {'\\', 'x', digits[byte >> 4], digits[byte & 15]};
+  }
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // .npy
 //===----------------------------------------------------------------------===//
@@ -174,7 +190,7 @@ static bool parseNpy(std::string_view bytes, uint64_t payloadSize,
   else if (descr == "<i8")
     array.dtype = DType::I64;
   else {
-    error = "unsupported dtype '" + descr +
+    error = "unsupported dtype '" + printable(descr) +
             "' (supported: float32, float64, int32, int64, little-endian)";
     return false;
   }
@@ -210,7 +226,7 @@ static bool parseNpy(std::string_view bytes, uint64_t payloadSize,
     if (digits.size() > 18 ||
         digits.find_first_not_of("0123456789") != std::string::npos) {
       error = "malformed .npy header (shape " +
-              shape.substr(open, close - open + 1) + ")";
+              printable(shape.substr(open, close - open + 1)) + ")";
       return false;
     }
     int64_t extent = std::stoll(digits);
@@ -401,7 +417,7 @@ static bool readArchive(const std::string &path, bool headersOnly,
           if (*field != 0xFFFFFFFFu)
             continue;
           if (f + 8 > fEnd)
-            return fail("truncated ZIP64 field for '" + name + "'");
+            return fail("truncated ZIP64 field for '" + printable(name) + "'");
           *field = readLE(dir, f, 8);
           f += 8;
         }
@@ -415,19 +431,19 @@ static bool readArchive(const std::string &path, bool headersOnly,
         arrayName.compare(arrayName.size() - 4, 4, ".npy") == 0)
       arrayName.resize(arrayName.size() - 4);
     if (method != 0) {
-      error = "array '" + arrayName + "' in '" + path +
+      error = "array '" + printable(arrayName) + "' in '" + path +
               "' is compressed; write it with numpy.savez, not "
               "numpy.savez_compressed";
       return false;
     }
     std::string local = file.read(localOffset, 30);
     if (local.size() < 30 || readLE(local, 0, 4) != 0x04034b50)
-      return fail("bad local header for '" + name + "'");
+      return fail("bad local header for '" + printable(name) + "'");
     uint64_t dataStart =
         localOffset + 30 + readLE(local, 26, 2) + readLE(local, 28, 2);
     if (dataStart > size || entrySize > size - dataStart ||
         compSize != entrySize)
-      return fail("truncated data for '" + name + "'");
+      return fail("truncated data for '" + printable(name) + "'");
     std::string payload, npyError;
     if (headersOnly) {
       // The header alone (its size from the payload's first 12 bytes).
@@ -439,11 +455,13 @@ static bool readArchive(const std::string &path, bool headersOnly,
     if (!headersOnly) {
       bytes = file.view(dataStart, entrySize, payload);
       if (crc32(bytes.data(), bytes.size()) != crc)
-        return fail("CRC mismatch for '" + name + "' (corrupted file)");
+        return fail("CRC mismatch for '" + printable(name) +
+                    "' (corrupted file)");
     }
     if (!parseNpy(bytes, entrySize, headersOnly, archive[arrayName],
                   npyError)) {
-      error = "array '" + arrayName + "' in '" + path + "': " + npyError;
+      error =
+          "array '" + printable(arrayName) + "' in '" + path + "': " + npyError;
       return false;
     }
   }
@@ -489,7 +507,7 @@ bool zbrt::writeNpz(const std::string &path, const NpzArchive &archive,
     std::string file = name + ".npy";
     std::string payload = formatNpy(array);
     if (payload.size() >= 0xFFFFFFFFu || out.size() >= 0xFFFFFFFFu) {
-      error = "array '" + name + "' is too large for '" + path + "'";
+      error = "array '" + printable(name) + "' is too large for '" + path + "'";
       return false;
     }
     uint32_t crc = crc32(payload.data(), payload.size());

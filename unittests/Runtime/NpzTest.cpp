@@ -170,6 +170,12 @@ TEST_F(NpzTest, MalformedHeadersAreNamed) {
        "unsupported dtype '>f4' (supported: float32, float64, int32, int64, "
        "little-endian)"},
       {"'descr': '<f4'", "'descx': '<f4'", "malformed .npy header (no descr)"},
+      // Bytes of a damaged file are named, not echoed.
+      {"'shape': (2, 3), }", "'shape': (\xd9, 3), }",
+       "malformed .npy header (shape (\\xd9, 3))"},
+      {"'descr': '<f4'", "'descr': '\x01\\4'",
+       "unsupported dtype '\\x01\\x5c4' (supported: float32, float64, "
+       "int32, int64, little-endian)"},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.to);
@@ -182,6 +188,19 @@ TEST_F(NpzTest, MalformedHeadersAreNamed) {
     EXPECT_FALSE(readNpzHeaders(path, archive, error));
     EXPECT_EQ(error, "array 'w' in '" + path + "': " + c.message);
   }
+}
+
+/// An array's name from a damaged file is named by its bytes too.
+TEST_F(NpzTest, ANameOfAnyBytesIsPrintable) {
+  NpzArchive one;
+  one["w\xff\n"] = makeArray(DType::F32, {2, 3});
+  write(one);
+  patch("'shape': (2, 3), }", "'shape': 2, }");
+  NpzArchive archive;
+  std::string error;
+  EXPECT_FALSE(readNpzHeaders(path, archive, error));
+  EXPECT_EQ(error, "array 'w\\xff\\x0a' in '" + path +
+                       "': malformed .npy header (no shape)");
 }
 
 } // namespace

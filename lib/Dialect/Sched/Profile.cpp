@@ -73,6 +73,12 @@ zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
   const llvm::json::Array *entries = root ? root->getArray("stages") : nullptr;
   if (!entries)
     return std::string("expected an object with a \"stages\" array");
+  // The times are read as milliseconds: a profile in any other unit would
+  // be misread.
+  if (const llvm::json::Value *unit = root->get("unit");
+      unit && unit->getAsString() != std::optional<StringRef>("ms"))
+    return std::string("\"unit\" must be \"ms\", the unit the times are "
+                       "read in");
 
   // Any number of stages: as many as the entries.
   bool anyCount = numStages < 0;

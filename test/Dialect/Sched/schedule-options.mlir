@@ -44,6 +44,10 @@
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-h1 microbatches=4 costs=%S/Inputs/profile-negative.json" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 // NEGATIVE: error: costs file '{{.*}}': entry 0 of "stages" (stage 0) has a cost that is negative, not finite or past 1e12 ms
 
+// Times in another unit would be misread as milliseconds.
+// RUN: not zb-opt %s --zb-schedule="schedule=zb-h1 microbatches=4 costs=%S/Inputs/profile-unit.json" 2>&1 | FileCheck %s --check-prefix=UNIT
+// UNIT: error: costs file '{{.*}}profile-unit.json': "unit" must be "ms", the unit the times are read in
+
 func.func @four_stages(%x: tensor<4xf32>, %w0: tensor<4xf32> {zb.param}, %w1: tensor<4xf32> {zb.param}, %w2: tensor<4xf32> {zb.param}, %w3: tensor<4xf32> {zb.param}) -> tensor<4xf32> {
   %y0 = pipe.stage 0 on rank 0 inputs(%x : tensor<4xf32>) params(%w0 : tensor<4xf32>) -> tensor<4xf32> attributes {cost_b = 1.0, cost_f = 1.0, cost_w = 1.0, mem_b = 64, mem_w = 32}
     forward {

@@ -8,8 +8,9 @@
 //   {"unit": "ms", "stages": [{"stage": 0, "f": 1.5, "b": 1.2, "w": 0.8},
 //                             ...]}
 //
-// one entry per stage ("w" optional on input, 0 when absent). One writer
-// and one reader, both llvm::json.
+// one entry per stage ("w" optional on input, 0 when absent; "unit"
+// optional on input, "ms" where present). One writer and one reader, both
+// llvm::json.
 //
 //===----------------------------------------------------------------------===//
 
