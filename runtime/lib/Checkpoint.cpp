@@ -74,60 +74,137 @@ bool zbrt::writeCheckpoint(const std::string &dir, const Checkpoint &checkpoint,
   return true;
 }
 
-/// The integer after `"key":` in `json`, or false.
-static bool findInteger(const std::string &json, const std::string &key,
-                        int64_t &value) {
-  size_t at = json.find("\"" + key + "\"");
-  if (at == std::string::npos)
-    return false;
-  at = json.find(':', at);
-  if (at == std::string::npos)
-    return false;
-  char *end = nullptr;
-  errno = 0;
-  long long parsed = std::strtoll(json.c_str() + at + 1, &end, 10);
-  if (errno || end == json.c_str() + at + 1)
-    return false;
-  value = parsed;
-  return true;
-}
+namespace {
+/// Reads state.json as the writer writes it: one object of "step" (a
+/// non-negative integer) and "config" (a string), each once, in either
+/// order, with any JSON whitespace, and nothing after it. Each method
+/// returns false with `problem` set at the first thing that is not so.
+class StateReader {
+public:
+  explicit StateReader(std::string_view json) : json(json) {}
 
-/// The string after `"key":` in `json` (JSON escapes undone), or false.
-static bool findString(const std::string &json, const std::string &key,
-                       std::string &value) {
-  size_t at = json.find("\"" + key + "\"");
-  if (at == std::string::npos)
-    return false;
-  at = json.find('"', json.find(':', at));
-  if (at == std::string::npos)
-    return false;
-  value.clear();
-  for (size_t i = at + 1; i < json.size(); ++i) {
-    char c = json[i];
-    if (c == '"')
-      return true;
-    if (c == '\\' && i + 1 < json.size()) {
-      char next = json[++i];
-      if (next == 'u') {
-        // Four hex digits (the writer escapes control bytes so); anything
-        // else makes the file malformed.
-        std::string digits = json.substr(i + 1, 4);
-        if (digits.size() != 4 ||
-            !std::all_of(digits.begin(), digits.end(), [](char d) {
-              return std::isxdigit(static_cast<unsigned char>(d));
-            }))
+  bool read(int64_t &step, std::string &config) {
+    bool haveStep = false, haveConfig = false;
+    if (!expect('{'))
+      return false;
+    skipSpace();
+    if (peek() == '}')
+      ++at;
+    else
+      while (true) {
+        std::string key;
+        if (!string(key) || !expect(':'))
           return false;
-        value += static_cast<char>(std::strtol(digits.c_str(), nullptr, 16));
-        i += 4;
+        bool &have = key == "step" ? haveStep : haveConfig;
+        if (key != "step" && key != "config")
+          return fail("unknown key '" + printable(key) + "'");
+        if (have)
+          return fail("\"" + key + "\" appears twice");
+        have = true;
+        if (!(key == "step" ? integer(step) : string(config)))
+          return false;
+        skipSpace();
+        if (peek() == ',') {
+          ++at;
+          continue;
+        }
+        if (!expect('}'))
+          return false;
+        break;
+      }
+    skipSpace();
+    if (at != json.size())
+      return fail("text after the object");
+    if (!haveStep || !haveConfig)
+      return fail(haveStep ? "no \"config\"" : "no \"step\"");
+    return true;
+  }
+
+  std::string problem;
+
+private:
+  char peek() const { return at < json.size() ? json[at] : '\0'; }
+  bool fail(std::string what) {
+    problem = std::move(what);
+    return false;
+  }
+  void skipSpace() {
+    while (at < json.size() && std::strchr(" \t\r\n", json[at]) && json[at])
+      ++at;
+  }
+  bool expect(char c) {
+    skipSpace();
+    if (peek() != c || at == json.size())
+      return fail(std::string("expected '") + c + "' at byte " +
+                  std::to_string(at));
+    ++at;
+    return true;
+  }
+  /// A non-negative integer of at most 18 digits.
+  bool integer(int64_t &value) {
+    skipSpace();
+    size_t start = at;
+    while (at < json.size() &&
+           std::isdigit(static_cast<unsigned char>(json[at])))
+      ++at;
+    size_t digits = at - start;
+    if (digits == 0 || digits > 18 || std::strchr(".eE", peek()) && peek())
+      return fail("\"step\" is not a non-negative integer");
+    value = std::stoll(std::string(json.substr(start, digits)));
+    return true;
+  }
+  /// A JSON string, its escapes undone (\u as UTF-8).
+  bool string(std::string &value) {
+    if (!expect('"'))
+      return false;
+    value.clear();
+    while (at < json.size()) {
+      auto c = static_cast<unsigned char>(json[at++]);
+      if (c == '"')
+        return true;
+      if (c < 0x20)
+        return fail("a control byte in a string");
+      if (c != '\\') {
+        value += static_cast<char>(c);
         continue;
       }
-      value += next;
-      continue;
+      static const char escapes[] = "\"\\/bfnrt",
+                        meanings[] = "\"\\/\b\f\n\r\t";
+      char e = peek();
+      ++at;
+      if (const char *p = std::strchr(escapes, e); p && e) {
+        value += meanings[p - escapes];
+        continue;
+      }
+      std::string_view hex = json.substr(std::min(at, json.size()), 4);
+      if (e != 'u' || hex.size() != 4 ||
+          !std::all_of(hex.begin(), hex.end(), [](char d) {
+            return std::isxdigit(static_cast<unsigned char>(d));
+          }))
+        return fail("a string escape that is not \\\", \\\\, \\/, \\b, "
+                    "\\f, \\n, \\r, \\t or \\u and four hex digits");
+      at += 4;
+      unsigned code = std::stoul(std::string(hex), nullptr, 16);
+      if (code >= 0xD800 && code < 0xE000)
+        return fail("a \\u escape of a UTF-16 surrogate");
+      if (code < 0x80) {
+        value += static_cast<char>(code);
+      } else if (code < 0x800) {
+        value += static_cast<char>(0xC0 | code >> 6);
+        value += static_cast<char>(0x80 | (code & 0x3F));
+      } else {
+        value += static_cast<char>(0xE0 | code >> 12);
+        value += static_cast<char>(0x80 | (code >> 6 & 0x3F));
+        value += static_cast<char>(0x80 | (code & 0x3F));
+      }
     }
-    value += c;
+    return fail("a string that does not end");
   }
-  return false;
-}
+
+  std::string_view json;
+  size_t at = 0;
+};
+} // namespace
 
 static bool readText(const fs::path &path, std::string &text) {
   std::ifstream in(path, std::ios::binary);
@@ -156,7 +233,8 @@ bool zbrt::readCheckpoint(const std::string &dir, Checkpoint &checkpoint,
   while (!latest.empty() && std::isspace(static_cast<unsigned char>(latest.back())))
     latest.pop_back();
   if (latest.rfind("state-", 0) != 0 || latest.find('/') != std::string::npos) {
-    error = prefix + "'latest' names '" + latest + "', not a state directory";
+    error = prefix + "'latest' names '" + printable(latest) +
+            "', not a state directory";
     return false;
   }
   fs::path state = fs::path(dir) / latest;
@@ -165,10 +243,10 @@ bool zbrt::readCheckpoint(const std::string &dir, Checkpoint &checkpoint,
     error = prefix + "'" + (state / "state.json").string() + "' is missing";
     return false;
   }
-  if (!findInteger(json, "step", checkpoint.step) || checkpoint.step < 0 ||
-      !findString(json, "config", checkpoint.config)) {
+  StateReader reader(json);
+  if (!reader.read(checkpoint.step, checkpoint.config)) {
     error = prefix + "'" + (state / "state.json").string() +
-            "' has no valid \"step\" and \"config\"";
+            "' has no valid \"step\" and \"config\" (" + reader.problem + ")";
     return false;
   }
   std::string npzError;

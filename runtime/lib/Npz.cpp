@@ -100,9 +100,7 @@ static void writeLE(std::string &buf, uint64_t v, int bytes) {
     buf.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-/// `text` from a file for a message: printable ASCII as it is, every other
-/// byte as \xNN (a name or header of a damaged file may hold any bytes).
-static std::string printable(std::string_view text) {
+std::string zbrt::printable(std::string_view text) {
   std::string out;
   for (char c : text) {
     auto byte = static_cast<unsigned char>(c);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace zbrt {
@@ -64,6 +65,11 @@ bool writeNpz(const std::string &path, const NpzArchive &archive,
 /// Writes `contents` to `path` atomically (temporary file, then rename).
 bool writeFileAtomically(const std::string &path, const std::string &contents,
                          std::string &error);
+
+/// `text` read from a file, for a message: printable ASCII as it is, every
+/// other byte (and the backslash) as \xNN, since a damaged file may hold
+/// any bytes.
+std::string printable(std::string_view text);
 
 } // namespace zbrt
 
