@@ -304,6 +304,7 @@ def mutate_npz(members, rng):
 def write_npz(path, members, rng):
     """Writes `members` as an .npz; sometimes with its bytes mutated too."""
     buffer = io.BytesIO()
+    warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as z:
         for name, header, data in members:
             z.writestr(name + ".npy", npy(header, data))

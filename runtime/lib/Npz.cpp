@@ -428,6 +428,12 @@ static bool readArchive(const std::string &path, bool headersOnly,
     if (arrayName.size() > 4 &&
         arrayName.compare(arrayName.size() - 4, 4, ".npy") == 0)
       arrayName.resize(arrayName.size() - 4);
+    // Two entries of one name: which one is meant cannot be known.
+    if (archive.count(arrayName)) {
+      error = "array '" + printable(arrayName) + "' in '" + path +
+              "' appears twice";
+      return false;
+    }
     if (method != 0) {
       error = "array '" + printable(arrayName) + "' in '" + path +
               "' is compressed; write it with numpy.savez, not "

@@ -190,6 +190,28 @@ TEST_F(NpzTest, MalformedHeadersAreNamed) {
   }
 }
 
+/// Two entries of one name (a zip may hold them) are an error, in either
+/// read: which one is meant cannot be known.
+TEST_F(NpzTest, ANameTwiceIsAnError) {
+  NpzArchive two;
+  two["a"] = makeArray(DType::F32, {2});
+  two["b"] = makeArray(DType::F32, {2});
+  write(two);
+  std::string contents = bytes();
+  // Both names are one byte: rename every "b.npy" (local header and
+  // central directory) to "a.npy".
+  for (size_t at = 0; (at = contents.find("b.npy", at)) != std::string::npos;)
+    contents[at] = 'a';
+  setBytes(contents);
+  for (bool headersOnly : {false, true}) {
+    NpzArchive archive;
+    std::string error;
+    EXPECT_FALSE(headersOnly ? readNpzHeaders(path, archive, error)
+                             : readNpz(path, archive, error));
+    EXPECT_EQ(error, "array 'a' in '" + path + "' appears twice");
+  }
+}
+
 /// An array's name from a damaged file is named by its bytes too.
 TEST_F(NpzTest, ANameOfAnyBytesIsPrintable) {
   NpzArchive one;
