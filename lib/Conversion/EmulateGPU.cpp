@@ -337,22 +337,24 @@ static void hostBuffers(RewriterBase &rewriter, ModuleOp module) {
   }
 }
 
-/// The runtime's cuBLAS gemm as its host BLAS one (the same signature);
-/// failure (reported) for the bf16 one, which the host does not have.
+/// The runtime's cuBLAS gemms as their host counterparts (the same
+/// signatures): the BLAS one for f32, and for bf16 products the one that
+/// rounds the inputs to bf16 first.
 static LogicalResult hostGemms(ModuleOp module) {
-  if (auto bf16 = module.lookupSymbol<func::FuncOp>(zb::kGPUGemmBF16Fn))
-    return bf16.emitOpError("zb-emulate-gpu: bf16 gemms have no host "
-                            "counterpart");
-  auto gpu = module.lookupSymbol<func::FuncOp>(zb::kGPUGemmFn);
-  if (!gpu)
-    return success();
-  if (module.lookupSymbol(zb::kHostGemmFn))
-    return gpu.emitOpError("zb-emulate-gpu: ")
-           << zb::kHostGemmFn << " is declared already";
-  if (failed(SymbolTable::replaceAllSymbolUses(
-          gpu, StringAttr::get(module.getContext(), zb::kHostGemmFn), module)))
-    return gpu.emitOpError("zb-emulate-gpu: cannot rename the gemm's calls");
-  gpu.setSymName(zb::kHostGemmFn);
+  for (auto [gpuName, hostName] :
+       {std::pair{zb::kGPUGemmFn, zb::kHostGemmFn},
+        std::pair{zb::kGPUGemmBF16Fn, zb::kHostGemmBF16Fn}}) {
+    auto gpu = module.lookupSymbol<func::FuncOp>(gpuName);
+    if (!gpu)
+      continue;
+    if (module.lookupSymbol(hostName))
+      return gpu.emitOpError("zb-emulate-gpu: ")
+             << hostName << " is declared already";
+    if (failed(SymbolTable::replaceAllSymbolUses(
+            gpu, StringAttr::get(module.getContext(), hostName), module)))
+      return gpu.emitOpError("zb-emulate-gpu: cannot rename the gemm's calls");
+    gpu.setSymName(hostName);
+  }
   return success();
 }
 

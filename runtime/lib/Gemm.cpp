@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <unordered_map>
 #include <vector>
 
@@ -355,6 +356,46 @@ extern "C" void zbrt_sgemm_batched(int32_t transA, int32_t transB,
   // thread: a rank computes on one thread per core it has.
   batched(zbrt_sgemm, openblas_get_num_threads() == 1, transA, transB, batch, m,
           n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC);
+}
+
+/// `x` rounded to the nearest bf16 (ties to even), as f32; NaN stays NaN.
+static float roundToBF16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return x;
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, sizeof(bits));
+  return x;
+}
+
+/// The elements a batch of row-major `rows` x `cols` matrices (rows `ld`
+/// apart, batch items `stride` apart) spans from `p`, rounded to bf16.
+static std::vector<float> roundedToBF16(const float *p, int64_t batch,
+                                        int64_t stride, int64_t rows,
+                                        int64_t cols, int64_t ld) {
+  if (batch <= 0 || rows <= 0 || cols <= 0)
+    return {};
+  std::vector<float> out(p, p + (batch - 1) * stride + (rows - 1) * ld + cols);
+  for (float &x : out)
+    x = roundToBF16(x);
+  return out;
+}
+
+extern "C" void zbrt_sgemm_batched_bf16(int32_t transA, int32_t transB,
+                                        int64_t batch, int64_t m, int64_t n,
+                                        int64_t k, float alpha, const float *a,
+                                        int64_t lda, int64_t strideA,
+                                        const float *b, int64_t ldb,
+                                        int64_t strideB, float beta, float *c,
+                                        int64_t ldc, int64_t strideC) {
+  std::vector<float> a16 =
+      roundedToBF16(a, batch, strideA, transA ? k : m, transA ? m : k, lda);
+  std::vector<float> b16 =
+      roundedToBF16(b, batch, strideB, transB ? n : k, transB ? k : n, ldb);
+  zbrt_sgemm_batched(transA, transB, batch, m, n, k, alpha, a16.data(), lda,
+                     strideA, b16.data(), ldb, strideB, beta, c, ldc, strideC);
 }
 
 extern "C" void zbrt_sgemm_batched_terms(

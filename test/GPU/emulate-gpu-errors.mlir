@@ -49,6 +49,7 @@ func.func @reduction_attribute(%x: memref<4xf32>) {
 
 // -----
 
-// The bf16 gemm has no host counterpart.
-// expected-error @below {{zb-emulate-gpu: bf16 gemms have no host counterpart}}
+// A host gemm of the name the bf16 one becomes.
+// expected-error @below {{zb-emulate-gpu: zbrt_sgemm_batched_bf16 is declared already}}
 func.func private @zbrt_gpu_sgemm_batched_bf16(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)
+func.func private @zbrt_sgemm_batched_bf16(i32, i32, i64, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64)

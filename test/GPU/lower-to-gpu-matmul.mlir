@@ -2,6 +2,9 @@
 // device buffers, the call's operands device pointers.
 // RUN: zb-opt %s --zb-lower-to-gpu="format=isa" | FileCheck %s
 // RUN: zb-opt %s --zb-lower-to-gpu="format=isa dtype=bf16" | FileCheck %s --check-prefix=BF16
+// Emulated on the host, each gemm calls its host counterpart.
+// RUN: zb-opt %s --zb-lower-to-gpu="emulate=true" | FileCheck %s --check-prefix=EMULATED
+// RUN: zb-opt %s --zb-lower-to-gpu="emulate=true dtype=bf16" | FileCheck %s --check-prefix=EMULATED-BF16
 
 func.func @mm(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
   %zero = arith.constant 0.0 : f32
@@ -22,3 +25,8 @@ func.func @mm(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>) -> tensor<8x32xf32> {
 // CHECK-NOT: gpu.binary
 
 // BF16: llvm.call @zbrt_gpu_sgemm_batched_bf16(
+
+// EMULATED: llvm.call @zbrt_sgemm_batched(
+// EMULATED-NOT: zbrt_gpu_
+// EMULATED-BF16: llvm.call @zbrt_sgemm_batched_bf16(
+// EMULATED-BF16-NOT: zbrt_gpu_

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -96,6 +97,72 @@ TEST_P(GemmTest, DoublePrecisionBatched) {
       EXPECT_NEAR(c[i * m * n + j], ci[j], 1e-14 * (1 + std::fabs(ci[j])))
           << "batch " << i << " at " << j;
   }
+}
+
+/// `x` rounded to the nearest bf16 by comparing the two bf16 values around
+/// it (ties to the one whose last mantissa bit is 0): the reference for the
+/// runtime's bit trick.
+float nearestBF16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  uint32_t low = bits & 0xffff0000u, high = low + 0x10000u;
+  float down, up;
+  std::memcpy(&down, &low, sizeof(low));
+  std::memcpy(&up, &high, sizeof(high));
+  double toDown = std::fabs(double(x) - down), toUp = std::fabs(double(up) - x);
+  if (toDown < toUp || (toDown == toUp && !(low & 0x10000u)))
+    return down;
+  return up;
+}
+
+/// The bf16 gemm (the host counterpart of the device's): the reference on
+/// inputs rounded to bf16, with batch strides and leading dimensions past
+/// the matrices' widths; halfway values round to even.
+TEST_P(GemmTest, BF16ProductsOfRoundedInputs) {
+  auto [transA, transB] = GetParam();
+  const int64_t m = 5, n = 6, k = 7, batch = 3, pad = 3;
+  std::mt19937 rng(11);
+  int64_t lda = (transA ? m : k) + pad, ldb = (transB ? k : n) + pad, ldc = n;
+  int64_t strideA = (transA ? k : m) * lda + 2,
+          strideB = (transB ? n : k) * ldb;
+  std::vector<float> a = randomValues<float>(batch * strideA, rng);
+  std::vector<float> b = randomValues<float>(batch * strideB, rng);
+  // Halfway between two bf16 values: 1 + 2^-8 rounds down to 1 (even),
+  // 1 + 3 * 2^-8 up to 1 + 2^-6.
+  a[0] = 1.0f + std::ldexp(1.0f, -8);
+  b[0] = 1.0f + 3 * std::ldexp(1.0f, -8);
+  ASSERT_EQ(nearestBF16(a[0]), 1.0f);
+  ASSERT_EQ(nearestBF16(b[0]), 1.0f + std::ldexp(1.0f, -6));
+  std::vector<float> c = randomValues<float>(batch * m * n, rng);
+  std::vector<float> exact = c, rounded = c;
+
+  zbrt_sgemm_batched_bf16(transA, transB, batch, m, n, k, 0.5f, a.data(), lda,
+                          strideA, b.data(), ldb, strideB, 2.0f, c.data(), ldc,
+                          m * n);
+  std::vector<float> a16(a.size()), b16(b.size());
+  std::transform(a.begin(), a.end(), a16.begin(), nearestBF16);
+  std::transform(b.begin(), b.end(), b16.begin(), nearestBF16);
+  double worstToExact = 0;
+  for (int64_t i = 0; i < batch; ++i) {
+    auto slice = [](const std::vector<float> &v, int64_t from, int64_t size) {
+      return std::vector<float>(v.begin() + from, v.begin() + from + size);
+    };
+    std::vector<float> want = slice(rounded, i * m * n, m * n);
+    std::vector<float> full = slice(exact, i * m * n, m * n);
+    referenceGemm(transA, transB, m, n, k, 0.5f,
+                  slice(a16, i * strideA, strideA), lda,
+                  slice(b16, i * strideB, strideB), ldb, 2.0f, want, ldc);
+    referenceGemm(transA, transB, m, n, k, 0.5f, slice(a, i * strideA, strideA),
+                  lda, slice(b, i * strideB, strideB), ldb, 2.0f, full, ldc);
+    for (int64_t j = 0; j < m * n; ++j) {
+      EXPECT_NEAR(c[i * m * n + j], want[j], 1e-5f * (1 + std::fabs(want[j])))
+          << "batch " << i << " at " << j;
+      worstToExact =
+          std::max(worstToExact, std::fabs(double(c[i * m * n + j]) - full[j]));
+    }
+  }
+  // bf16 keeps 8 bits: the products differ from f32's by ~1e-3.
+  EXPECT_GT(worstToExact, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTransposes, GemmTest,

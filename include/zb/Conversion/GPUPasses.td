@@ -152,9 +152,11 @@ def ZBEmulateGPU : Pass<"zb-emulate-gpu", "mlir::ModuleOp"> {
       `memref.dealloc` and `memref.copy`; a new float buffer is filled with
       NaN (a `linalg.fill`), as device memory holds garbage, so that code
       reading what it never wrote shows;
-    - calls of the runtime's cuBLAS gemm (`zbrt_gpu_sgemm_batched`) call
-      its host BLAS gemm (`zbrt_sgemm_batched`), of the same signature;
-      the bf16 gemm has no host counterpart and is an error.
+    - calls of the runtime's cuBLAS gemms call their host counterparts,
+      of the same signatures: `zbrt_gpu_sgemm_batched` the host BLAS gemm
+      `zbrt_sgemm_batched`, and the bf16 one (`_bf16`: bf16 products
+      accumulated in f32) `zbrt_sgemm_batched_bf16`, which rounds its
+      inputs to bf16 and multiplies them in f32.
   }];
   let dependentDialects = ["mlir::arith::ArithDialect",
                            "mlir::linalg::LinalgDialect",

@@ -41,6 +41,9 @@ inline constexpr llvm::StringLiteral kHostGroupedReduceF64Fn =
 inline constexpr llvm::StringLiteral kGPUGemmFn = "zbrt_gpu_sgemm_batched";
 inline constexpr llvm::StringLiteral kGPUGemmBF16Fn =
     "zbrt_gpu_sgemm_batched_bf16";
+/// The host's counterpart of kGPUGemmBF16Fn (--zb-emulate-gpu).
+inline constexpr llvm::StringLiteral kHostGemmBF16Fn =
+    "zbrt_sgemm_batched_bf16";
 
 /// Rewrites every linalg op on buffers in `module` that is a plain f32
 /// (batched) GEMM into a call of `callee`, a function with the signature of

@@ -36,6 +36,17 @@ void zbrt_sgemm_batched(int32_t transA, int32_t transB, int64_t batch,
                         const float *b, int64_t ldb, int64_t strideB,
                         float beta, float *c, int64_t ldc, int64_t strideC);
 
+/* zbrt_sgemm_batched of A and B rounded to bf16 (to nearest, ties to even)
+ * first: products of bf16 inputs accumulated in f32, as the device's
+ * zbrt_gpu_sgemm_batched_bf16 (cuBLAS's 32F_FAST_16BF) computes them; its
+ * host counterpart for --zb-emulate-gpu. */
+void zbrt_sgemm_batched_bf16(int32_t transA, int32_t transB, int64_t batch,
+                             int64_t m, int64_t n, int64_t k, float alpha,
+                             const float *a, int64_t lda, int64_t strideA,
+                             const float *b, int64_t ldb, int64_t strideB,
+                             float beta, float *c, int64_t ldc,
+                             int64_t strideC);
+
 /* zbrt_sgemm_batched over some of the terms of each product, where the
  * others are known to be zero or to land in elements nothing reads (the
  * products of causal attention, --zb-mark-triangular-products). With
