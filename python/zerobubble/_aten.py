@@ -83,6 +83,13 @@ def module_of(node):
 _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
 _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial")
+# What a user can do about a random op in the forward (dropout, stochastic
+# depth): programs compute one function of their inputs.
+_RANDOM_DETAIL = (
+    "random ops in the forward are not supported; export in eval mode "
+    "(which also freezes batch norm) or set the drop probabilities to 0 "
+    "(nn.Dropout's p, a transformers config's *dropout* fields, "
+    "torchvision's dropout and stochastic_depth_prob)")
 
 
 def _handles(*names):
@@ -335,7 +342,9 @@ def _translate(translator, node, name):
         return _fold(node, args, kwargs)
     handler = _HANDLERS.get(_canonical_name(name))
     if handler is None:
-        raise UnsupportedOpError(op_name(node), *module_of(node))
+        raise UnsupportedOpError(op_name(node), *module_of(node),
+                                 _RANDOM_DETAIL if _RANDOM.search(name)
+                                 else "")
     ctx = _Context(translator, node)
     result = handler(ctx, *args, **kwargs)
     ctx.check(result)
@@ -600,8 +609,8 @@ def _identity(ctx, x, *args, **kwargs):
 @_handles("aten.dropout.default")
 def _dropout(ctx, x, p, train):
     if train and p != 0:
-        ctx.unsupported("dropout with p > 0 in training mode is random; "
-                        "call module.eval() or use p = 0 for export")
+        ctx.unsupported("dropout with p > 0 in training mode: "
+                        + _RANDOM_DETAIL)
     return x
 
 

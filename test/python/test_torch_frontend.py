@@ -243,6 +243,32 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
+@pytest.mark.parametrize("kind", ["dropout", "stochastic_depth"])
+def test_random_ops_say_what_to_do(kind):
+    """Dropout in training mode and torchvision's stochastic depth (a
+    bernoulli_) are refused with the ways out; with their probabilities
+    at 0 the same module exports."""
+    torchvision = require("torchvision")
+
+    class Model(nn.Module):
+        def __init__(self, p):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.drop = (nn.Dropout(p) if kind == "dropout" else
+                         torchvision.ops.StochasticDepth(p, "row"))
+
+        def forward(self, x):
+            return self.drop(self.lin(x)).sum()
+
+    with pytest.raises(zb.UnsupportedOpError) as info:
+        zb.from_torch(Model(0.5).train(), (torch.randn(2, 4),))
+    message = str(info.value)
+    assert "'drop'" in message, message
+    assert "export in eval mode" in message, message
+    assert "stochastic_depth_prob" in message, message
+    zb.from_torch(Model(0.0).train(), (torch.randn(2, 4),))
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_value_dependent_branch_names_the_line(strict):
     """A branch on a tensor's values (as transformers' DeBERTa loss has)
