@@ -9,6 +9,7 @@
 #include "zbrt/Init.h"
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <unistd.h>
 
@@ -195,7 +196,8 @@ std::string ModelData::load(bool headersOnly) {
                problem;
       continue;
     }
-    if (inputsPath.empty())
+    // A random key is the runner's, whatever the files hold.
+    if (inputsPath.empty() || arg.rng)
       continue;
     auto it = archive.find(arg.name);
     if (it == archive.end())
@@ -314,6 +316,17 @@ size_t ModelData::inputOffset(const zbrt::NpyArray &all, size_t bytes,
   return (all.data.size() > perStep ? step * perStep : 0) + index * bytes;
 }
 
+void ModelData::synthesize(const ModelArg &arg, zbrt::NpyArray &value,
+                           int64_t microbatch) const {
+  if (!arg.rng) {
+    zbrt::synthesizeData(value, arg.name, opts.seed, microbatch, arg.range);
+    return;
+  }
+  uint64_t key = zbrt::rngKey(opts.seed, microbatch);
+  value.data.resize(sizeof(key));
+  std::memcpy(value.data.data(), &key, sizeof(key));
+}
+
 zbrt::NpyArray ModelData::stepData(const ModelArg &arg, int64_t step) const {
   zbrt::NpyArray out;
   out.dtype = dtypeOf(arg.type.getElementType());
@@ -321,12 +334,11 @@ zbrt::NpyArray ModelData::stepData(const ModelArg &arg, int64_t step) const {
   out.shape.insert(out.shape.begin(), opts.microbatches);
   size_t bytes = out.numElements() * zbrt::dtypeSize(out.dtype);
   size_t mbBytes = bytes / opts.microbatches;
-  if (opts.inputsPath.empty()) {
+  if (opts.inputsPath.empty() || arg.rng) {
     out.data.resize(bytes);
     zbrt::NpyArray one{out.dtype, arg.shape(), {}};
     for (int64_t mb = 0; mb < opts.microbatches; ++mb) {
-      zbrt::synthesizeData(one, arg.name, opts.seed, globalMicrobatch(step, mb),
-                           arg.range);
+      synthesize(arg, one, globalMicrobatch(step, mb));
       std::copy(one.data.begin(), one.data.end(),
                 out.data.begin() + mb * mbBytes);
     }
@@ -343,9 +355,8 @@ void ModelData::bindMicrobatch(int64_t step, int64_t mb) {
     if (arg.isParam())
       continue;
     zbrt::NpyArray &value = args[arg.position];
-    if (opts.inputsPath.empty()) {
-      zbrt::synthesizeData(value, arg.name, opts.seed,
-                           globalMicrobatch(step, mb), arg.range);
+    if (opts.inputsPath.empty() || arg.rng) {
+      synthesize(arg, value, globalMicrobatch(step, mb));
       continue;
     }
     size_t bytes = value.numElements() * zbrt::dtypeSize(value.dtype);

@@ -175,6 +175,7 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
       return fn.emitError("data argument #")
              << i << " ('" << arg.name
              << "') must have a leading sample dimension";
+    arg.rng = static_cast<bool>(fn.getArgAttr(i, kRngAttr));
     if (auto range = fn.getArgAttrOfType<IntegerAttr>(i, kRangeAttr)) {
       arg.range = range.getInt();
       if (failed(verifyRangeFitsTables(fn.getArgument(i), arg.name, arg.range)))

@@ -83,13 +83,12 @@ def module_of(node):
 _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
 _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial")
-# What a user can do about a random op in the forward (dropout, stochastic
-# depth): programs compute one function of their inputs.
+# What a user can do about a random op in the forward other than dropout
+# (stochastic depth, attention dropout).
 _RANDOM_DETAIL = (
-    "random ops in the forward are not supported; export in eval mode "
-    "(which also freezes batch norm) or set the drop probabilities to 0 "
-    "(nn.Dropout's p, a transformers config's *dropout* fields, "
-    "torchvision's dropout and stochastic_depth_prob)")
+    "random ops other than dropout are not supported; export in eval mode "
+    "(which also freezes batch norm) or set their probabilities to 0 "
+    "(torchvision's stochastic_depth_prob, attention dropout)")
 
 
 def _handles(*names):
@@ -606,12 +605,65 @@ def _identity(ctx, x, *args, **kwargs):
     return x
 
 
+def _i64(value):
+    """A 64-bit word as the signed literal of an i64 constant."""
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >> 63 else value
+
+
+# The random bits of element i of random op n: mix64(key + n * DROP_OP +
+# i * DROP_INDEX), i the element's row-major position and mix64 SplitMix64's
+# finaliser (zbrt::mix64); the top 24 bits are the element's uniform draw.
+DROP_OP, DROP_INDEX = 0xD1B54A32D192ED03, 0x9E3779B97F4A7C15
+MIX_1, MIX_2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
 @_handles("aten.dropout.default")
 def _dropout(ctx, x, p, train):
-    if train and p != 0:
-        ctx.unsupported("dropout with p > 0 in training mode: "
-                        + _RANDOM_DETAIL)
-    return x
+    """In training mode, each element is kept with probability 1 - p
+    (its 24-bit draw at least p * 2^24) and scaled by 1 / (1 - p), else 0;
+    the draws come from the microbatch's random key, so that a pipelined
+    run drops what one process drops, and the backward recomputes the mask
+    from the key instead of stashing it."""
+    if not train or p == 0:
+        return x
+    if not 0 < p <= 1:
+        ctx.unsupported(f"dropout probability {p} outside [0, 1]")
+    x = ctx.tensor(x)
+    key, number = ctx.translator.random_key()
+    threshold = min(round(p * (1 << 24)), 1 << 24)
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+
+    def body(bb, args, acc):
+        position = None
+        for dim, extent in enumerate(x.shape):
+            i = _as_i64(bb, bb.index(dim))
+            position = i if position is None else bb.binary(
+                "arith.addi", bb.binary("arith.muli", position,
+                                        bb.const(extent, "i64"), "i64"),
+                i, "i64")
+        z = bb.binary("arith.addi", args[1],
+                      bb.const(_i64(number * DROP_OP), "i64"), "i64")
+        if position is not None:
+            z = bb.binary("arith.addi", z, bb.binary(
+                "arith.muli", position, bb.const(_i64(DROP_INDEX), "i64"),
+                "i64"), "i64")
+        for shift, factor in ((30, MIX_1), (27, MIX_2), (31, None)):
+            z = bb.binary("arith.xori", z, bb.binary(
+                "arith.shrui", z, bb.const(shift, "i64"), "i64"), "i64")
+            if factor is not None:
+                z = bb.binary("arith.muli", z, bb.const(_i64(factor), "i64"),
+                              "i64")
+        draw = bb.binary("arith.shrui", z, bb.const(40, "i64"), "i64")
+        keep = bb.op(f"arith.cmpi uge, {draw}, "
+                     f"{bb.const(threshold, 'i64')} : i64", "keep")
+        scaled = bb.binary("arith.mulf", args[0],
+                           bb.const(scale, x.dtype), x.dtype)
+        return bb.select(keep, scaled, bb.const(0.0, x.dtype), x.dtype)
+
+    dims = list(range(len(x.shape)))
+    return ctx.b.generic(x.shape, x.dtype, [(x, dims), (key, ["0"])], body,
+                         hint="dropout")
 
 
 @_handles("aten.detach.default")
@@ -1921,7 +1973,7 @@ def _embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
 def _sdpa(ctx, query, key, value, attn_mask=None, dropout_p=0.0,
           is_causal=False, scale=None, enable_gqa=False):
     if dropout_p:
-        ctx.unsupported("attention dropout is not supported")
+        ctx.unsupported("attention dropout: " + _RANDOM_DETAIL)
     query, key = ctx.tensor(query), ctx.tensor(key)
     if enable_gqa and key.rank >= 3 and key.shape[-3] != query.shape[-3]:
         # Grouped-query attention: each key/value head serves

@@ -73,9 +73,10 @@ def scalar_constant(value, dtype):
 
 def affine_map(rank, dims):
     """``affine_map<(d0, d1) -> (d1)>``: the loop dims ``dims`` of a
-    ``rank``-deep iteration space."""
+    ``rank``-deep iteration space (a string in ``dims`` is an expression as
+    it is, such as ``"0"`` for a constant index)."""
     loops = ", ".join(f"d{i}" for i in range(rank))
-    results = ", ".join(f"d{i}" for i in dims)
+    results = ", ".join(d if isinstance(d, str) else f"d{d}" for d in dims)
     return f"affine_map<({loops}) -> ({results})>"
 
 

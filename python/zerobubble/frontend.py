@@ -66,14 +66,18 @@ class DataArg:
     """A data argument of a program: ``index`` in the signature (its
     ``.npz`` key is ``key``), the placeholder ``name``, ``shape`` and
     ``dtype`` (a NumPy dtype), and ``range`` (the exclusive bound of an
-    integer argument used as indices, or None)."""
+    integer argument used as indices, or None); ``rng`` marks the random
+    key zb-run supplies (not in a microbatch's values)."""
 
-    def __init__(self, index, name, shape, dtype, range=None):
+    def __init__(self, index, name, shape, dtype, range=None, rng=False):
         self.index = index
         self.name = name
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.range = range
+        # The random key of the program's random ops ({zb.rng}): zb-run
+        # supplies it per microbatch; it is no value of a microbatch.
+        self.rng = rng
 
     @property
     def key(self):
@@ -140,13 +144,14 @@ class Program:
             return {k: np.stack([s[k] for s in per_step])
                     for k in per_step[0]}
         arrays = {}
-        for arg in self.data_args:
+        given = [arg for arg in self.data_args if not arg.rng]
+        for arg in given:
             values = []
             for mb in microbatches:
-                if len(mb) != len(self.data_args):
+                if len(mb) != len(given):
                     raise ValueError(
                         f"a microbatch has {len(mb)} values; the program "
-                        f"takes {len(self.data_args)} data arguments")
+                        f"takes {len(given)} data arguments")
                 value = mb[arg.index]
                 if isinstance(value, torch.Tensor):
                     value = value.detach().cpu().numpy()
@@ -389,6 +394,9 @@ class _Translator:
         self.arg_index = {}
         self.ranges = {}
         self.cuts = 0
+        # The random key (a Value), made by the first random op.
+        self.rng = None
+        self.random_ops = 0
         # Buffer placeholders by node, their names and values; the names of
         # the running statistics and counters met so far.
         self.buffer_names = {}
@@ -468,6 +476,10 @@ class _Translator:
             elif node.op != "placeholder":
                 raise FrontendError(f"unsupported graph node '{node.op}'")
 
+        if self.rng is not None:
+            data_args.append(DataArg(len(signature_args), "zb_rng", (1,),
+                                     np.int64, rng=True))
+            signature_args.append((self.rng, None))
         for arg in data_args:
             arg.range = self.ranges.get(arg.index)
         buffers = {name: self.buffer_values[name].numpy()
@@ -524,6 +536,7 @@ class _Translator:
 
     def _function(self, signature_args, loss, data_args):
         ranges = {a.index: a.range for a in data_args if a.range is not None}
+        keys = {a.index for a in data_args if a.rng}
         args = []
         for index, (value, target) in enumerate(signature_args):
             attrs = []
@@ -531,6 +544,8 @@ class _Translator:
                 attrs.append(f'zb.param = "{target}"')
             elif index in ranges:
                 attrs.append(f"zb.range = {ranges[index]} : i64")
+            elif index in keys:
+                attrs.append('zb.data = "zb_rng", zb.rng')
             text = f"{value.name}: {value.type}"
             if attrs:
                 text += " {" + ", ".join(attrs) + "}"
@@ -546,6 +561,16 @@ class _Translator:
         body = self.builder.lines
         return "\n".join([*doc, header, *body,
                           f"  return {loss.name} : {loss.type}", "}", ""])
+
+    def random_key(self):
+        """The program's random key (``tensor<1xi64>``, ``{zb.rng}``,
+        made on first use) and the number of the random op asking for it:
+        each op draws from its own stream of the microbatch's key."""
+        if self.rng is None:
+            self.builder.reserve("zb_rng")
+            self.rng = Value("%zb_rng", (1,), "i64")
+        self.random_ops += 1
+        return self.rng, self.random_ops - 1
 
     def running_stat(self, buffer_node, value, momentum, init):
         """Records ``value`` into the running average of buffer

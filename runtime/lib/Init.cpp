@@ -73,6 +73,16 @@ template <typename T> static void fillConstant(NpyArray &array, T value) {
     out[i] = value;
 }
 
+uint64_t zbrt::mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t zbrt::rngKey(uint64_t seed, uint64_t microbatch) {
+  return mix64(mix64(seed) + microbatch);
+}
+
 void zbrt::initParam(NpyArray &array, const std::string &name,
                      uint64_t seed) {
   array.data.assign(array.numElements() * dtypeSize(array.dtype), 0);

@@ -243,19 +243,28 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
-@pytest.mark.parametrize("kind", ["dropout", "stochastic_depth"])
+@pytest.mark.parametrize("kind", ["stochastic_depth", "attention"])
 def test_random_ops_say_what_to_do(kind):
-    """Dropout in training mode and torchvision's stochastic depth (a
-    bernoulli_) are refused with the ways out; with their probabilities
-    at 0 the same module exports."""
+    """Random ops other than dropout (torchvision's stochastic depth, a
+    bernoulli_; attention dropout) are refused with the ways out; with
+    their probabilities at 0 the same module exports."""
     torchvision = require("torchvision")
+
+    class Attention(nn.Module):
+        def __init__(self, p):
+            super().__init__()
+            self.p = p
+
+        def forward(self, x):
+            q = x.reshape(1, 1, 2, 4)
+            return F.scaled_dot_product_attention(q, q, q, dropout_p=self.p)
 
     class Model(nn.Module):
         def __init__(self, p):
             super().__init__()
             self.lin = nn.Linear(4, 4)
-            self.drop = (nn.Dropout(p) if kind == "dropout" else
-                         torchvision.ops.StochasticDepth(p, "row"))
+            self.drop = (torchvision.ops.StochasticDepth(p, "row")
+                         if kind == "stochastic_depth" else Attention(p))
 
         def forward(self, x):
             return self.drop(self.lin(x)).sum()

@@ -388,23 +388,31 @@ TEST_F(EmulatedGPU, TrainsLikeTheCPULowering) {
   EXPECT_EQ(calls.live, 0) << "device buffers leaked";
 }
 
-/// examples/moe.mlir's experts are grouped products, which the GPU
+/// More models through the emulated GPU lowering against the CPU's:
+/// examples/moe.mlir, whose experts are grouped products, which the GPU
 /// lowering expands to every expert's batched gemm (the CPU's multiplies
-/// each expert's rows); its router is an integer row reduction.
-class EmulatedGPUExperts : public DeviceProgram {
+/// each expert's rows), its router an integer row reduction; and an MLP
+/// with training-mode dropout, whose mask (an integer hash of the
+/// microbatch's {zb.rng} key and each element's position) a device kernel
+/// computes.
+class EmulatedGPUModel : public DeviceProgram,
+                         public ::testing::WithParamInterface<const char *> {
 protected:
-  void SetUp() override {
-    prepare(ZB_EXAMPLES_DIR "/moe.mlir", "gpu-emulated");
-  }
+  void SetUp() override { prepare(GetParam(), "gpu-emulated"); }
 };
 
-TEST_F(EmulatedGPUExperts, TrainsLikeTheCPULowering) {
+TEST_P(EmulatedGPUModel, TrainsLikeTheCPULowering) {
   Trained cpu = train(nullptr);
   calls = Calls();
   Trained gpu = train(&kHostDevice);
   expectClose(cpu, gpu, kSteps);
   EXPECT_EQ(calls.live, 0) << "device buffers leaked";
 }
+
+INSTANTIATE_TEST_SUITE_P(ExpertsAndDropout, EmulatedGPUModel,
+                         ::testing::Values(ZB_EXAMPLES_DIR "/moe.mlir",
+                                           ZB_TEST_INPUTS_DIR
+                                           "/dropout_mlp.mlir"));
 
 /// Mixed precision on the device (`dtype=bf16`): the gemms multiply bf16
 /// inputs (emulated: rounded, then the host's f32 gemm) and the stashes are

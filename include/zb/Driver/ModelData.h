@@ -85,6 +85,10 @@ public:
   /// The number of microbatch `mb` of step `step` among all the run's
   /// microbatches (every replica's): what synthetic data is seeded with.
   int64_t globalMicrobatch(int64_t step, int64_t mb) const;
+  /// Fills data argument `arg` of global microbatch `microbatch` from the
+  /// seed: synthetic data, or a {zb.rng} argument's key (zbrt::rngKey).
+  void synthesize(const ModelArg &arg, zbrt::NpyArray &value,
+                  int64_t microbatch) const;
 
   /// This replica's microbatches of data argument `arg` for step `step`:
   /// [M][shape].

@@ -5,7 +5,8 @@
 // A model is one public func.func with static shapes written for one
 // microbatch: arguments marked {zb.param} (optionally {zb.param = "name"})
 // are parameters, the others data (dim 0 = samples; optionally named by
-// {zb.data = "name"}, integer data bounded by {zb.range = N}); the single
+// {zb.data = "name"}, integer data bounded by {zb.range = N}, a random key
+// the runner supplies per microbatch marked {zb.rng}); the single
 // result is the scalar loss tensor<f32> (tensor<f64> is accepted too, for
 // gradient checks in double precision).
 //
@@ -32,6 +33,7 @@ namespace zb {
 inline constexpr llvm::StringLiteral kParamAttr = ZBDialect::kParamAttrName;
 inline constexpr llvm::StringLiteral kDataAttr = ZBDialect::kDataAttrName;
 inline constexpr llvm::StringLiteral kRangeAttr = ZBDialect::kRangeAttrName;
+inline constexpr llvm::StringLiteral kRngAttr = ZBDialect::kRngAttrName;
 
 /// One argument of the model function.
 struct ModelArg {
@@ -44,6 +46,9 @@ struct ModelArg {
   mlir::RankedTensorType type;
   /// For integer data: values lie in [0, range); 0 when not given.
   int64_t range = 0;
+  /// A random key ({zb.rng}): the runner fills it per microbatch
+  /// (zbrt::rngKey), never from input files.
+  bool rng = false;
 
   bool isParam() const { return kind == Kind::Param; }
   std::vector<int64_t> shape() const {

@@ -108,7 +108,8 @@ LogicalResult ZBDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
-  if (name == kParamAttrName || name == kDataAttrName || name == kRangeAttrName)
+  if (name == kParamAttrName || name == kDataAttrName ||
+      name == kRangeAttrName || name == kRngAttrName)
     return op->emitError("'")
            << name << "' belongs on an argument of the model function";
   return op->emitError("unknown attribute '") << name << "' of the zb dialect";
@@ -153,6 +154,15 @@ LogicalResult ZBDialect::verifyRegionArgAttribute(Operation *op,
       return where() << "must be a positive integer, got " << attr.getValue();
     if (element && !element.isInteger())
       return where() << "bounds integer data, but the argument is " << type;
+    return success();
+  }
+  if (name == kRngAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return where() << "must be unit, got " << attr.getValue();
+    auto tensor = dyn_cast_or_null<RankedTensorType>(type);
+    if (tensor && (tensor.getShape() != ArrayRef<int64_t>{1} ||
+                   !tensor.getElementType().isInteger(64)))
+      return where() << "marks a random key, a tensor<1xi64>, got " << type;
     return success();
   }
   return where() << "is not an argument attribute of the zb dialect";

@@ -26,6 +26,15 @@ void initParam(NpyArray &array, const std::string &name, uint64_t seed);
 void synthesizeData(NpyArray &array, const std::string &name, uint64_t seed,
                     uint64_t index, int64_t range);
 
+/// SplitMix64's finaliser: a bijection of 64-bit words that mixes every
+/// input bit into every output bit.
+uint64_t mix64(uint64_t z);
+
+/// The random key of a model's {zb.rng} argument for one microbatch:
+/// mix64(mix64(seed) + microbatch), with `microbatch` the global index
+/// (step, replica and microbatch; ModelData::globalMicrobatch).
+uint64_t rngKey(uint64_t seed, uint64_t microbatch);
+
 } // namespace zbrt
 
 #endif // ZBRT_INIT_H

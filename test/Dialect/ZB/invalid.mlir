@@ -42,6 +42,31 @@ func.func @float_range(%x: tensor<4xf32> {zb.range = 4}) -> tensor<f32> {
 
 // -----
 
+// expected-error @below {{argument #0: 'zb.rng' marks a random key, a tensor<1xi64>, got 'tensor<2xi64>'}}
+func.func @wide_key(%k: tensor<2xi64> {zb.rng}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{argument #0: 'zb.rng' must be unit, got 1 : i64}}
+func.func @valued_key(%k: tensor<1xi64> {zb.rng = 1}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
+// A parameter (float elements) is no key.
+// expected-error @below {{argument #0: 'zb.rng' marks a random key, a tensor<1xi64>, got 'tensor<1xf32>'}}
+func.func @param_key(%k: tensor<1xf32> {zb.param, zb.rng}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // expected-error @below {{argument #0: 'zb.weight' is not an argument attribute of the zb dialect}}
 func.func @unknown_arg_attr(%x: tensor<4xf32> {zb.weight}) -> tensor<f32> {
   %z = arith.constant dense<0.0> : tensor<f32>

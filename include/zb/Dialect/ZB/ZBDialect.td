@@ -23,6 +23,9 @@ def ZB_Dialect : Dialect {
       parameter; float elements.
     - `zb.data` (non-empty string): the name of a data argument.
     - `zb.range` (positive integer): integer data lies in [0, range).
+    - `zb.rng` (unit), on a `tensor<1xi64>` data argument: a random key
+      the runner supplies per microbatch (never read from input files),
+      for the model's random ops (training-mode dropout).
 
     On functions:
     - `zb.gradient_of` (symbol): the function `--zb-autodiff` derived it from.
@@ -53,6 +56,7 @@ def ZB_Dialect : Dialect {
     constexpr const static ::llvm::StringLiteral kParamAttrName = "zb.param";
     constexpr const static ::llvm::StringLiteral kDataAttrName = "zb.data";
     constexpr const static ::llvm::StringLiteral kRangeAttrName = "zb.range";
+    constexpr const static ::llvm::StringLiteral kRngAttrName = "zb.rng";
     constexpr const static ::llvm::StringLiteral kGradientOfAttrName =
         "zb.gradient_of";
     constexpr const static ::llvm::StringLiteral kGradSumsAttrName =

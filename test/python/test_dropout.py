@@ -1,0 +1,191 @@
+"""Training-mode dropout: each microbatch's random key (zb-run's, from the
+seed and the microbatch's global number) and the op's number decide which
+elements are kept, so a pipelined run drops what one process drops and the
+backward recomputes the mask from the key.
+
+The masks are recomputed here from the documented rule (docs/Python.md) by
+a NumPy implementation of it; PyTorch autograd with those masks is the
+reference for the losses, gradients and trained parameters.
+"""
+
+import copy
+
+import numpy as np
+import pytest
+
+from zb_testing import assert_close, require
+
+torch = require("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import zerobubble as zb  # noqa: E402
+
+MASK = (1 << 64) - 1
+SEED = 5
+MICROBATCHES = 2
+STEPS = 3
+
+
+def mix64(z):
+    """SplitMix64's finaliser on unsigned 64-bit words (NumPy uint64)."""
+    z = np.asarray(z, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def rng_key(seed, microbatch):
+    with np.errstate(over="ignore"):
+        return mix64(mix64(np.uint64(seed)) + np.uint64(microbatch))
+
+
+def kept(key, op, shape, p):
+    """Which elements random op number ``op`` keeps for ``key``."""
+    index = np.arange(int(np.prod(shape)), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = (key + np.uint64(op) * np.uint64(0xD1B54A32D192ED03)
+             + index * np.uint64(0x9E3779B97F4A7C15))
+    draw = mix64(z) >> np.uint64(40)
+    return (draw >= np.uint64(round(p * (1 << 24)))).reshape(shape)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(8, 16)
+        self.d1 = nn.Dropout(0.3)
+        self.l2 = nn.Linear(16, 16)
+        self.d2 = nn.Dropout(0.5)
+        self.l3 = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = self.d1(torch.relu(self.l1(x)))
+        h = self.d2(torch.relu(self.l2(h)))
+        return F.cross_entropy(self.l3(h), y)
+
+
+class Masked(nn.Module):
+    """Dropout with a given mask (the next of ``masks``)."""
+
+    def __init__(self, p, masks):
+        super().__init__()
+        self.p, self.masks = p, masks
+
+    def forward(self, x):
+        mask = torch.from_numpy(self.masks.pop(0)).to(x.dtype)
+        return x * mask * (1.0 / (1.0 - self.p))
+
+
+def data(steps, seed=3):
+    gen = torch.Generator().manual_seed(seed)
+    return [[(torch.randn(4, 8, generator=gen),
+              torch.randint(0, 4, (4,), generator=gen))
+             for _ in range(MICROBATCHES)] for _ in range(steps)]
+
+
+def torch_training(model, batches, lr):
+    """AdamW in float64 with the masks zb-run draws: losses per step, the
+    last step's gradients, the trained parameters."""
+    model = copy.deepcopy(model).double()
+    masks = {"d1": [], "d2": []}
+    for step in range(len(batches)):
+        for mb in range(MICROBATCHES):
+            key = rng_key(SEED, step * MICROBATCHES + mb)
+            masks["d1"].append(kept(key, 0, (4, 16), 0.3))
+            masks["d2"].append(kept(key, 1, (4, 16), 0.5))
+    model.d1 = Masked(0.3, masks["d1"])
+    model.d2 = Masked(0.5, masks["d2"])
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses = []
+    for step in batches:
+        opt.zero_grad()
+        total = 0.0
+        for x, y in step:
+            loss = model(x.double(), y) / len(step)
+            loss.backward()
+            total += float(loss.detach())
+        losses.append(total)
+        grads = {n: p.grad.detach().numpy().copy()
+                 for n, p in model.named_parameters()}
+        opt.step()
+    params = {n: p.detach().numpy() for n, p in model.named_parameters()}
+    return losses, grads, params
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_dropout_trains_like_torch_with_the_same_masks(ranks):
+    torch.manual_seed(0)
+    model = Net().train()
+    batches = data(STEPS)
+    program = zb.from_torch(model, batches[0][0])
+    keys = [a for a in program.data_args if a.rng]
+    assert len(keys) == 1 and keys[0].shape == (1,), program.data_args
+    assert "zb.rng" in program.mlir
+    initial = {k: v.copy() for k, v in program.params.items()}
+    result = zb.run(program, ranks=ranks, schedule="zb-h1",
+                    microbatches=MICROBATCHES, steps=STEPS,
+                    optimizer="adamw", lr=1e-2, params=initial,
+                    inputs=batches, seed=SEED)
+    losses, grads, params = torch_training(model, batches, 1e-2)
+    assert_close("losses", result.losses, losses, 1e-5)
+    for name, grad in grads.items():
+        assert_close(f"grad {name}", result.grads[name], grad, 1e-4)
+    for name, value in params.items():
+        assert_close(f"param {name}", result.params[name], value, 1e-4)
+
+
+def test_dropout_masks_of_other_draws_differ():
+    """The rule itself: a quarter dropped at p = 0.25 (within 4 sigma over
+    2^16 draws), and other microbatches, steps and ops draw other masks."""
+    shape = (256, 256)
+    first = kept(rng_key(SEED, 0), 0, shape, 0.25)
+    sigma = np.sqrt(0.25 * 0.75 / first.size)
+    assert abs((~first).mean() - 0.25) < 4 * sigma
+    for other in (kept(rng_key(SEED, 1), 0, shape, 0.25),
+                  kept(rng_key(SEED + 1, 0), 0, shape, 0.25),
+                  kept(rng_key(SEED, 0), 1, shape, 0.25)):
+        # Independent masks agree on 1 - 2pq of the elements.
+        agree = (first == other).mean()
+        assert abs(agree - (1 - 2 * 0.25 * 0.75)) < 4 * sigma
+
+
+def test_dropout_in_eval_mode_or_at_zero_adds_no_key():
+    torch.manual_seed(0)
+    for model in (Net().eval(), Net().train()):
+        if model.training:
+            model.d1.p = model.d2.p = 0.0
+        program = zb.from_torch(model, data(1)[0][0])
+        assert not any(a.rng for a in program.data_args)
+        assert "zb.rng" not in program.mlir
+
+
+def test_a_real_model_with_dropout_pipelines_like_one_process():
+    """Hugging Face OPT keeps its default dropout (0.1, in every decoder
+    layer): pipelined on two ranks (ZB-V, four stages) it draws the masks
+    of one process, and the masks change the gradients."""
+    transformers = require("transformers")
+    from real_models import LossOf, _ids
+
+    torch.manual_seed(0)
+    config = transformers.OPTConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=4,
+        num_attention_heads=4, ffn_dim=64, max_position_embeddings=64,
+        word_embed_proj_dim=32)
+    assert config.dropout > 0
+    model = LossOf(transformers.OPTForCausalLM(config)).train()
+    batches = _ids(MICROBATCHES)
+    program = zb.from_torch(model, batches[0])
+    assert "zb.rng" in program.mlir
+    one = zb.gradients(program, microbatches=MICROBATCHES, inputs=batches,
+                       seed=SEED)
+    two = zb.gradients(program, ranks=2, schedule="zb-v",
+                       microbatches=MICROBATCHES, inputs=batches, seed=SEED)
+    assert two.loss == pytest.approx(one.loss, rel=1e-6)
+    for name, grad in one.grads.items():
+        assert_close(f"grad {name}", two.grads[name], grad, 1e-5)
+    # Another seed draws other masks: another loss.
+    other = zb.gradients(program, microbatches=MICROBATCHES, inputs=batches,
+                         seed=SEED + 1)
+    assert other.loss != pytest.approx(one.loss, rel=1e-4)
