@@ -84,11 +84,11 @@ _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
 _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial")
 # What a user can do about a random op in the forward other than dropout
-# (stochastic depth, attention dropout).
+# and bernoulli draws (attention dropout, rand, normal...).
 _RANDOM_DETAIL = (
-    "random ops other than dropout are not supported; export in eval mode "
-    "(which also freezes batch norm) or set their probabilities to 0 "
-    "(torchvision's stochastic_depth_prob, attention dropout)")
+    "random ops other than dropout and bernoulli draws are not supported; "
+    "export in eval mode (which also freezes batch norm) or without them "
+    "(attention dropout: dropout_p = 0)")
 
 
 def _handles(*names):
@@ -618,43 +618,55 @@ DROP_OP, DROP_INDEX = 0xD1B54A32D192ED03, 0x9E3779B97F4A7C15
 MIX_1, MIX_2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 
+def _draw(bb, key, number, shape):
+    """Emits, in a generic body over ``shape``, the 24-bit uniform draw of
+    the current element for random op ``number``: the top 24 bits of
+    mix64(key + number * DROP_OP + position * DROP_INDEX)."""
+    position = None
+    for dim, extent in enumerate(shape):
+        i = _as_i64(bb, bb.index(dim))
+        position = i if position is None else bb.binary(
+            "arith.addi", bb.binary("arith.muli", position,
+                                    bb.const(extent, "i64"), "i64"),
+            i, "i64")
+    z = bb.binary("arith.addi", key,
+                  bb.const(_i64(number * DROP_OP), "i64"), "i64")
+    if position is not None:
+        z = bb.binary("arith.addi", z, bb.binary(
+            "arith.muli", position, bb.const(_i64(DROP_INDEX), "i64"),
+            "i64"), "i64")
+    for shift, factor in ((30, MIX_1), (27, MIX_2), (31, None)):
+        z = bb.binary("arith.xori", z, bb.binary(
+            "arith.shrui", z, bb.const(shift, "i64"), "i64"), "i64")
+        if factor is not None:
+            z = bb.binary("arith.muli", z, bb.const(_i64(factor), "i64"),
+                          "i64")
+    return bb.binary("arith.shrui", z, bb.const(40, "i64"), "i64")
+
+
+def _threshold(ctx, p, what):
+    """round(p * 2^24): a draw below it happens with probability p."""
+    if not 0 <= p <= 1:
+        ctx.unsupported(f"{what} probability {p} outside [0, 1]")
+    return round(p * (1 << 24))
+
+
 @_handles("aten.dropout.default")
 def _dropout(ctx, x, p, train):
-    """In training mode, each element is kept with probability 1 - p
-    (its 24-bit draw at least p * 2^24) and scaled by 1 / (1 - p), else 0;
-    the draws come from the microbatch's random key, so that a pipelined
-    run drops what one process drops, and the backward recomputes the mask
+    """In training mode, each element is kept when its draw is not below
+    p (at least round(p * 2^24)) and scaled by 1 / (1 - p), else 0; the
+    draws come from the microbatch's random key, so that a pipelined run
+    drops what one process drops, and the backward recomputes the mask
     from the key instead of stashing it."""
     if not train or p == 0:
         return x
-    if not 0 < p <= 1:
-        ctx.unsupported(f"dropout probability {p} outside [0, 1]")
+    threshold = _threshold(ctx, p, "dropout")
     x = ctx.tensor(x)
     key, number = ctx.translator.random_key()
-    threshold = min(round(p * (1 << 24)), 1 << 24)
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
 
     def body(bb, args, acc):
-        position = None
-        for dim, extent in enumerate(x.shape):
-            i = _as_i64(bb, bb.index(dim))
-            position = i if position is None else bb.binary(
-                "arith.addi", bb.binary("arith.muli", position,
-                                        bb.const(extent, "i64"), "i64"),
-                i, "i64")
-        z = bb.binary("arith.addi", args[1],
-                      bb.const(_i64(number * DROP_OP), "i64"), "i64")
-        if position is not None:
-            z = bb.binary("arith.addi", z, bb.binary(
-                "arith.muli", position, bb.const(_i64(DROP_INDEX), "i64"),
-                "i64"), "i64")
-        for shift, factor in ((30, MIX_1), (27, MIX_2), (31, None)):
-            z = bb.binary("arith.xori", z, bb.binary(
-                "arith.shrui", z, bb.const(shift, "i64"), "i64"), "i64")
-            if factor is not None:
-                z = bb.binary("arith.muli", z, bb.const(_i64(factor), "i64"),
-                              "i64")
-        draw = bb.binary("arith.shrui", z, bb.const(40, "i64"), "i64")
+        draw = _draw(bb, args[1], number, x.shape)
         keep = bb.op(f"arith.cmpi uge, {draw}, "
                      f"{bb.const(threshold, 'i64')} : i64", "keep")
         scaled = bb.binary("arith.mulf", args[0],
@@ -664,6 +676,29 @@ def _dropout(ctx, x, p, train):
     dims = list(range(len(x.shape)))
     return ctx.b.generic(x.shape, x.dtype, [(x, dims), (key, ["0"])], body,
                          hint="dropout")
+
+
+@_handles("aten.bernoulli.float", "aten.bernoulli.p")
+def _bernoulli(ctx, x, p=0.5, generator=None):
+    """1 where the element's draw is below p (probability p), else 0, in
+    ``x``'s shape and dtype (torchvision's stochastic depth draws its
+    per-sample noise so)."""
+    if generator is not None:
+        ctx.unsupported("a bernoulli draw from a given generator")
+    if not is_float(ctx.dtype):
+        ctx.unsupported("bernoulli draws into an integer tensor")
+    threshold = _threshold(ctx, p, "bernoulli")
+    key, number = ctx.translator.random_key()
+
+    def body(bb, args, acc):
+        draw = _draw(bb, args[0], number, ctx.shape)
+        hit = bb.op(f"arith.cmpi ult, {draw}, "
+                    f"{bb.const(threshold, 'i64')} : i64", "hit")
+        return bb.select(hit, bb.const(1.0, ctx.dtype),
+                         bb.const(0.0, ctx.dtype), ctx.dtype)
+
+    return ctx.b.generic(ctx.shape, ctx.dtype, [(key, ["0"])], body,
+                         hint="bernoulli")
 
 
 @_handles("aten.detach.default")

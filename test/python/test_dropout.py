@@ -1,7 +1,8 @@
-"""Training-mode dropout: each microbatch's random key (zb-run's, from the
-seed and the microbatch's global number) and the op's number decide which
-elements are kept, so a pipelined run drops what one process drops and the
-backward recomputes the mask from the key.
+"""Training-mode dropout and bernoulli draws (torchvision's stochastic
+depth): each microbatch's random key (zb-run's, from the seed and the
+microbatch's global number) and the op's number decide which elements are
+kept, so a pipelined run drops what one process drops and the backward
+recomputes the mask from the key.
 
 The masks are recomputed here from the documented rule (docs/Python.md) by
 a NumPy implementation of it; PyTorch autograd with those masks is the
@@ -41,14 +42,21 @@ def rng_key(seed, microbatch):
         return mix64(mix64(np.uint64(seed)) + np.uint64(microbatch))
 
 
-def kept(key, op, shape, p):
-    """Which elements random op number ``op`` keeps for ``key``."""
+def below(key, op, shape, p):
+    """Where random op number ``op``'s draws for ``key`` are below p
+    (probability p): a bernoulli(p) draw is 1 there, a dropout of p drops
+    there."""
     index = np.arange(int(np.prod(shape)), dtype=np.uint64)
     with np.errstate(over="ignore"):
         z = (key + np.uint64(op) * np.uint64(0xD1B54A32D192ED03)
              + index * np.uint64(0x9E3779B97F4A7C15))
     draw = mix64(z) >> np.uint64(40)
-    return (draw >= np.uint64(round(p * (1 << 24)))).reshape(shape)
+    return (draw < np.uint64(round(p * (1 << 24)))).reshape(shape)
+
+
+def kept(key, op, shape, p):
+    """Which elements a dropout of p, random op number ``op``, keeps."""
+    return ~below(key, op, shape, p)
 
 
 class Net(nn.Module):
@@ -66,16 +74,21 @@ class Net(nn.Module):
         return F.cross_entropy(self.l3(h), y)
 
 
-class Masked(nn.Module):
-    """Dropout with a given mask (the next of ``masks``)."""
+class Drawn(nn.Module):
+    """``x`` times ``multiplier(key)``, the key that of the microbatch
+    being run (``Drawn.key``): a random op with zb-run's draws."""
+    key = None
 
-    def __init__(self, p, masks):
+    def __init__(self, multiplier):
         super().__init__()
-        self.p, self.masks = p, masks
+        self.multiplier = multiplier
 
     def forward(self, x):
-        mask = torch.from_numpy(self.masks.pop(0)).to(x.dtype)
-        return x * mask * (1.0 / (1.0 - self.p))
+        return x * torch.from_numpy(self.multiplier(Drawn.key)).to(x.dtype)
+
+
+def dropout_as_drawn(op, shape, p):
+    return Drawn(lambda key: kept(key, op, shape, p) / (1.0 - p))
 
 
 def data(steps, seed=3):
@@ -85,25 +98,21 @@ def data(steps, seed=3):
              for _ in range(MICROBATCHES)] for _ in range(steps)]
 
 
-def torch_training(model, batches, lr):
-    """AdamW in float64 with the masks zb-run draws: losses per step, the
-    last step's gradients, the trained parameters."""
+def torch_training(model, batches, lr, drawn):
+    """AdamW in float64 with the draws of zb-run (``drawn``: module name ->
+    its Drawn stand-in): losses per step, the last step's gradients, the
+    trained parameters."""
     model = copy.deepcopy(model).double()
-    masks = {"d1": [], "d2": []}
-    for step in range(len(batches)):
-        for mb in range(MICROBATCHES):
-            key = rng_key(SEED, step * MICROBATCHES + mb)
-            masks["d1"].append(kept(key, 0, (4, 16), 0.3))
-            masks["d2"].append(kept(key, 1, (4, 16), 0.5))
-    model.d1 = Masked(0.3, masks["d1"])
-    model.d2 = Masked(0.5, masks["d2"])
+    for name, module in drawn.items():
+        setattr(model, name, module)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
-    for step in batches:
+    for step, microbatches in enumerate(batches):
         opt.zero_grad()
         total = 0.0
-        for x, y in step:
-            loss = model(x.double(), y) / len(step)
+        for mb, (x, y) in enumerate(microbatches):
+            Drawn.key = rng_key(SEED, step * MICROBATCHES + mb)
+            loss = model(x.double(), y) / len(microbatches)
             loss.backward()
             total += float(loss.detach())
         losses.append(total)
@@ -114,10 +123,8 @@ def torch_training(model, batches, lr):
     return losses, grads, params
 
 
-@pytest.mark.parametrize("ranks", [1, 2])
-def test_dropout_trains_like_torch_with_the_same_masks(ranks):
-    torch.manual_seed(0)
-    model = Net().train()
+def check_training(model, drawn, ranks):
+    """zb.run's AdamW steps of ``model`` against torch_training."""
     batches = data(STEPS)
     program = zb.from_torch(model, batches[0][0])
     keys = [a for a in program.data_args if a.rng]
@@ -128,12 +135,51 @@ def test_dropout_trains_like_torch_with_the_same_masks(ranks):
                     microbatches=MICROBATCHES, steps=STEPS,
                     optimizer="adamw", lr=1e-2, params=initial,
                     inputs=batches, seed=SEED)
-    losses, grads, params = torch_training(model, batches, 1e-2)
+    losses, grads, params = torch_training(model, batches, 1e-2, drawn)
     assert_close("losses", result.losses, losses, 1e-5)
     for name, grad in grads.items():
         assert_close(f"grad {name}", result.grads[name], grad, 1e-4)
     for name, value in params.items():
         assert_close(f"param {name}", result.params[name], value, 1e-4)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_dropout_trains_like_torch_with_the_same_masks(ranks):
+    torch.manual_seed(0)
+    check_training(Net().train(), {"d1": dropout_as_drawn(0, (4, 16), 0.3),
+                                   "d2": dropout_as_drawn(1, (4, 16), 0.5)},
+                   ranks)
+
+
+class Residual(nn.Module):
+    """A residual block under torchvision's stochastic depth (a bernoulli_
+    per sample), then a dropout: two random ops, numbered 0 and 1."""
+
+    def __init__(self):
+        super().__init__()
+        torchvision = require("torchvision")
+        self.l1 = nn.Linear(8, 16)
+        self.l2 = nn.Linear(16, 16)
+        self.depth = torchvision.ops.StochasticDepth(0.4, "row")
+        self.drop = nn.Dropout(0.2)
+        self.l3 = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = torch.relu(self.l1(x))
+        h = h + self.depth(torch.relu(self.l2(h)))
+        return F.cross_entropy(self.l3(self.drop(h)), y)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_stochastic_depth_trains_like_torch_with_the_same_draws(ranks):
+    """Each sample's branch survives with probability 0.6 (a bernoulli
+    draw below 0.6) and is then scaled by 1 / 0.6, as torchvision does."""
+    torch.manual_seed(0)
+    survive = Drawn(lambda key: below(key, 0, (4, 1), 0.6) / 0.6)
+    check_training(Residual().train(),
+                   {"depth": survive, "drop": dropout_as_drawn(1, (4, 16),
+                                                               0.2)},
+                   ranks)
 
 
 def test_dropout_masks_of_other_draws_differ():
