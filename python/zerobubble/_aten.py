@@ -84,11 +84,11 @@ _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
 _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial")
 # What a user can do about a random op in the forward other than dropout
-# and bernoulli draws (attention dropout, rand, normal...).
+# and bernoulli draws (rand, normal...).
 _RANDOM_DETAIL = (
-    "random ops other than dropout and bernoulli draws are not supported; "
-    "export in eval mode (which also freezes batch norm) or without them "
-    "(attention dropout: dropout_p = 0)")
+    "random ops other than dropout (attention's too) and bernoulli draws "
+    "are not supported; export in eval mode (which also freezes batch "
+    "norm) or without them")
 
 
 def _handles(*names):
@@ -660,8 +660,12 @@ def _dropout(ctx, x, p, train):
     from the key instead of stashing it."""
     if not train or p == 0:
         return x
+    return _dropped(ctx, ctx.tensor(x), p)
+
+
+def _dropped(ctx, x, p):
+    """``x`` under a dropout of p (see _dropout)."""
     threshold = _threshold(ctx, p, "dropout")
-    x = ctx.tensor(x)
     key, number = ctx.translator.random_key()
     scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
 
@@ -2007,8 +2011,6 @@ def _embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
 @_handles("aten.scaled_dot_product_attention.default")
 def _sdpa(ctx, query, key, value, attn_mask=None, dropout_p=0.0,
           is_causal=False, scale=None, enable_gqa=False):
-    if dropout_p:
-        ctx.unsupported("attention dropout: " + _RANDOM_DETAIL)
     query, key = ctx.tensor(query), ctx.tensor(key)
     if enable_gqa and key.rank >= 3 and key.shape[-3] != query.shape[-3]:
         # Grouped-query attention: each key/value head serves
@@ -2056,6 +2058,9 @@ def _sdpa(ctx, query, key, value, attn_mask=None, dropout_p=0.0,
     logits = ctx.elementwise(operands, masked, shape=scores.shape, dtype=t,
                              hint="attn_scores")
     probs = ctx.b.softmax(logits, scores.rank - 1, hint="attn_probs")
+    if dropout_p:
+        # As PyTorch's reference: the probabilities under a dropout.
+        probs = _dropped(ctx, probs, dropout_p)
     return _matmul(ctx, probs, value)
 
 

@@ -182,6 +182,41 @@ def test_stochastic_depth_trains_like_torch_with_the_same_draws(ranks):
                    ranks)
 
 
+class Attention(nn.Module):
+    """Causal self-attention with attention dropout (PyTorch's SDPA with
+    dropout_p, or with ``drawn`` the reference's math: the probabilities
+    times a mask)."""
+
+    def __init__(self):
+        super().__init__()
+        # No bias: the key's would get a gradient of 0 in exact arithmetic
+        # (softmax ignores it), rounding noise that AdamW blows up.
+        self.qkv = nn.Linear(8, 24, bias=False)
+        self.out = nn.Linear(8, 4)
+        self.drawn = None
+
+    def forward(self, x, y):
+        q, k, v = self.qkv(x.reshape(1, 4, 8)).reshape(1, 4, 3, 2, 4) \
+            .permute(2, 0, 3, 1, 4)
+        if self.drawn is None:
+            h = F.scaled_dot_product_attention(q, k, v, dropout_p=0.25,
+                                               is_causal=True)
+        else:
+            scores = (q @ k.transpose(-1, -2)) / 2.0
+            future = torch.ones(4, 4, dtype=torch.bool).triu(1)
+            probs = scores.masked_fill(future, float("-inf")).softmax(-1)
+            h = self.drawn(probs) @ v
+        h = h.permute(0, 2, 1, 3).reshape(4, 8)
+        return F.cross_entropy(self.out(h), y)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_attention_dropout_trains_like_torch_with_the_same_masks(ranks):
+    torch.manual_seed(0)
+    check_training(Attention().train(),
+                   {"drawn": dropout_as_drawn(0, (1, 2, 4, 4), 0.25)}, ranks)
+
+
 def test_dropout_masks_of_other_draws_differ():
     """The rule itself: a quarter dropped at p = 0.25 (within 4 sigma over
     2^16 draws), and other microbatches, steps and ops draw other masks."""
@@ -207,20 +242,31 @@ def test_dropout_in_eval_mode_or_at_zero_adds_no_key():
         assert "zb.rng" not in program.mlir
 
 
-def test_a_real_model_with_dropout_pipelines_like_one_process():
-    """Hugging Face OPT keeps its default dropout (0.1, in every decoder
-    layer): pipelined on two ranks (ZB-V, four stages) it draws the masks
-    of one process, and the masks change the gradients."""
+@pytest.mark.parametrize("name", ["opt", "gpt2"])
+def test_a_real_model_with_dropout_pipelines_like_one_process(name):
+    """Hugging Face OPT and GPT-2 keep their default dropouts (0.1: OPT's
+    in every decoder layer, GPT-2's on the embeddings, the residuals and
+    the attention probabilities): pipelined on two ranks (ZB-V, four
+    stages) they draw the masks of one process, and the masks change the
+    gradients."""
     transformers = require("transformers")
     from real_models import LossOf, _ids
 
     torch.manual_seed(0)
-    config = transformers.OPTConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=4,
-        num_attention_heads=4, ffn_dim=64, max_position_embeddings=64,
-        word_embed_proj_dim=32)
-    assert config.dropout > 0
-    model = LossOf(transformers.OPTForCausalLM(config)).train()
+    if name == "opt":
+        config = transformers.OPTConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=4,
+            num_attention_heads=4, ffn_dim=64, max_position_embeddings=64,
+            word_embed_proj_dim=32)
+        assert config.dropout > 0
+        model = transformers.OPTForCausalLM(config)
+    else:
+        config = transformers.GPT2Config(vocab_size=64, n_positions=32,
+                                         n_embd=32, n_layer=4, n_head=4)
+        assert min(config.attn_pdrop, config.resid_pdrop,
+                   config.embd_pdrop) > 0
+        model = transformers.GPT2LMHeadModel(config)
+    model = LossOf(model).train()
     batches = _ids(MICROBATCHES)
     program = zb.from_torch(model, batches[0])
     assert "zb.rng" in program.mlir
@@ -229,8 +275,8 @@ def test_a_real_model_with_dropout_pipelines_like_one_process():
     two = zb.gradients(program, ranks=2, schedule="zb-v",
                        microbatches=MICROBATCHES, inputs=batches, seed=SEED)
     assert two.loss == pytest.approx(one.loss, rel=1e-6)
-    for name, grad in one.grads.items():
-        assert_close(f"grad {name}", two.grads[name], grad, 1e-5)
+    for param, grad in one.grads.items():
+        assert_close(f"grad {param}", two.grads[param], grad, 1e-5)
     # Another seed draws other masks: another loss.
     other = zb.gradients(program, microbatches=MICROBATCHES, inputs=batches,
                          seed=SEED + 1)
