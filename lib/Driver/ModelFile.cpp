@@ -44,8 +44,10 @@ std::unique_ptr<ModelFile> ModelFile::open(StringRef path, MLIRContext &context,
 }
 
 int64_t ModelFile::samplesPerMicrobatch() const {
+  // The first data argument's leading dimension (a random key is no
+  // samples).
   for (const ModelArg &arg : model.args)
-    if (!arg.isParam() && !arg.shape().empty())
-      return arg.shape().front();
+    if (!arg.isParam() && !arg.rng && arg.type.getRank() > 0)
+      return arg.type.getDimSize(0);
   return 1;
 }

@@ -248,3 +248,28 @@ def test_code_for_a_cpu_this_one_lacks_is_refused(zb_run, examples_dir):
                   cpu).returncode == 0
     # The baseline every x86-64 CPU runs.
     check(zb_run(model, "--grads", "--target-cpu", "x86-64"))
+
+
+def test_a_random_key_is_neither_samples_nor_input(zb_run, examples_dir,
+                                                   tmp_path):
+    """A {zb.rng} argument (here first, unused) is zb-run's: an --inputs
+    array of its name is not read (this one has the wrong shape), and
+    samples per second count the first real data argument's samples (8),
+    not the key's 1."""
+    text = (examples_dir / "mlp.mlir").read_text()
+    text = text.replace("func.func @mlp(%x:", "func.func @mlp(%key: "
+                        'tensor<1xi64> {zb.data = "zb_rng", zb.rng}, %x:', 1)
+    assert "zb.rng" in text
+    model = tmp_path / "keyed.mlir"
+    model.write_text(text)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "inputs.npz",
+             arg1=rng.standard_normal((2, 8, 16)).astype(np.float32),
+             arg2=rng.integers(0, 10, (2, 8)),
+             zb_rng=np.zeros((3, 3), np.int64))
+    metrics = tmp_path / "m.json"
+    check(zb_run(model, "--steps", 2, "--microbatches", 2, "--inputs",
+                 tmp_path / "inputs.npz", "--metrics", metrics))
+    m = json.loads(metrics.read_text())
+    assert m["samples_per_s"] == pytest.approx(
+        [r * 8 for r in m["microbatches_per_s"]], rel=1e-6)
