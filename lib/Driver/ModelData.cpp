@@ -197,7 +197,7 @@ std::string ModelData::load(bool headersOnly) {
       continue;
     }
     // A random key is the runner's, whatever the files hold.
-    if (inputsPath.empty() || arg.rng)
+    if (fromSeed(arg))
       continue;
     auto it = archive.find(arg.name);
     if (it == archive.end())
@@ -334,7 +334,7 @@ zbrt::NpyArray ModelData::stepData(const ModelArg &arg, int64_t step) const {
   out.shape.insert(out.shape.begin(), opts.microbatches);
   size_t bytes = out.numElements() * zbrt::dtypeSize(out.dtype);
   size_t mbBytes = bytes / opts.microbatches;
-  if (opts.inputsPath.empty() || arg.rng) {
+  if (fromSeed(arg)) {
     out.data.resize(bytes);
     zbrt::NpyArray one{out.dtype, arg.shape(), {}};
     for (int64_t mb = 0; mb < opts.microbatches; ++mb) {
@@ -355,7 +355,7 @@ void ModelData::bindMicrobatch(int64_t step, int64_t mb) {
     if (arg.isParam())
       continue;
     zbrt::NpyArray &value = args[arg.position];
-    if (opts.inputsPath.empty() || arg.rng) {
+    if (fromSeed(arg)) {
       synthesize(arg, value, globalMicrobatch(step, mb));
       continue;
     }

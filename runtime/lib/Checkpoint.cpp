@@ -134,7 +134,7 @@ private:
   }
   bool expect(char c) {
     skipSpace();
-    if (peek() != c || at == json.size())
+    if (peek() != c)
       return fail(std::string("expected '") + c + "' at byte " +
                   std::to_string(at));
     ++at;

@@ -17,12 +17,7 @@ namespace {
 class Rng {
 public:
   explicit Rng(uint64_t seed) : state(seed) {}
-  uint64_t next() {
-    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix64(state += 0x9E3779B97F4A7C15ull); }
   /// Uniform in [0, 1).
   double uniform() { return (next() >> 11) * 0x1.0p-53; }
 

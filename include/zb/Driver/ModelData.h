@@ -89,6 +89,11 @@ public:
   /// seed: synthetic data, or a {zb.rng} argument's key (zbrt::rngKey).
   void synthesize(const ModelArg &arg, zbrt::NpyArray &value,
                   int64_t microbatch) const;
+  /// Whether data argument `arg` comes from the seed (synthesize()) rather
+  /// than --inputs: without an inputs file, and always for a random key.
+  bool fromSeed(const ModelArg &arg) const {
+    return opts.inputsPath.empty() || arg.rng;
+  }
 
   /// This replica's microbatches of data argument `arg` for step `step`:
   /// [M][shape].
