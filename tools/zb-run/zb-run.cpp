@@ -97,11 +97,12 @@ static cl::opt<std::string, true> inputsPath(
     cl::desc("Data (.npz, keyed by zb.data name or arg<i>), each array "
              "[M microbatches][argument shape] for every step, or "
              "[K >= steps][M][argument shape], one per step; default: "
-             "synthetic"),
+             "synthetic (a {zb.rng} random key is never read from it: "
+             "zb-run draws it from --seed per microbatch)"),
     cl::value_desc("I.npz"), cl::location(opts.inputsPath), cl::cat(category));
-static cl::opt<uint64_t, true> seed("seed",
-                                    cl::desc("Seed for parameters and data"),
-                                    cl::location(opts.seed), cl::cat(category));
+static cl::opt<uint64_t, true>
+    seed("seed", cl::desc("Seed for parameters, data and random keys"),
+         cl::location(opts.seed), cl::cat(category));
 static cl::opt<int64_t, true> microbatches("microbatches",
                                            cl::desc("Microbatches per step"),
                                            cl::location(opts.microbatches),
