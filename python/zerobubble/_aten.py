@@ -178,6 +178,9 @@ _RESHAPING_VIEWS = (
     "aten.reshape_as.default", "aten.contiguous.default",
     "aten.alias.default")
 _TRANSPOSING_VIEWS = ("aten.permute.default", "aten.transpose.int",
+                      "aten.swapaxes.default", "aten.swapdims.default",
+                      "aten.movedim.int", "aten.movedim.intlist",
+                      "aten.moveaxis.int", "aten.moveaxis.intlist",
                       "aten.t.default", "aten.numpy_T.default")
 
 
@@ -201,17 +204,32 @@ def _slice_chain(node):
 
 def _view_permutation(view, rank):
     """The dimension order of transposing node ``view`` (permute,
-    transpose, t) of a rank-``rank`` tensor: its result's dim i is the
-    base's perm[i]. The translation of the op and the write back through
-    it both read it here."""
+    transpose and its aliases swapaxes and swapdims, movedim and moveaxis,
+    t) of a rank-``rank`` tensor: its result's dim i is the base's
+    perm[i]. The translation of the op and the write back through it both
+    read it here."""
     name = op_name(view)
     if name == "aten.permute.default":
         return [_norm_dim(d, rank) for d in view.args[1]]
-    if name == "aten.transpose.int":
+    if name in ("aten.transpose.int", "aten.swapaxes.default",
+                "aten.swapdims.default"):
         perm = list(range(rank))
         a, b = (_norm_dim(d, rank) for d in view.args[1:3])
         perm[a], perm[b] = perm[b], perm[a]
         return perm
+    if name.startswith(("aten.movedim.", "aten.moveaxis.")):
+        # The source dims land at the destinations; the others keep their
+        # order in the places left.
+        sources, destinations = view.args[1:3]
+        if isinstance(sources, int):
+            sources, destinations = [sources], [destinations]
+        sources = [_norm_dim(d, rank) for d in sources]
+        destinations = [_norm_dim(d, rank) for d in destinations]
+        perm = [None] * rank
+        for source, destination in zip(sources, destinations):
+            perm[destination] = source
+        rest = iter(d for d in range(rank) if d not in sources)
+        return [next(rest) if d is None else d for d in perm]
     return list(reversed(range(rank)))
 
 
@@ -1328,14 +1346,15 @@ def _fill(ctx, x, value):
                                                          ctx.dtype))
 
 
-@_handles("aten.zeros_like.default", "aten.ones_like.default",
-          "aten.full_like.default", "aten.empty_like.default",
+@_handles("aten.zero.default", "aten.zeros_like.default",
+          "aten.ones_like.default", "aten.full_like.default",
+          "aten.empty_like.default",
           "aten.new_zeros.default", "aten.new_ones.default",
           "aten.new_full.default", "aten.new_empty.default")
 def _like(ctx, x, *args, **kwargs):
     """A constant of the node's shape and dtype (x's, or new_*'s size):
-    zeros (empty too), ones, or full_like(x, fill) / new_full(x, size,
-    fill)."""
+    zeros (empty and x.zero_()'s value too), ones, or full_like(x, fill) /
+    new_full(x, size, fill)."""
     name = op_name(ctx.node)
     fill = 0
     if "ones" in name:

@@ -150,6 +150,34 @@ def vit(count=2, seed=7):
             _images(count, (2, 3, 16, 16), seed=seed))
 
 
+def maxvit(count=2, seed=7):
+    """MaxViT (one stage): MBConv with training-mode batch norm, block and
+    grid attention through swapaxes. Stochastic depth off (its draws are
+    checked in test_dropout.py)."""
+    torchvision = require("torchvision")
+    model = torchvision.models.MaxVit(
+        input_size=(28, 28), stem_channels=8, partition_size=7,
+        block_channels=[16], block_layers=[1], head_dim=8,
+        stochastic_depth_prob=0.0, num_classes=10)
+    return (LossOf(model, F.cross_entropy).train(),
+            _images(count, (2, 3, 28, 28), seed=seed))
+
+
+def swin_v2(count=2, seed=7):
+    """Swin Transformer V2 (two stages): shifted windows, the continuous
+    position bias MLP, cosine attention with its logit scale and the q/k/v
+    bias whose k part is zeroed in place."""
+    torchvision = require("torchvision")
+    swin = torchvision.models.swin_transformer
+    model = swin.SwinTransformer(
+        patch_size=[2, 2], embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+        window_size=[4, 4], stochastic_depth_prob=0.0, num_classes=10,
+        block=swin.SwinTransformerBlockV2,
+        downsample_layer=swin.PatchMergingV2)
+    return (LossOf(model, F.cross_entropy).train(),
+            _images(count, (2, 3, 16, 16), seed=seed))
+
+
 def resnet18(count=2, seed=7):
     """Training-mode batch norm, in float64. 64x64 images: at 32x32 the
     last block's batch norm sees one pixel of two images, where PyTorch's
@@ -169,7 +197,7 @@ def resnet18(count=2, seed=7):
 MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
           "bloom": bloom, "t5": t5, "mixtral": mixtral, "vit": vit,
-          "resnet18": resnet18}
+          "maxvit": maxvit, "swin_v2": swin_v2, "resnet18": resnet18}
 # Checked on one process only (test_aten_ops.py).
 ONE_PROCESS_MODELS = {"deberta": deberta}
 

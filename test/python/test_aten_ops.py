@@ -853,6 +853,26 @@ def test_in_place_update_through_reshapes_and_transposes(tmp_path):
              (randn(3, 4),), tmp_path)
 
 
+def test_axis_moving_views_and_zero(tmp_path):
+    """swapaxes, swapdims, movedim and moveaxis (one dim and lists, negative
+    too) as values and as views written through, and zero_() of a slice
+    (MaxViT's partition swap; Swin V2's q/k/v bias with k's part zeroed)."""
+    def fn(m, h):
+        h = h * 2
+        a = torch.swapaxes(h, 0, 2) * torch.movedim(h, -1, 0).transpose(1, 2)
+        b = torch.moveaxis(h, [0, -1], [2, 0]) + torch.swapdims(h, 1, 2)\
+            .permute(1, 2, 0)
+        g = h.clone()
+        g.swapaxes(0, 1)[1].add_(h[:, 0].clone())
+        g.movedim(2, 0)[1:3].mul_(3.0)
+        g.moveaxis([0, 1], [1, 2])[:, 0].zero_()
+        g[1, 1:].zero_()
+        return torch.cat([a.flatten(), b.flatten(), g.flatten()])
+
+    check_op("axis-moving views", OnInput((2, 3, 4), fn),
+             (randn(2, 3, 4),), tmp_path)
+
+
 def test_constant_built_by_in_place_writes(tmp_path):
     """An index table built by in-place writes into views of constants
     (BEiT's relative position index: a permuted, contiguous() copy, then

@@ -1,11 +1,11 @@
 """Real models trained pipelined: Hugging Face GPT-2, Llama, BERT, BLOOM, T5
-and Mixtral, torchvision's vision transformer and ResNet-18 (tiny, random weights, each
-with its own loss; see real_models.py), through ``from_torch`` and
-``zb-run --np 2``.
+and Mixtral, torchvision's vision transformer, MaxViT, Swin V2 and ResNet-18
+(tiny, random weights, each with its own loss; see real_models.py), through
+``from_torch`` and ``zb-run --np 2``.
 
 ZB-H1 on two ranks, five AdamW steps: torch's loss curve, the last step's
 gradients, the trained parameters and ResNet-18's batch norm running
-statistics, to 1e-4 relative of PyTorch in
+statistics (MaxViT's too), to 1e-4 relative of PyTorch in
 float64 (or within 4x of PyTorch's own float32 error where the model
 amplifies rounding more). ResNet-18 runs in float64 throughout, pipelined
 transfers included (real_models.resnet18 says why). Then one step with ZB-V (two chunks per rank,
