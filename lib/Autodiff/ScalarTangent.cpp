@@ -45,7 +45,10 @@ FailureOr<Value> ScalarTangent::get(Value v) {
       return failure();
     t.push_back(*operandTangent);
   }
-  if (llvm::all_of(t, [](Value x) { return !x; }))
+  // Rounding is flat between its steps: a derivative of 0, as PyTorch's.
+  if (llvm::all_of(t, [](Value x) { return !x; }) ||
+      isa<math::FloorOp, math::CeilOp, math::TruncOp, math::RoundEvenOp,
+          math::RoundOp>(def))
     return memo[v] = Value();
 
   Type type = v.getType();

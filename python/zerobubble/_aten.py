@@ -83,12 +83,12 @@ def module_of(node):
 _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
 _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial")
-# What a user can do about a random op in the forward other than dropout
-# and bernoulli draws (rand, normal...).
+# What a user can do about a random op in the forward without a handler
+# (randint, randperm, multinomial...).
 _RANDOM_DETAIL = (
-    "random ops other than dropout (attention's too) and bernoulli draws "
-    "are not supported; export in eval mode (which also freezes batch "
-    "norm) or without them")
+    "random ops other than dropout (attention's too), bernoulli, rand, "
+    "randn, uniform_ and normal_ draws are not supported; export in eval "
+    "mode (which also freezes batch norm) or without them")
 
 
 def _handles(*names):
@@ -723,6 +723,89 @@ def _bernoulli(ctx, x, p=0.5, generator=None):
                          hint="bernoulli")
 
 
+def _uniform(bb, key, number, shape, t):
+    """The current element's uniform draw of random op ``number`` as a
+    float of type ``t``: its 24-bit draw times 2^-24, in [0, 1) (exact in
+    f32 and f64; in narrower types computed in f32, then rounded)."""
+    wide = t if t in ("f32", "f64") else "f32"
+    draw = bb.cast(_draw(bb, key, number, shape), "i64", wide)
+    u = bb.binary("arith.mulf", draw, bb.const(2.0 ** -24, wide), wide)
+    return bb.cast(u, wide, t)
+
+
+def _random_tensor(ctx, numbers, fn, generator=None):
+    """A float tensor of the node's shape whose element is ``fn(bb,
+    draws)``, ``draws`` the element's uniform draws (``_uniform``) of
+    ``numbers`` random ops (each its own stream of the key), computed in
+    f32 (f64 for f64 tensors) and rounded to the node's type."""
+    what = op_name(ctx.node)
+    if generator is not None:
+        ctx.unsupported(f"'{what}' from a given generator")
+    if not is_float(ctx.dtype):
+        ctx.unsupported(f"'{what}' into an integer tensor")
+    streams = [ctx.translator.random_key() for _ in range(numbers)]
+    key = streams[0][0]
+    wide = ctx.dtype if ctx.dtype == "f64" else "f32"
+
+    def body(bb, args, acc):
+        draws = [_uniform(bb, args[0], number, ctx.shape, wide)
+                 for _, number in streams]
+        return bb.cast(fn(bb, draws, wide), wide, ctx.dtype)
+
+    return ctx.b.generic(ctx.shape, ctx.dtype, [(key, ["0"])], body,
+                         hint="random")
+
+
+@_handles("aten.rand.default", "aten.rand_like.default",
+          "aten.uniform.default")
+def _rand(ctx, *args, **kwargs):
+    """``torch.rand``, ``rand_like`` and ``x.uniform_(low, high)``: the
+    element's uniform draw in [0, 1) (_uniform), for uniform_ scaled to
+    [low, high) (HF's drop path floors keep_prob + rand)."""
+    low, high = 0.0, 1.0
+    if op_name(ctx.node).startswith("aten.uniform"):
+        low = args[1] if len(args) > 1 else kwargs.get("from", 0.0)
+        high = args[2] if len(args) > 2 else kwargs.get("to", 1.0)
+
+    def fn(bb, draws, t):
+        u = draws[0]
+        if (low, high) == (0.0, 1.0):
+            return u
+        return bb.binary("arith.addf", bb.const(low, t), bb.binary(
+            "arith.mulf", u, bb.const(high - low, t), t), t)
+
+    return _random_tensor(ctx, 1, fn, kwargs.get("generator"))
+
+
+@_handles("aten.randn.default", "aten.randn_like.default",
+          "aten.normal.default")
+def _randn(ctx, *args, **kwargs):
+    """``torch.randn``, ``randn_like`` and ``x.normal_(mean, std)``: from
+    the draws u1, u2 of two random ops (n and n + 1), Box-Muller's
+    sqrt(-2 log(1 - u1)) * cos(2 pi u2) (1 - u1 is never 0), for normal_
+    times std plus mean."""
+    mean, std = 0.0, 1.0
+    if op_name(ctx.node).startswith("aten.normal"):
+        mean = args[1] if len(args) > 1 else kwargs.get("mean", 0.0)
+        std = args[2] if len(args) > 2 else kwargs.get("std", 1.0)
+
+    def fn(bb, draws, t):
+        one_minus = bb.binary("arith.subf", bb.const(1.0, t), draws[0], t)
+        radius = bb.unary("math.sqrt", bb.binary(
+            "arith.mulf", bb.const(-2.0, t),
+            bb.unary("math.log", one_minus, t), t), t)
+        angle = bb.binary("arith.mulf", draws[1],
+                          bb.const(2.0 * math.pi, t), t)
+        z = bb.binary("arith.mulf", radius, bb.unary("math.cos", angle, t),
+                      t)
+        if (mean, std) == (0.0, 1.0):
+            return z
+        return bb.binary("arith.addf", bb.const(mean, t), bb.binary(
+            "arith.mulf", z, bb.const(std, t), t), t)
+
+    return _random_tensor(ctx, 2, fn, kwargs.get("generator"))
+
+
 @_handles("aten.detach.default")
 def _detach(ctx, x):
     # No gradient flows back through a detached value (the result is read
@@ -1127,6 +1210,11 @@ _UNARY = {
     "square": lambda bb, x, t: bb.binary("arith.mulf", x, x, t),
     "sin": lambda bb, x, t: bb.unary("math.sin", x, t),
     "cos": lambda bb, x, t: bb.unary("math.cos", x, t),
+    # Rounding: a derivative of 0, as PyTorch's.
+    "floor": lambda bb, x, t: bb.unary("math.floor", x, t),
+    "ceil": lambda bb, x, t: bb.unary("math.ceil", x, t),
+    "trunc": lambda bb, x, t: bb.unary("math.trunc", x, t),
+    "round": lambda bb, x, t: bb.unary("math.roundeven", x, t),
 }
 for _name, _build in _UNARY.items():
     _handles(f"aten.{_name}.default")(_unary(_build))

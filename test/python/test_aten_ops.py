@@ -210,6 +210,20 @@ def test_chunk_cumsum_sin_cos(tmp_path):
     check_op("cumsum", model, (randn(2, 4, 6),), tmp_path)
 
 
+def test_rounding(tmp_path):
+    """floor, ceil, trunc and round (halves to even, as PyTorch) of values
+    that scale and shift them (their derivative is 0, the product's
+    gradient flows through the other factor)."""
+    def fn(m, h):
+        x = torch.cat([h * 3, torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5])
+                       .to(h.dtype)])
+        outs = [torch.floor(x), torch.ceil(x), torch.trunc(x),
+                torch.round(x)]
+        return torch.cat([(o * (x + 1)).flatten() for o in outs])
+
+    check_op("rounding", OnInput((12,), fn), (randn(12),), tmp_path)
+
+
 # -- convolution and pooling --------------------------------------------
 
 

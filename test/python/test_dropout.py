@@ -1,5 +1,5 @@
 """Training-mode dropout and bernoulli draws (torchvision's stochastic
-depth): each microbatch's random key (zb-run's, from the seed and the
+depth), rand, randn, uniform_ and normal_: each microbatch's random key (zb-run's, from the seed and the
 microbatch's global number) and the op's number decide which elements are
 kept, so a pipelined run drops what one process drops and the backward
 recomputes the mask from the key.
@@ -42,16 +42,32 @@ def rng_key(seed, microbatch):
         return mix64(mix64(np.uint64(seed)) + np.uint64(microbatch))
 
 
-def below(key, op, shape, p):
-    """Where random op number ``op``'s draws for ``key`` are below p
-    (probability p): a bernoulli(p) draw is 1 there, a dropout of p drops
-    there."""
+def draws(key, op, shape):
+    """Random op number ``op``'s 24-bit draws for ``key`` (uint64)."""
     index = np.arange(int(np.prod(shape)), dtype=np.uint64)
     with np.errstate(over="ignore"):
         z = (key + np.uint64(op) * np.uint64(0xD1B54A32D192ED03)
              + index * np.uint64(0x9E3779B97F4A7C15))
-    draw = mix64(z) >> np.uint64(40)
-    return (draw < np.uint64(round(p * (1 << 24)))).reshape(shape)
+    return (mix64(z) >> np.uint64(40)).reshape(shape)
+
+
+def uniform(key, op, shape):
+    """torch.rand's stand-in: op ``op``'s draws times 2^-24."""
+    return draws(key, op, shape).astype(np.float64) * 2.0 ** -24
+
+
+def normal(key, op, shape):
+    """torch.randn's stand-in: Box-Muller on the draws of ops ``op`` and
+    ``op + 1``."""
+    u1, u2 = uniform(key, op, shape), uniform(key, op + 1, shape)
+    return np.sqrt(-2.0 * np.log(1.0 - u1)) * np.cos(2.0 * np.pi * u2)
+
+
+def below(key, op, shape, p):
+    """Where random op number ``op``'s draws for ``key`` are below p
+    (probability p): a bernoulli(p) draw is 1 there, a dropout of p drops
+    there."""
+    return draws(key, op, shape) < np.uint64(round(p * (1 << 24)))
 
 
 def kept(key, op, shape, p):
@@ -242,18 +258,39 @@ def test_dropout_in_eval_mode_or_at_zero_adds_no_key():
         assert "zb.rng" not in program.mlir
 
 
-@pytest.mark.parametrize("name", ["opt", "gpt2"])
+class ImageLoss(nn.Module):
+    """A Hugging Face image classifier's own loss."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixels, labels):
+        return self.model(pixel_values=pixels, labels=labels).loss
+
+
+@pytest.mark.parametrize("name", ["opt", "gpt2", "swin"])
 def test_a_real_model_with_dropout_pipelines_like_one_process(name):
     """Hugging Face OPT and GPT-2 keep their default dropouts (0.1: OPT's
     in every decoder layer, GPT-2's on the embeddings, the residuals and
-    the attention probabilities): pipelined on two ranks (ZB-V, four
-    stages) they draw the masks of one process, and the masks change the
-    gradients."""
+    the attention probabilities), Swin its default drop path (0.1, per
+    sample: the floor of keep_prob + torch.rand): pipelined on two ranks
+    (ZB-V, four stages) they draw the masks of one process, and the masks
+    change the gradients."""
     transformers = require("transformers")
-    from real_models import LossOf, _ids
+    from real_models import LossOf, _ids, _images
 
     torch.manual_seed(0)
-    if name == "opt":
+    batches = _ids(MICROBATCHES)
+    if name == "swin":
+        config = transformers.SwinConfig(
+            image_size=32, patch_size=4, embed_dim=16, depths=[2, 2],
+            num_heads=[2, 2], window_size=4, num_labels=10)
+        assert config.drop_path_rate > 0
+        model = ImageLoss(
+            transformers.SwinForImageClassification(config))
+        batches = _images(MICROBATCHES, (2, 3, 32, 32))
+    elif name == "opt":
         config = transformers.OPTConfig(
             vocab_size=64, hidden_size=32, num_hidden_layers=4,
             num_attention_heads=4, ffn_dim=64, max_position_embeddings=64,
@@ -266,8 +303,9 @@ def test_a_real_model_with_dropout_pipelines_like_one_process(name):
         assert min(config.attn_pdrop, config.resid_pdrop,
                    config.embd_pdrop) > 0
         model = transformers.GPT2LMHeadModel(config)
-    model = LossOf(model).train()
-    batches = _ids(MICROBATCHES)
+    if name != "swin":
+        model = LossOf(model)
+    model.train()
     program = zb.from_torch(model, batches[0])
     assert "zb.rng" in program.mlir
     one = zb.gradients(program, microbatches=MICROBATCHES, inputs=batches,
@@ -281,3 +319,84 @@ def test_a_real_model_with_dropout_pipelines_like_one_process(name):
     other = zb.gradients(program, microbatches=MICROBATCHES, inputs=batches,
                          seed=SEED + 1)
     assert other.loss != pytest.approx(one.loss, rel=1e-4)
+
+
+class Noisy(nn.Module):
+    """Noise as models draw it: input noise (randn_like), HF's drop path
+    (floor of keep_prob + rand), uniform_ and normal_ into empty tensors.
+    With ``drawn``, the reference's stand-ins for the draws: random ops 0-1
+    (randn, two streams), 2 (rand), 3 (uniform_), 4-5 (normal_)."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(8, 16)
+        self.l2 = nn.Linear(16, 16)
+        self.l3 = nn.Linear(16, 4)
+        self.drawn = False
+
+    def forward(self, x, y):
+        key, t = Drawn.key, x.dtype
+        if self.drawn:
+            noise = torch.from_numpy(normal(key, 0, (4, 8))).to(t)
+            keep = torch.from_numpy(uniform(key, 2, (4, 1))).to(t)
+            shift = torch.from_numpy(uniform(key, 3, (4, 16)) - 0.5).to(t)
+            scale = torch.from_numpy(1.0 + 0.2 * normal(key, 4, (4, 16)))\
+                .to(t)
+        else:
+            noise = torch.randn_like(x)
+            keep = torch.rand(4, 1, dtype=t)
+            shift = torch.empty(4, 16, dtype=t).uniform_(-0.5, 0.5)
+            scale = torch.empty(4, 16, dtype=t).normal_(1.0, 0.2)
+        h = torch.relu(self.l1(x + 0.1 * noise))
+        h = h + self.l2(h) / 0.7 * (0.7 + keep).floor()
+        return F.cross_entropy(self.l3(h * scale + shift), y)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_noise_trains_like_torch_with_the_same_draws(ranks):
+    torch.manual_seed(0)
+    check_training(Noisy().train(), {"drawn": True}, ranks)
+
+
+def test_compiled_draws_follow_the_rule():
+    """The compiled draws themselves: a loss sum(w * noise) has the noise
+    as w's gradient. They equal the rule's (recomputed in NumPy) to f32
+    rounding, and have the moments of their laws over 2^14 draws: rand
+    uniform in [0, 1), randn and normal_ normal, floor(keep + rand) a
+    bernoulli(keep)."""
+    shape = (128, 128)
+
+    class Draws(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(4, *shape))
+
+        def forward(self, x):
+            noise = torch.stack([
+                torch.rand(shape), torch.randn(shape),
+                torch.empty(shape).normal_(2.0, 0.5),
+                (0.3 + torch.rand(shape)).floor()])
+            return (self.w * noise).sum() + x.sum()
+
+    program = zb.from_torch(Draws().train(), (torch.zeros(1),))
+    got = zb.gradients(program, inputs=[(torch.zeros(1),)],
+                       seed=SEED).grads["w"]
+    key = rng_key(SEED, 0)
+    rule = [uniform(key, 0, shape), normal(key, 1, shape),
+            2.0 + 0.5 * normal(key, 3, shape), uniform(key, 5, shape) >= 0.7]
+    for name, ours, ref in zip(["rand", "randn", "normal_", "drop path"],
+                               got, rule):
+        assert_close(name, ours, ref, 1e-5)
+    n = got[0].size
+    u, z, g, keep = (a.astype(np.float64) for a in got)
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / n)
+    assert abs(u.var() - 1 / 12) < 4 * np.sqrt(1 / 180 / n)
+    for sample, mean, std in ((z, 0.0, 1.0), (g, 2.0, 0.5)):
+        standard = (sample - mean) / std
+        assert abs(standard.mean()) < 4 / np.sqrt(n)
+        assert abs(standard.var() - 1.0) < 4 * np.sqrt(2.0 / n)
+        # Fourth moment 3 (variance of z^4: 96).
+        assert abs((standard ** 4).mean() - 3.0) < 4 * np.sqrt(96.0 / n)
+    assert set(np.unique(keep)) == {0.0, 1.0}
+    assert abs(keep.mean() - 0.3) < 4 * np.sqrt(0.3 * 0.7 / n)

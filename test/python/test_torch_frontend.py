@@ -243,11 +243,15 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
-@pytest.mark.parametrize("draw", ["randn_like", "rand_like"])
+@pytest.mark.parametrize("draw", ["randint_like", "multinomial"])
 def test_random_ops_say_what_to_do(draw):
-    """Random ops other than dropout and bernoulli draws (noise from
-    randn, rand) are refused with the ways out; without them the same
-    module exports."""
+    """Random ops without a rule for their draws (randint, multinomial;
+    dropout, bernoulli, rand, randn, uniform_ and normal_ have one) are
+    refused with the ways out; without them the same module exports."""
+    draws = {"randint_like": lambda x: torch.randint_like(x, 3),
+             "multinomial": lambda x: torch.multinomial(
+                 x.softmax(-1), 1).to(x.dtype)}
+
     class Model(nn.Module):
         def __init__(self, scale):
             super().__init__()
@@ -257,7 +261,7 @@ def test_random_ops_say_what_to_do(draw):
         def forward(self, x):
             x = self.lin(x)
             if self.scale:
-                x = x + self.scale * getattr(torch, draw)(x)
+                x = x + self.scale * draws[draw](x)
             return x.sum()
 
     with pytest.raises(zb.UnsupportedOpError) as info:
