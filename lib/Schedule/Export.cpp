@@ -2,6 +2,8 @@
 
 #include "zb/Schedule/Export.h"
 
+#include "zbrt/Printable.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -464,7 +466,7 @@ static Result<std::optional<Action>> parseCsvAction(const std::string &token,
   if (digits == 0 || tail == token.size() ||
       !parseIndex(token.substr(0, digits), stage) ||
       !parseIndex(token.substr(tail), mb))
-    return Failure{where + "'" + token +
+    return Failure{where + "'" + zbrt::printable(token) +
                    "' is not an action (expected <stage><F|I|W|B>"
                    "<microbatch>, e.g. 0F1)"};
   if (kind.rfind("SEND_", 0) == 0 || kind.rfind("RECV_", 0) == 0 ||
@@ -480,7 +482,8 @@ static Result<std::optional<Action>> parseCsvAction(const std::string &token,
   else if (kind == "B")
     action.kind = ActionKind::BW;
   else
-    return Failure{where + "unknown action kind '" + kind + "' in '" + token +
+    return Failure{where + "unknown action kind '" + zbrt::printable(kind) +
+                   "' in '" + zbrt::printable(token) +
                    "' (expected F, I, W or B)"};
   return std::optional<Action>(action);
 }
@@ -522,7 +525,8 @@ Result<Schedule> importCsv(const std::string &text) {
           if (!trim(part).empty())
             tokens.push_back(trim(part));
         if (tokens.empty())
-          return Failure{where + "'" + token + "' overlaps no actions"};
+          return Failure{where + "'" + zbrt::printable(token) +
+                         "' overlaps no actions"};
       }
       for (const std::string &one : tokens) {
         Result<std::optional<Action>> action = parseCsvAction(one, where);

@@ -100,20 +100,6 @@ static void writeLE(std::string &buf, uint64_t v, int bytes) {
     buf.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
 }
 
-std::string zbrt::printable(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte < 0x7f && byte != '\\') {
-      out.push_back(c);
-      continue;
-    }
-    static const char digits[] = "0123456789abcdef";
-    out += {'\\', 'x', digits[byte >> 4], digits[byte & 15]};
-  }
-  return out;
-}
-
 //===----------------------------------------------------------------------===//
 // .npy
 //===----------------------------------------------------------------------===//

@@ -210,6 +210,12 @@ TEST(Csv, RejectsBrokenCells) {
   EXPECT_NE(bad.error().find("line 1, cell 2: 'F1' is not an action"),
             std::string::npos);
   EXPECT_FALSE(importCsv("\n\n").ok());
+  // A damaged file's bytes are quoted as \xNN, never echoed raw.
+  bad = importCsv("0F0,0\xff\x01\\1\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(),
+            "line 1, cell 2: unknown action kind '\\xff\\x01\\x5c' "
+            "in '0\\xff\\x01\\x5c1' (expected F, I, W or B)");
 }
 
 TEST(Csv, BrokenButParsableScheduleIsRejectedByValidator) {

@@ -12,6 +12,8 @@
 #ifndef ZBRT_NPZ_H
 #define ZBRT_NPZ_H
 
+#include "zbrt/Printable.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -65,11 +67,6 @@ bool writeNpz(const std::string &path, const NpzArchive &archive,
 /// Writes `contents` to `path` atomically (temporary file, then rename).
 bool writeFileAtomically(const std::string &path, const std::string &contents,
                          std::string &error);
-
-/// `text` read from a file, for a message: printable ASCII as it is, every
-/// other byte (and the backslash) as \xNN, since a damaged file may hold
-/// any bytes.
-std::string printable(std::string_view text);
 
 } // namespace zbrt
 
