@@ -1826,6 +1826,70 @@ def _max_dim(ctx, x, dim, keepdim=False):
     return ctx.b.reshape(values, shape), ctx.b.reshape(where, shape)
 
 
+@_handles("aten.sort.default", "aten.sort.stable", "aten.argsort.default",
+          "aten.argsort.stable")
+def _sort(ctx, x, *args, **kwargs):
+    """``sort`` (values, indices) and ``argsort`` along ``dim``, stable
+    (equal values in their order), ascending or descending, of floats or
+    integers. Each element's place is the count of the row's elements
+    before it in that order, and the index at place p is the position
+    whose place is p: two passes over pairs of the row (n^2 per row; MAE's
+    random masking sorts one noise value per patch). The values are
+    lookups at the indices, so the gradient goes back to where each came
+    from. NaN is not ordered as PyTorch orders it (above everything)."""
+    x = ctx.tensor(x)
+    if x.dtype == "i1" or not (is_float(x.dtype) or x.dtype.startswith("i")):
+        ctx.unsupported(f"sorting {x.dtype} tensors")
+    dim = args[0] if args else kwargs.get("dim", -1)
+    descending = args[1] if len(args) > 1 else kwargs.get("descending",
+                                                           False)
+    if x.rank == 0:
+        zero = ctx.b.filled((), "i64", 0)
+        return zero if op_name(ctx.node).startswith("aten.argsort") else (
+            x, zero)
+    dim = _norm_dim(dim, x.rank)
+    t = x.dtype
+    own = list(range(x.rank))
+    other = own[:dim] + [x.rank] + own[dim + 1:]
+    kind = "cmpf" if is_float(t) else "cmpi"
+    order = ("ogt" if descending else "olt") if is_float(t) else (
+        "sgt" if descending else "slt")
+    equal = "oeq" if is_float(t) else "eq"
+
+    def before(bb, names, acc):
+        """acc + 1 where the other element (loop x.rank) comes first."""
+        mine, theirs = names
+        i = _as_i64(bb, bb.index(dim))
+        j = _as_i64(bb, bb.index(x.rank))
+        tie = bb.binary("arith.andi", bb.op(
+            f"arith.{kind} {equal}, {theirs}, {mine} : {t}"), bb.op(
+            f"arith.cmpi slt, {j}, {i} : i64"), "i1")
+        first = bb.binary("arith.ori", bb.op(
+            f"arith.{kind} {order}, {theirs}, {mine} : {t}"), tie, "i1")
+        return bb.binary("arith.addi", acc, bb.cast(first, "i1", "i64"),
+                         "i64")
+
+    place = ctx.b.generic(x.shape, "i64", [(x, own), (x, other)], before,
+                          reductions=1, init=ctx.b.filled(x.shape, "i64", 0),
+                          hint="place")
+
+    def at_place(bb, names, acc):
+        """acc + j where element j's place is this position."""
+        p = _as_i64(bb, bb.index(dim))
+        j = _as_i64(bb, bb.index(x.rank))
+        hit = bb.op(f"arith.cmpi eq, {names[0]}, {p} : i64")
+        return bb.binary("arith.addi", acc, bb.select(
+            hit, j, bb.const(0, "i64"), "i64"), "i64")
+
+    indices = ctx.b.generic(x.shape, "i64", [(place, other)], at_place,
+                            reductions=1,
+                            init=ctx.b.filled(x.shape, "i64", 0),
+                            hint="sorted")
+    if op_name(ctx.node).startswith("aten.argsort"):
+        return indices
+    return _gather_along(ctx, x, dim, indices), indices
+
+
 @_handles("aten.topk.default")
 def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the ``k`` largest (smallest) elements along

@@ -540,6 +540,32 @@ def test_topk_and_repeat_interleave(tmp_path):
     check_op("topk", OnInput((3, 5), fn), (randn(3, 5),), tmp_path)
 
 
+def test_sort_and_argsort(tmp_path):
+    """sort (values and indices) and argsort along either dim, ascending
+    and descending, stable among ties (ties made by repeating columns:
+    torch.sort with stable=True is the reference); argsort of integers;
+    MAE's random masking (argsort of noise, argsort again to restore,
+    gathers by both)."""
+    def fn(m, h):
+        h = torch.cat([h, h[:, :2]], dim=1)  # columns 5-6 tie with 0-1
+        v, i = torch.sort(h, dim=-1, stable=True)
+        w, j = torch.sort(h, dim=0, descending=True, stable=True)
+        k = torch.argsort(h, dim=-1, descending=True, stable=True)
+        n = torch.argsort((h * 4).long(), dim=0, stable=True)
+        noise = h[:, 1:].detach() * 0.7 + 0.1
+        shuffle = torch.argsort(noise, dim=1)
+        restore = torch.argsort(shuffle, dim=1)
+        kept = torch.gather(h, 1, shuffle[:, :3])
+        mask = torch.ones(3, 6, dtype=h.dtype)
+        mask[:, :3] = 0
+        mask = torch.gather(mask, 1, restore)
+        return torch.cat([v.flatten(), w.flatten(), kept.flatten(),
+                          (mask * h[:, :6]).flatten()] + [
+                              a.to(h.dtype).flatten() for a in (i, j, k, n)])
+
+    check_op("sort", OnInput((3, 5), fn), (randn(3, 5),), tmp_path)
+
+
 def test_topk_ties_go_to_the_lower_index(tmp_path):
     """Among equal values topk picks the lower index first (PyTorch's
     order among ties is unspecified): the loss weighs the indices, and

@@ -400,3 +400,58 @@ def test_compiled_draws_follow_the_rule():
         assert abs((standard ** 4).mean() - 3.0) < 4 * np.sqrt(96.0 / n)
     assert set(np.unique(keep)) == {0.0, 1.0}
     assert abs(keep.mean() - 0.3) < 4 * np.sqrt(0.3 * 0.7 / n)
+
+
+class MaskedAutoencoder(nn.Module):
+    """ViTMAE's pretraining loss; with ``noise`` set, the reference's: the
+    model given the noise its random masking would draw (torch.rand of
+    (batch, patches), then argsort)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.drawn = False
+
+    def forward(self, pixels):
+        noise = None
+        if self.drawn:
+            noise = torch.from_numpy(uniform(Drawn.key, 0, (2, 16))).to(
+                pixels.dtype)
+        return self.model(pixel_values=pixels, noise=noise).loss
+
+
+def test_masked_autoencoder_masks_what_torch_masks_with_the_same_noise():
+    """Hugging Face ViTMAE keeps a random quarter of the patches (argsort of
+    torch.rand noise, gathers by the order and its inverse): pipelined on
+    two ranks (ZB-V) its loss and gradients equal PyTorch's given the
+    noise of the documented rule."""
+    transformers = require("transformers")
+    from real_models import _images, assert_grads_close
+
+    torch.manual_seed(0)
+    config = transformers.ViTMAEConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, decoder_hidden_size=16,
+        decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+        decoder_intermediate_size=32)
+    model = MaskedAutoencoder(
+        transformers.ViTMAEForPreTraining(config)).train()
+    batches = [(x,) for x, _ in _images(MICROBATCHES, (2, 3, 32, 32))]
+    program = zb.from_torch(model, batches[0])
+    result = zb.gradients(program, ranks=2, schedule="zb-v",
+                          microbatches=MICROBATCHES, inputs=batches,
+                          seed=SEED)
+    model.drawn = True
+    grads, loss = {}, 0.0
+    model.zero_grad()
+    for mb, batch in enumerate(batches):
+        Drawn.key = rng_key(SEED, mb)
+        part = model(*batch) / MICROBATCHES
+        part.backward()
+        loss += float(part.detach())
+    assert result.loss == pytest.approx(loss, rel=1e-5)
+    # The fixed sin-cos position embeddings are frozen: constants.
+    assert_grads_close("ViTMAE", result.grads, {
+        n: (p.grad if p.grad is not None else torch.zeros_like(p))
+        .detach().numpy() for n, p in model.named_parameters()
+        if p.requires_grad}, 1e-4)
