@@ -82,7 +82,10 @@ def module_of(node):
 
 _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
-_RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial")
+# Random ops: never folded at export time (a constant would draw once).
+_RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial|"
+                     r"exponential|geometric|cauchy|poisson|binomial|"
+                     r"_standard_gamma|dirichlet|rrelu")
 # What a user can do about a random op in the forward without a handler
 # (randint, randperm, multinomial...).
 _RANDOM_DETAIL = (
@@ -669,31 +672,56 @@ def _threshold(ctx, p, what):
     return round(p * (1 << 24))
 
 
-@_handles("aten.dropout.default")
+@_handles("aten.dropout.default", "aten.feature_dropout.default",
+          "aten.alpha_dropout.default", "aten.feature_alpha_dropout.default")
 def _dropout(ctx, x, p, train):
     """In training mode, each element is kept when its draw is not below
     p (at least round(p * 2^24)) and scaled by 1 / (1 - p), else 0; the
     draws come from the microbatch's random key, so that a pipelined run
     drops what one process drops, and the backward recomputes the mask
-    from the key instead of stashing it."""
+    from the key instead of stashing it. Feature dropout (dropout1d/2d/3d)
+    draws one mask element per sample and channel (the first two dims);
+    alpha dropout (SELU networks) keeps the mean and variance as PyTorch's
+    does: x * a where kept, else -alpha * a, plus alpha * a * p."""
     if not train or p == 0:
         return x
-    return _dropped(ctx, ctx.tensor(x), p)
+    name = op_name(ctx.node)
+    x = ctx.tensor(x)
+    if "feature" in name and x.rank < 2:
+        ctx.unsupported("feature dropout of a tensor with fewer than 2 "
+                        "dims")
+    return _dropped(ctx, x, p, feature="feature" in name,
+                    alpha="alpha" in name)
 
 
-def _dropped(ctx, x, p):
-    """``x`` under a dropout of p (see _dropout)."""
+
+def _dropped(ctx, x, p, feature=False, alpha=False):
+    """``x`` under a dropout of p (see _dropout): with ``feature``, the
+    draw of element i is that of its (sample, channel) in row-major order
+    over the first two dims."""
     threshold = _threshold(ctx, p, "dropout")
     key, number = ctx.translator.random_key()
-    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    if alpha:
+        # SELU's negative saturation, -scale * alpha, is where it drops to.
+        alpha = _SELU_SCALE * _SELU_ALPHA
+        a = (1.0 / math.sqrt((alpha ** 2 * p + 1) * (1 - p))
+             if p < 1 else 0.0)
+        scale, dropped, shift = a, -alpha * a, alpha * a * p
+    else:
+        scale, dropped, shift = (0.0 if p == 1 else 1.0 / (1.0 - p)), 0.0, 0.0
+    drawn = x.shape[:2] if feature else x.shape
 
     def body(bb, args, acc):
-        draw = _draw(bb, args[1], number, x.shape)
+        draw = _draw(bb, args[1], number, drawn)
         keep = bb.op(f"arith.cmpi uge, {draw}, "
                      f"{bb.const(threshold, 'i64')} : i64", "keep")
         scaled = bb.binary("arith.mulf", args[0],
                            bb.const(scale, x.dtype), x.dtype)
-        return bb.select(keep, scaled, bb.const(0.0, x.dtype), x.dtype)
+        value = bb.select(keep, scaled, bb.const(dropped, x.dtype), x.dtype)
+        if shift:
+            value = bb.binary("arith.addf", value, bb.const(shift, x.dtype),
+                              x.dtype)
+        return value
 
     dims = list(range(len(x.shape)))
     return ctx.b.generic(x.shape, x.dtype, [(x, dims), (key, ["0"])], body,

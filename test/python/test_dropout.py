@@ -321,6 +321,51 @@ def test_a_real_model_with_dropout_pipelines_like_one_process(name):
     assert other.loss != pytest.approx(one.loss, rel=1e-4)
 
 
+class Channels(nn.Module):
+    """Dropout2d (a mask per sample and channel, random op 0) after a
+    convolution, then alpha dropout (op 1) before a SELU network's last
+    layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 6, 1)
+        self.channels = nn.Dropout2d(0.3)
+        self.l1 = nn.Linear(24, 16)
+        self.alpha = nn.AlphaDropout(0.2)
+        self.l2 = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h = self.channels(torch.relu(self.conv(x.reshape(4, 2, 2, 2))))
+        h = self.alpha(F.selu(self.l1(h.flatten(1))))
+        return F.cross_entropy(self.l2(h), y)
+
+
+def alpha_dropout_as_drawn(op, shape, p):
+    """PyTorch's alpha dropout with the rule's mask: x * a where kept,
+    else -alpha * a, plus alpha * a * p."""
+    alpha = 1.7580993408473766
+    a = 1.0 / np.sqrt((alpha ** 2 * p + 1) * (1 - p))
+
+    class AlphaDrawn(nn.Module):
+        def forward(self, x):
+            keep = torch.from_numpy(kept(Drawn.key, op, shape, p)).to(
+                x.dtype)
+            return x * keep * a + (1 - keep) * (-alpha * a) + alpha * a * p
+
+    return AlphaDrawn()
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_channel_and_alpha_dropout_train_like_torch(ranks):
+    torch.manual_seed(0)
+    channels = Drawn(lambda key: kept(key, 0, (4, 6), 0.3)[:, :, None, None]
+                     / 0.7)
+    check_training(Channels().train(),
+                   {"channels": channels,
+                    "alpha": alpha_dropout_as_drawn(1, (4, 16), 0.2)},
+                   ranks)
+
+
 class Noisy(nn.Module):
     """Noise as models draw it: input noise (randn_like), HF's drop path
     (floor of keep_prob + rand), uniform_ and normal_ into empty tensors.
