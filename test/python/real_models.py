@@ -92,6 +92,72 @@ def deberta(count=2, seed=7, own_loss=False):
         .eval(), batches
 
 
+class InputLoss(nn.Module):
+    """A transformers model's own loss for inputs that are not token ids:
+    ``model(**{key: x}, labels=y).loss``."""
+
+    def __init__(self, model, key):
+        super().__init__()
+        self.model = model
+        self.key = key
+
+    def forward(self, x, y):
+        return self.model(**{self.key: x}, labels=y).loss
+
+
+def mamba(count=2, seed=7):
+    """Mamba: the selective scan's sequential form (the slow path without
+    its CUDA kernels), a causal depthwise conv1d, softplus."""
+    transformers = require("transformers")
+    config = transformers.MambaConfig(vocab_size=64, hidden_size=32,
+                                      num_hidden_layers=2, state_size=4)
+    return (LossOf(transformers.MambaForCausalLM(config)).eval(),
+            _ids(count, seed=seed))
+
+
+def deepseek_v3(count=2, seed=7):
+    """DeepSeek-V3: multi-head latent attention (low-rank q and kv with a
+    rotary part) and group-routed experts with a shared one."""
+    transformers = require("transformers")
+    config = transformers.DeepseekV3Config(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, intermediate_size=64,
+        moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2,
+        n_shared_experts=1, first_k_dense_replace=1, n_group=1,
+        topk_group=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=4,
+        qk_nope_head_dim=4, v_head_dim=8, max_position_embeddings=64)
+    return (LossOf(transformers.DeepseekV3ForCausalLM(config)).eval(),
+            _ids(count, seed=seed))
+
+
+def whisper(count=2, seed=7):
+    """Whisper's encoder with a classification head on log-mel features:
+    conv1d stem, sinusoidal positions (frozen)."""
+    transformers = require("transformers")
+    config = transformers.WhisperConfig(
+        num_mel_bins=8, d_model=32, encoder_layers=2,
+        encoder_attention_heads=4, decoder_layers=1,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_source_positions=16, num_labels=10, vocab_size=64)
+    model = transformers.WhisperForAudioClassification(config)
+    return (InputLoss(model, "input_features").eval(),
+            _images(count, (2, 8, 32), seed=seed))
+
+
+def wav2vec2(count=2, seed=7):
+    """Wav2Vec2 on raw audio: the conv feature encoder with group norm, the
+    weight-normed positional convolution, mean pooling."""
+    transformers = require("transformers")
+    config = transformers.Wav2Vec2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2),
+        conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, num_labels=10, vocab_size=32)
+    model = transformers.Wav2Vec2ForSequenceClassification(config)
+    return (InputLoss(model, "input_values").eval(),
+            _images(count, (2, 400), seed=seed))
+
+
 def bloom(count=2, seed=7):
     transformers = require("transformers")
     config = transformers.BloomConfig(
@@ -135,6 +201,7 @@ def mixtral(count=2, seed=7):
 
 
 def _images(count, shape, classes=10, seed=7):
+    """Random inputs of ``shape`` (images, audio...) with class labels."""
     gen = torch.Generator().manual_seed(seed)
     return [(torch.randn(*shape, generator=gen),
              torch.randint(0, classes, (shape[0],), generator=gen))
@@ -199,11 +266,14 @@ MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "bloom": bloom, "t5": t5, "mixtral": mixtral, "vit": vit,
           "maxvit": maxvit, "swin_v2": swin_v2, "resnet18": resnet18}
 # Checked on one process only (test_aten_ops.py).
-ONE_PROCESS_MODELS = {"deberta": deberta}
+ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
+                      "deepseek_v3": deepseek_v3, "whisper": whisper,
+                      "wav2vec2": wav2vec2}
 
 
 def torch_reference(model, batches):
-    """Mean loss and mean parameter gradients over the microbatches."""
+    """Mean loss and mean parameter gradients over the microbatches (of
+    the trained parameters: frozen ones are constants of the program)."""
     model.zero_grad()
     losses = []
     for args in batches:
@@ -211,7 +281,8 @@ def torch_reference(model, batches):
         loss.backward()
         losses.append(loss.item())
     grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p))
-             .detach().numpy().copy() for n, p in model.named_parameters()}
+             .detach().numpy().copy() for n, p in model.named_parameters()
+             if p.requires_grad}
     return sum(losses), grads
 
 

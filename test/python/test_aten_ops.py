@@ -8,10 +8,11 @@ it and ``zb-run --grads --check-grad`` computes the loss and every gradient
 (and compares a sample with central finite differences); both must equal
 torch autograd's to 1e-9 relative.
 
-The model tests translate GPT-2 (tied weights), Llama, BLOOM and DeBERTa
-from real_models.py (tiny and randomly initialised), each with its own
-loss (DeBERTa's applied by a wrapper to its logits: its own cannot be
-exported, and the error says where), and compare the loss and every
+The model tests translate GPT-2 (tied weights), Llama, BLOOM, DeBERTa,
+Mamba, DeepSeek-V3, Whisper and Wav2Vec2 from real_models.py (tiny and
+randomly initialised), each with its own loss (DeBERTa's applied by a
+wrapper to its logits: its own cannot be exported, and the error says
+where), and compare the loss and every
 parameter gradient with torch autograd at float32 (1e-4 relative) over two
 microbatches on one process. The other
 real models are compared with autograd pipelined only
@@ -990,7 +991,8 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 # -- whole models -------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama"])
+@pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama", "mamba",
+                                  "deepseek_v3", "whisper", "wav2vec2"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()
