@@ -39,21 +39,25 @@ class Const:
         self.tensor = tensor
 
 
+def half_precision_hint(dtype):
+    """What to do about a half-precision model (else ""): compiled model
+    code computes in f32 or f64; bf16 is what a run keeps its stashes
+    (and, on the GPU, its gemm inputs) in."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return ""
+    return ("; convert the model and its inputs to float32 (model.float()) "
+            "and pass dtype='bf16' to run() to keep the pipeline's "
+            "activations in bf16")
+
+
 def element_type(dtype, what=""):
     """The MLIR element type of a torch dtype."""
     try:
         return _ELEMENT_TYPES[dtype]
     except KeyError:
-        hint = ""
-        if dtype == torch.bfloat16:
-            # Compiled model code computes in f32 or f64; bf16 is what a
-            # run keeps its stashes (and, on the GPU, its gemm inputs) in.
-            hint = ("; convert the model and its inputs to float32 "
-                    "(model.float()) and pass dtype='bf16' to run() to keep "
-                    "the pipeline's activations in bf16")
         raise FrontendError(f"unsupported dtype {dtype}"
                             + (f" of '{what}'" if what else "")
-                            + hint) from None
+                            + half_precision_hint(dtype)) from None
 
 
 def op_name(node):

@@ -31,6 +31,11 @@ from . import _aten
 from ._mlir import Builder, Value
 from .errors import FrontendError
 
+# The element types of the program's arguments: what zb-run reads from and
+# writes to .npz files.
+_ARGUMENT_TYPES = {torch.float32: "f32", torch.float64: "f64",
+                   torch.int32: "i32", torch.int64: "i64"}
+
 # -- the stage boundary marker -----------------------------------------
 
 
@@ -435,7 +440,8 @@ class _Translator:
 
         signature_args, data_args, param_values = [], [], {}
         for index, node in enumerate(data):
-            value = self._argument(node)
+            value = self._argument(node, f"data argument {index} "
+                                   f"('{node.name}')")
             self.arg_index[value.name] = index
             signature_args.append((value, None))
             data_args.append(DataArg(index, node.name, value.shape,
@@ -458,7 +464,7 @@ class _Translator:
                 tied[target] = first[1]
                 continue
             owner[key] = (node, target)
-            value = self._argument(node)
+            value = self._argument(node, f"parameter '{target}'")
             signature_args.append((value, target))
             param_values[target] = state[target].detach().cpu().numpy()
 
@@ -493,15 +499,24 @@ class _Translator:
 
     # -- pieces -----------------------------------------------------
 
-    def _argument(self, node):
+    def _argument(self, node, what):
+        """The function argument for placeholder ``node``: data argument
+        or parameter ``what`` (for messages)."""
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise FrontendError(
                 f"input '{node.name}' is not a tensor; only tensor "
                 "arguments are supported")
+        dtype = _ARGUMENT_TYPES.get(val.dtype)
+        if dtype is None:
+            # What zb-run reads and writes (.npz parameters and data).
+            raise FrontendError(
+                f"{what} is {val.dtype}: parameters and data of a compiled "
+                "model are float32, float64, int32 or int64"
+                + (_aten.half_precision_hint(val.dtype) or
+                   " (convert it: .long(), .float())"))
         self.builder.reserve(node.name)
-        value = Value("%" + node.name, tuple(val.shape),
-                      _aten.element_type(val.dtype, node.name))
+        value = Value("%" + node.name, tuple(val.shape), dtype)
         self.env[node] = value
         return value
 

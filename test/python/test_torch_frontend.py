@@ -312,8 +312,21 @@ def test_loss_must_be_a_scalar():
 
 
 def test_bf16_model_is_refused_with_the_way_out():
-    """Model code computes in f32 or f64: a bf16 model is refused, and the
-    message says how to train it with bf16 activations."""
+    """Model code computes in f32 or f64: a bf16 or f16 model is refused,
+    and the message says how to train it with bf16 activations; so is a
+    boolean data argument (zb-run reads float and integer .npz data)."""
+    class Masked(nn.Module):
+        def forward(self, x, keep):
+            return x.masked_fill(~keep, 0.0).sum()
+
+    class Embedded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(4, 3)
+
+        def forward(self, ids):
+            return self.emb(ids).float().sum()
+
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
@@ -322,10 +335,20 @@ def test_bf16_model_is_refused_with_the_way_out():
         def forward(self, x):
             return self.lin(x).sum()
 
+    for half in (torch.bfloat16, torch.float16):
+        with pytest.raises(zb.FrontendError,
+                           match=rf"data argument 0 \('x'\) is {half}.*"
+                           r"model.float\(\).*dtype='bf16'"):
+            zb.from_torch(Model().to(half), (torch.randn(2, 4).to(half),))
     with pytest.raises(zb.FrontendError,
-                       match=r"torch.bfloat16.*model.float\(\).*dtype='bf16'"):
-        zb.from_torch(Model().bfloat16(),
-                      (torch.randn(2, 4, dtype=torch.bfloat16),))
+                       match=r"parameter 'emb.weight' is torch.float16"):
+        zb.from_torch(Embedded().half(), (torch.zeros(2, dtype=torch.long),))
+    # Data zb-run cannot read is named, with the conversion to make.
+    with pytest.raises(zb.FrontendError,
+                       match=r"data argument 1 \('\w+'\) is torch.bool.*"
+                       r"int64.*\.long\(\)"):
+        zb.from_torch(Masked(), (torch.randn(2, 4),
+                                 torch.ones(2, 4, dtype=torch.bool)))
 
 
 def test_pipe_cut_is_an_identity_in_eager_mode():
