@@ -707,10 +707,10 @@ def _dropped(ctx, x, p, feature=False, alpha=False):
     key, number = ctx.translator.random_key()
     if alpha:
         # SELU's negative saturation, -scale * alpha, is where it drops to.
-        alpha = _SELU_SCALE * _SELU_ALPHA
-        a = (1.0 / math.sqrt((alpha ** 2 * p + 1) * (1 - p))
+        saturation = _SELU_SCALE * _SELU_ALPHA
+        a = (1.0 / math.sqrt((saturation ** 2 * p + 1) * (1 - p))
              if p < 1 else 0.0)
-        scale, dropped, shift = a, -alpha * a, alpha * a * p
+        scale, dropped, shift = a, -saturation * a, saturation * a * p
     else:
         scale, dropped, shift = (0.0 if p == 1 else 1.0 / (1.0 - p)), 0.0, 0.0
     drawn = x.shape[:2] if feature else x.shape
@@ -756,13 +756,11 @@ def _bernoulli(ctx, x, p=0.5, generator=None):
 
 
 def _uniform(bb, key, number, shape, t):
-    """The current element's uniform draw of random op ``number`` as a
-    float of type ``t``: its 24-bit draw times 2^-24, in [0, 1) (exact in
-    f32 and f64; in narrower types computed in f32, then rounded)."""
-    wide = t if t in ("f32", "f64") else "f32"
-    draw = bb.cast(_draw(bb, key, number, shape), "i64", wide)
-    u = bb.binary("arith.mulf", draw, bb.const(2.0 ** -24, wide), wide)
-    return bb.cast(u, wide, t)
+    """The current element's uniform draw of random op ``number`` as an
+    f32 or f64 ``t``: its 24-bit draw times 2^-24, in [0, 1) (exact in
+    both)."""
+    draw = bb.cast(_draw(bb, key, number, shape), "i64", t)
+    return bb.binary("arith.mulf", draw, bb.const(2.0 ** -24, t), t)
 
 
 def _random_tensor(ctx, numbers, fn, generator=None):
@@ -810,14 +808,17 @@ def _rand(ctx, *args, **kwargs):
 
 
 @_handles("aten.randn.default", "aten.randn_like.default",
-          "aten.normal.default")
+          "aten.normal.default", "aten.normal.float_float")
 def _randn(ctx, *args, **kwargs):
-    """``torch.randn``, ``randn_like`` and ``x.normal_(mean, std)``: from
-    the draws u1, u2 of two random ops (n and n + 1), Box-Muller's
-    sqrt(-2 log(1 - u1)) * cos(2 pi u2) (1 - u1 is never 0), for normal_
-    times std plus mean."""
+    """``torch.randn``, ``randn_like``, ``x.normal_(mean, std)`` and
+    ``torch.normal(mean, std, size)``: from the draws u1, u2 of two random
+    ops (n and n + 1), Box-Muller's sqrt(-2 log(1 - u1)) * cos(2 pi u2)
+    (1 - u1 is never 0), for normal times std plus mean."""
     mean, std = 0.0, 1.0
-    if op_name(ctx.node).startswith("aten.normal"):
+    name = op_name(ctx.node)
+    if name == "aten.normal.float_float":
+        mean, std = args[0], args[1]
+    elif name.startswith("aten.normal"):
         mean = args[1] if len(args) > 1 else kwargs.get("mean", 0.0)
         std = args[2] if len(args) > 2 else kwargs.get("std", 1.0)
 

@@ -1,11 +1,12 @@
-"""Training-mode dropout and bernoulli draws (torchvision's stochastic
-depth), rand, randn, uniform_ and normal_: each microbatch's random key (zb-run's, from the seed and the
-microbatch's global number) and the op's number decide which elements are
-kept, so a pipelined run drops what one process drops and the backward
-recomputes the mask from the key.
+"""Training-mode dropout (channel and alpha dropout too), bernoulli draws
+(torchvision's stochastic depth), rand, randn, uniform_ and normal_: each
+microbatch's random key (zb-run's, from the seed and the microbatch's
+global number) and the op's number decide which elements are kept (or
+the values drawn), so a pipelined run draws what one process draws and
+the backward recomputes a mask from the key.
 
-The masks are recomputed here from the documented rule (docs/Python.md) by
-a NumPy implementation of it; PyTorch autograd with those masks is the
+The draws are recomputed here from the documented rule (docs/Python.md)
+by a NumPy implementation of it; PyTorch autograd with those draws is the
 reference for the losses, gradients and trained parameters.
 """
 
@@ -258,17 +259,6 @@ def test_dropout_in_eval_mode_or_at_zero_adds_no_key():
         assert "zb.rng" not in program.mlir
 
 
-class ImageLoss(nn.Module):
-    """A Hugging Face image classifier's own loss."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, pixels, labels):
-        return self.model(pixel_values=pixels, labels=labels).loss
-
-
 @pytest.mark.parametrize("name", ["opt", "gpt2", "swin"])
 def test_a_real_model_with_dropout_pipelines_like_one_process(name):
     """Hugging Face OPT and GPT-2 keep their default dropouts (0.1: OPT's
@@ -278,7 +268,7 @@ def test_a_real_model_with_dropout_pipelines_like_one_process(name):
     (ZB-V, four stages) they draw the masks of one process, and the masks
     change the gradients."""
     transformers = require("transformers")
-    from real_models import LossOf, _ids, _images
+    from real_models import InputLoss, LossOf, _ids, _images
 
     torch.manual_seed(0)
     batches = _ids(MICROBATCHES)
@@ -287,8 +277,8 @@ def test_a_real_model_with_dropout_pipelines_like_one_process(name):
             image_size=32, patch_size=4, embed_dim=16, depths=[2, 2],
             num_heads=[2, 2], window_size=4, num_labels=10)
         assert config.drop_path_rate > 0
-        model = ImageLoss(
-            transformers.SwinForImageClassification(config))
+        model = InputLoss(transformers.SwinForImageClassification(config),
+                          "pixel_values")
         batches = _images(MICROBATCHES, (2, 3, 32, 32))
     elif name == "opt":
         config = transformers.OPTConfig(
@@ -407,20 +397,21 @@ def test_compiled_draws_follow_the_rule():
     """The compiled draws themselves: a loss sum(w * noise) has the noise
     as w's gradient. They equal the rule's (recomputed in NumPy) to f32
     rounding, and have the moments of their laws over 2^14 draws: rand
-    uniform in [0, 1), randn and normal_ normal, floor(keep + rand) a
-    bernoulli(keep)."""
+    uniform in [0, 1), randn, normal_ and torch.normal normal, floor(keep
+    + rand) a bernoulli(keep)."""
     shape = (128, 128)
 
     class Draws(nn.Module):
         def __init__(self):
             super().__init__()
-            self.w = nn.Parameter(torch.zeros(4, *shape))
+            self.w = nn.Parameter(torch.zeros(5, *shape))
 
         def forward(self, x):
             noise = torch.stack([
                 torch.rand(shape), torch.randn(shape),
                 torch.empty(shape).normal_(2.0, 0.5),
-                (0.3 + torch.rand(shape)).floor()])
+                (0.3 + torch.rand(shape)).floor(),
+                torch.normal(-1.0, 3.0, shape)])
             return (self.w * noise).sum() + x.sum()
 
     program = zb.from_torch(Draws().train(), (torch.zeros(1),))
@@ -428,16 +419,17 @@ def test_compiled_draws_follow_the_rule():
                        seed=SEED).grads["w"]
     key = rng_key(SEED, 0)
     rule = [uniform(key, 0, shape), normal(key, 1, shape),
-            2.0 + 0.5 * normal(key, 3, shape), uniform(key, 5, shape) >= 0.7]
-    for name, ours, ref in zip(["rand", "randn", "normal_", "drop path"],
-                               got, rule):
+            2.0 + 0.5 * normal(key, 3, shape), uniform(key, 5, shape) >= 0.7,
+            -1.0 + 3.0 * normal(key, 6, shape)]
+    for name, ours, ref in zip(["rand", "randn", "normal_", "drop path",
+                                "normal"], got, rule):
         assert_close(name, ours, ref, 1e-5)
     n = got[0].size
-    u, z, g, keep = (a.astype(np.float64) for a in got)
+    u, z, g, keep, f = (a.astype(np.float64) for a in got)
     assert 0.0 <= u.min() and u.max() < 1.0
     assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / n)
     assert abs(u.var() - 1 / 12) < 4 * np.sqrt(1 / 180 / n)
-    for sample, mean, std in ((z, 0.0, 1.0), (g, 2.0, 0.5)):
+    for sample, mean, std in ((z, 0.0, 1.0), (g, 2.0, 0.5), (f, -1.0, 3.0)):
         standard = (sample - mean) / std
         assert abs(standard.mean()) < 4 / np.sqrt(n)
         assert abs(standard.var() - 1.0) < 4 * np.sqrt(2.0 / n)
