@@ -391,10 +391,11 @@ TEST_F(EmulatedGPU, TrainsLikeTheCPULowering) {
 /// More models through the emulated GPU lowering against the CPU's:
 /// examples/moe.mlir, whose experts are grouped products, which the GPU
 /// lowering expands to every expert's batched gemm (the CPU's multiplies
-/// each expert's rows), its router an integer row reduction; and an MLP
+/// each expert's rows), its router an integer row reduction; an MLP
 /// with training-mode dropout, whose mask (an integer hash of the
 /// microbatch's {zb.rng} key and each element's position) a device kernel
-/// computes.
+/// computes; and an MLP with other draws from the key (randn's Box-Muller
+/// log and cos, a drop path's floor, uniform_, normal_).
 class EmulatedGPUModel : public DeviceProgram,
                          public ::testing::WithParamInterface<const char *> {
 protected:
@@ -409,10 +410,12 @@ TEST_P(EmulatedGPUModel, TrainsLikeTheCPULowering) {
   EXPECT_EQ(calls.live, 0) << "device buffers leaked";
 }
 
-INSTANTIATE_TEST_SUITE_P(ExpertsAndDropout, EmulatedGPUModel,
+INSTANTIATE_TEST_SUITE_P(ExpertsAndDraws, EmulatedGPUModel,
                          ::testing::Values(ZB_EXAMPLES_DIR "/moe.mlir",
                                            ZB_TEST_INPUTS_DIR
-                                           "/dropout_mlp.mlir"));
+                                           "/dropout_mlp.mlir",
+                                           ZB_TEST_INPUTS_DIR
+                                           "/noise_mlp.mlir"));
 
 /// Mixed precision on the device (`dtype=bf16`): the gemms multiply bf16
 /// inputs (emulated: rounded, then the host's f32 gemm) and the stashes are
