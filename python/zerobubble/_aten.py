@@ -91,11 +91,12 @@ _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial|"
                      r"exponential|geometric|cauchy|poisson|binomial|"
                      r"_standard_gamma|dirichlet|rrelu")
 # What a user can do about a random op in the forward without a handler
-# (randint, randperm, multinomial...).
+# (multinomial, exponential_...).
 _RANDOM_DETAIL = (
     "random ops other than dropout (attention's too), bernoulli, rand, "
-    "randn, uniform_ and normal_ draws are not supported; export in eval "
-    "mode (which also freezes batch norm) or without them")
+    "randn, uniform_, normal_, randint and randperm draws are not "
+    "supported; export in eval mode (which also freezes batch norm) or "
+    "without them")
 
 
 def _handles(*names):
@@ -837,6 +838,56 @@ def _randn(ctx, *args, **kwargs):
             "arith.mulf", z, bb.const(std, t), t), t)
 
     return _random_tensor(ctx, 2, fn, kwargs.get("generator"))
+
+
+def _draws(ctx, shape):
+    """A tensor of ``shape`` holding the next random op's 24-bit draws
+    (i64)."""
+    key, number = ctx.translator.random_key()
+    return ctx.b.generic(shape, "i64", [(key, ["0"])], lambda bb, args, acc:
+                         _draw(bb, args[0], number, shape), hint="draws")
+
+
+@_handles("aten.randint.default", "aten.randint.low",
+          "aten.randint_like.default", "aten.randint_like.low_dtype")
+def _randint(ctx, *args, **kwargs):
+    """``torch.randint`` and ``randint_like``: low + ((draw * (high - low))
+    >> 24) from the element's 24-bit draw, i.e. floor(u * (high - low))
+    for the uniform u of ``rand`` (each value within (high - low) / 2^24 of
+    its probability)."""
+    name = op_name(ctx.node)
+    if kwargs.get("generator") is not None:
+        ctx.unsupported(f"'{name}' from a given generator")
+    bounds = {"aten.randint.default": (0, args[0]),
+              "aten.randint.low": args[:2],
+              "aten.randint_like.default": (0, args[1]),
+              "aten.randint_like.low_dtype": args[1:3]}[name]
+    low, high = (int(b) for b in bounds)
+    if high <= low or high - low > 1 << 39:
+        ctx.unsupported(f"randint from {low} to {high} (need low < high, "
+                        "high - low <= 2^39)")
+    draws = _draws(ctx, ctx.shape)
+
+    def fn(bb, xs):
+        span = bb.binary("arith.muli", xs[0][0], bb.const(high - low, "i64"),
+                         "i64")
+        value = bb.binary("arith.addi", bb.const(low, "i64"), bb.binary(
+            "arith.shrui", span, bb.const(24, "i64"), "i64"), "i64")
+        return bb.cast(value, "i64", ctx.dtype)
+
+    return ctx.elementwise([draws], fn, hint="randint")
+
+
+@_handles("aten.randperm.default")
+def _randperm(ctx, n, **kwargs):
+    """``torch.randperm(n)``: the stable argsort of n draws of a random op
+    (its numbers 0..n-1 in the order of their draws, equal draws by
+    position)."""
+    if kwargs.get("generator") is not None:
+        ctx.unsupported("'randperm' from a given generator")
+    indices = _sorted_indices(ctx, _draws(ctx, (int(n),)), 0, False)
+    return ctx.elementwise([indices], lambda bb, xs: bb.cast(
+        xs[0][0], "i64", ctx.dtype), hint="randperm")
 
 
 @_handles("aten.detach.default")
@@ -1859,28 +1910,9 @@ def _max_dim(ctx, x, dim, keepdim=False):
     return ctx.b.reshape(values, shape), ctx.b.reshape(where, shape)
 
 
-@_handles("aten.sort.default", "aten.sort.stable", "aten.argsort.default",
-          "aten.argsort.stable")
-def _sort(ctx, x, *args, **kwargs):
-    """``sort`` (values, indices) and ``argsort`` along ``dim``, stable
-    (equal values in their order), ascending or descending, of floats or
-    integers. Each element's place is the count of the row's elements
-    before it in that order, and the index at place p is the position
-    whose place is p: two passes over pairs of the row (n^2 per row; MAE's
-    random masking sorts one noise value per patch). The values are
-    lookups at the indices, so the gradient goes back to where each came
-    from. NaN is not ordered as PyTorch orders it (above everything)."""
-    x = ctx.tensor(x)
-    if x.dtype == "i1" or not (is_float(x.dtype) or x.dtype.startswith("i")):
-        ctx.unsupported(f"sorting {x.dtype} tensors")
-    dim = args[0] if args else kwargs.get("dim", -1)
-    descending = args[1] if len(args) > 1 else kwargs.get("descending",
-                                                           False)
-    if x.rank == 0:
-        zero = ctx.b.filled((), "i64", 0)
-        return zero if op_name(ctx.node).startswith("aten.argsort") else (
-            x, zero)
-    dim = _norm_dim(dim, x.rank)
+def _sorted_indices(ctx, x, dim, descending):
+    """The positions along ``dim`` of ``x``'s elements in stable sorted
+    order (see _sort)."""
     t = x.dtype
     own = list(range(x.rank))
     other = own[:dim] + [x.rank] + own[dim + 1:]
@@ -1914,10 +1946,34 @@ def _sort(ctx, x, *args, **kwargs):
         return bb.binary("arith.addi", acc, bb.select(
             hit, j, bb.const(0, "i64"), "i64"), "i64")
 
-    indices = ctx.b.generic(x.shape, "i64", [(place, other)], at_place,
-                            reductions=1,
-                            init=ctx.b.filled(x.shape, "i64", 0),
-                            hint="sorted")
+    return ctx.b.generic(x.shape, "i64", [(place, other)], at_place,
+                         reductions=1, init=ctx.b.filled(x.shape, "i64", 0),
+                         hint="sorted")
+
+
+@_handles("aten.sort.default", "aten.sort.stable", "aten.argsort.default",
+          "aten.argsort.stable")
+def _sort(ctx, x, *args, **kwargs):
+    """``sort`` (values, indices) and ``argsort`` along ``dim``, stable
+    (equal values in their order), ascending or descending, of floats or
+    integers. Each element's place is the count of the row's elements
+    before it in that order, and the index at place p is the position
+    whose place is p: two passes over pairs of the row (n^2 per row; MAE's
+    random masking sorts one noise value per patch). The values are
+    lookups at the indices, so the gradient goes back to where each came
+    from. NaN is not ordered as PyTorch orders it (above everything)."""
+    x = ctx.tensor(x)
+    if x.dtype == "i1" or not (is_float(x.dtype) or x.dtype.startswith("i")):
+        ctx.unsupported(f"sorting {x.dtype} tensors")
+    dim = args[0] if args else kwargs.get("dim", -1)
+    descending = args[1] if len(args) > 1 else kwargs.get("descending",
+                                                           False)
+    if x.rank == 0:
+        zero = ctx.b.filled((), "i64", 0)
+        return zero if op_name(ctx.node).startswith("aten.argsort") else (
+            x, zero)
+    dim = _norm_dim(dim, x.rank)
+    indices = _sorted_indices(ctx, x, dim, descending)
     if op_name(ctx.node).startswith("aten.argsort"):
         return indices
     return _gather_along(ctx, x, dim, indices), indices

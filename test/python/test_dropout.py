@@ -439,6 +439,42 @@ def test_compiled_draws_follow_the_rule():
     assert abs(keep.mean() - 0.3) < 4 * np.sqrt(0.3 * 0.7 / n)
 
 
+def test_compiled_integer_draws_follow_the_rule():
+    """randint (low + ((draw * (high - low)) >> 24)) and randperm (the
+    stable argsort of one op's draws), read back as the weights of a loss
+    on a parameter (its gradient): equal to the rule's, each randint value
+    about equally often, randperm a permutation."""
+    class Indices(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.zeros(3, 4096))
+
+        def forward(self, x):
+            picks = torch.stack([
+                torch.randint(3, 11, (4096,)).float(),
+                torch.randint_like(x, 5).repeat(4096).float(),
+                torch.cat([torch.randperm(64), torch.zeros(4032,
+                                                           dtype=torch.long)])
+                .float()])
+            return (self.w * picks).sum() + x.sum()
+
+    program = zb.from_torch(Indices().train(), (torch.zeros(1),))
+    got = zb.gradients(program, inputs=[(torch.zeros(1),)],
+                       seed=SEED).grads["w"]
+    key = rng_key(SEED, 0)
+    span = (draws(key, 0, (4096,)) * np.uint64(8)) >> np.uint64(24)
+    assert np.array_equal(got[0], 3 + span.astype(np.float64))
+    assert np.array_equal(got[1], np.repeat(
+        ((draws(key, 1, (1,)) * np.uint64(5)) >> np.uint64(24))
+        .astype(np.float64), 4096))
+    perm = np.argsort(draws(key, 2, (64,)), kind="stable")
+    assert np.array_equal(got[2][:64], perm.astype(np.float64))
+    assert sorted(got[2][:64]) == list(range(64))
+    counts = np.bincount(got[0].astype(np.int64), minlength=11)[3:]
+    assert counts.sum() == 4096
+    assert np.all(np.abs(counts - 512) < 4 * np.sqrt(512 * 7 / 8))
+
+
 class MaskedAutoencoder(nn.Module):
     """ViTMAE's pretraining loss; with ``noise`` set, the reference's: the
     model given the noise its random masking would draw (torch.rand of

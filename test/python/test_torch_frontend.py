@@ -243,16 +243,14 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
-@pytest.mark.parametrize("draw", ["randint_like", "multinomial",
-                                  "exponential_"])
+@pytest.mark.parametrize("draw", ["multinomial", "exponential_"])
 def test_random_ops_say_what_to_do(draw):
-    """Random ops without a rule for their draws (randint, multinomial,
-    exponential_ into a fresh tensor, which must not be drawn once at
-    export and kept as a constant; dropout, bernoulli, rand, randn,
-    uniform_ and normal_ have one) are refused with the ways out; without
+    """Random ops without a rule for their draws (multinomial, exponential_
+    into a fresh tensor, which must not be drawn once at export and kept
+    as a constant; dropout, bernoulli, rand, randn, uniform_, normal_,
+    randint and randperm have one) are refused with the ways out; without
     them the same module exports."""
-    draws = {"randint_like": lambda x: torch.randint_like(x, 3),
-             "multinomial": lambda x: torch.multinomial(
+    draws = {"multinomial": lambda x: torch.multinomial(
                  x.softmax(-1), 1).to(x.dtype),
              "exponential_": lambda x: torch.empty_like(x).exponential_()}
 
