@@ -20,10 +20,11 @@ from torch.utils import _pytree as pytree
 from ._mlir import Value, is_float
 from .errors import FrontendError, UnsupportedOpError
 
-_ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64",
-                  torch.float16: "f16", torch.int64: "i64",
-                  torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
-                  torch.uint8: "i8", torch.bool: "i1"}
+# The MLIR element type of each torch dtype the frontend translates.
+ELEMENT_TYPES = {torch.float32: "f32", torch.float64: "f64",
+                 torch.float16: "f16", torch.int64: "i64",
+                 torch.int32: "i32", torch.int16: "i16", torch.int8: "i8",
+                 torch.uint8: "i8", torch.bool: "i1"}
 
 _COMPLEX_PARTS = {torch.complex64: torch.float32,
                   torch.complex128: torch.float64}
@@ -53,7 +54,7 @@ def half_precision_hint(dtype):
 def element_type(dtype, what=""):
     """The MLIR element type of a torch dtype."""
     try:
-        return _ELEMENT_TYPES[dtype]
+        return ELEMENT_TYPES[dtype]
     except KeyError:
         raise FrontendError(f"unsupported dtype {dtype}"
                             + (f" of '{what}'" if what else "")
@@ -840,14 +841,6 @@ def _randn(ctx, *args, **kwargs):
     return _random_tensor(ctx, 2, fn, kwargs.get("generator"))
 
 
-def _draws(ctx, shape):
-    """A tensor of ``shape`` holding the next random op's 24-bit draws
-    (i64)."""
-    key, number = ctx.translator.random_key()
-    return ctx.b.generic(shape, "i64", [(key, ["0"])], lambda bb, args, acc:
-                         _draw(bb, args[0], number, shape), hint="draws")
-
-
 @_handles("aten.randint.default", "aten.randint.low",
           "aten.randint_like.default", "aten.randint_like.low_dtype")
 def _randint(ctx, *args, **kwargs):
@@ -866,16 +859,17 @@ def _randint(ctx, *args, **kwargs):
     if high <= low or high - low > 1 << 39:
         ctx.unsupported(f"randint from {low} to {high} (need low < high, "
                         "high - low <= 2^39)")
-    draws = _draws(ctx, ctx.shape)
+    key, number = ctx.translator.random_key()
 
-    def fn(bb, xs):
-        span = bb.binary("arith.muli", xs[0][0], bb.const(high - low, "i64"),
-                         "i64")
+    def body(bb, args, acc):
+        span = bb.binary("arith.muli", _draw(bb, args[0], number, ctx.shape),
+                         bb.const(high - low, "i64"), "i64")
         value = bb.binary("arith.addi", bb.const(low, "i64"), bb.binary(
             "arith.shrui", span, bb.const(24, "i64"), "i64"), "i64")
         return bb.cast(value, "i64", ctx.dtype)
 
-    return ctx.elementwise([draws], fn, hint="randint")
+    return ctx.b.generic(ctx.shape, ctx.dtype, [(key, ["0"])], body,
+                         hint="randint")
 
 
 @_handles("aten.randperm.default")
@@ -885,7 +879,13 @@ def _randperm(ctx, n, **kwargs):
     position)."""
     if kwargs.get("generator") is not None:
         ctx.unsupported("'randperm' from a given generator")
-    indices = _sorted_indices(ctx, _draws(ctx, (int(n),)), 0, False)
+    key, number = ctx.translator.random_key()
+    shape = (int(n),)
+    draws = ctx.b.generic(shape, "i64", [(key, ["0"])], lambda bb, args, acc:
+                          _draw(bb, args[0], number, shape), hint="draws")
+    indices = _sorted_indices(ctx, draws, 0, False)
+    if ctx.dtype == "i64":
+        return indices
     return ctx.elementwise([indices], lambda bb, xs: bb.cast(
         xs[0][0], "i64", ctx.dtype), hint="randperm")
 

@@ -33,8 +33,7 @@ from .errors import FrontendError
 
 # The element types of the program's arguments: what zb-run reads from and
 # writes to .npz files.
-_ARGUMENT_TYPES = {torch.float32: "f32", torch.float64: "f64",
-                   torch.int32: "i32", torch.int64: "i64"}
+_ARGUMENT_TYPES = ("f32", "f64", "i32", "i64")
 
 # -- the stage boundary marker -----------------------------------------
 
@@ -507,8 +506,8 @@ class _Translator:
             raise FrontendError(
                 f"input '{node.name}' is not a tensor; only tensor "
                 "arguments are supported")
-        dtype = _ARGUMENT_TYPES.get(val.dtype)
-        if dtype is None:
+        dtype = _aten.ELEMENT_TYPES.get(val.dtype)
+        if dtype not in _ARGUMENT_TYPES:
             # What zb-run reads and writes (.npz parameters and data).
             raise FrontendError(
                 f"{what} is {val.dtype}: parameters and data of a compiled "
