@@ -495,23 +495,27 @@ class _Context:
         return self.b.generic(shape, dtype, inputs, body,
                               hint=hint or self.hint)
 
-    def reduce(self, x, dims, init, combine, *, scale=None, hint=None):
+    def reduce(self, x, dims, init, combine, *, scale=None, hint=None,
+               dtype=None):
         """Reduce ``x`` over ``dims`` (keeping the others, in order):
-        ``combine(body, element, acc)``; ``scale`` multiplies each
-        element first."""
+        ``combine(body, element, acc)``; each element is first cast to
+        ``dtype`` (x's by default), then multiplied by ``scale``."""
         x = self.tensor(x)
+        t = dtype or x.dtype
         dims, kept, loops = _reduced_loops(x, dims)
         out_shape = tuple(x.shape[d] for d in kept)
-        init_value = self.b.filled(out_shape, x.dtype, init)
+        init_value = self.b.filled(out_shape, t, init)
 
         def body(bb, names, acc):
             element = names[0]
+            if t != x.dtype:
+                element = _cast(bb, (element, x.dtype), t)
             if scale is not None:
                 element = bb.binary("arith.mulf", element,
-                                    bb.const(scale, x.dtype), x.dtype)
+                                    bb.const(scale, t), t)
             return combine(bb, element, acc)
 
-        return self.b.generic(out_shape, x.dtype, [(x, loops)], body,
+        return self.b.generic(out_shape, t, [(x, loops)], body,
                               reductions=len(dims), init=init_value,
                               hint=hint or "red")
 
@@ -925,7 +929,8 @@ def _transpose(ctx, x, *args):
                            hint=ctx.hint)
 
 
-@_handles("aten.expand.default", "aten.expand_as.default")
+@_handles("aten.expand.default", "aten.expand_as.default",
+          "aten.broadcast_to.default")
 def _expand(ctx, x, *args, **kwargs):
     return ctx.expand(x, ctx.shape)
 
@@ -1728,21 +1733,27 @@ def _addmm(ctx, bias, a, b, beta=1, alpha=1):
 
 
 def _add_acc(bb, x, acc, t):
-    return bb.binary("arith.addf", x, acc, t)
+    return bb.binary("arith.addf" if is_float(t) else "arith.addi", x, acc,
+                     t)
 
 
 def _reduction(ctx, x, dim, keepdim, mean):
+    """A sum (or mean) in the result's type: an integer or boolean input
+    sums as PyTorch's does, in int64 unless ``dtype`` says otherwise."""
     x = ctx.tensor(x)
-    if not is_float(x.dtype) or x.dtype != ctx.dtype:
-        ctx.unsupported("only float reductions in the input's type are "
-                        "supported")
+    t = ctx.dtype
+    if t == "i1":
+        ctx.unsupported("boolean results are not supported")
+    if is_float(x.dtype) != is_float(t):
+        ctx.unsupported(f"a sum of {x.dtype} into {t} is not supported")
     dims = list(range(x.rank)) if dim is None or dim == [] else (
         [dim] if isinstance(dim, int) else list(dim))
     dims = [_norm_dim(d, x.rank) for d in dims]
     count = math.prod(x.shape[d] for d in dims)
     result = ctx.reduce(
-        x, dims, 0.0, lambda bb, e, acc: _add_acc(bb, e, acc, x.dtype),
-        scale=1.0 / count if mean else None, hint=ctx.hint)
+        x, dims, 0.0 if is_float(t) else 0,
+        lambda bb, e, acc: _add_acc(bb, e, acc, t),
+        scale=1.0 / count if mean else None, hint=ctx.hint, dtype=t)
     return ctx.b.reshape(result, ctx.shape)
 
 

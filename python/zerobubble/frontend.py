@@ -233,10 +233,17 @@ def _export(module, example_args, strict):
     try:
         return torch.export.export(module, example_args, strict=strict)
     except Exception as error:
-        if not _depends_on_values(error):
-            raise
         where = _model_line(error)
-        detail = str(error).strip().splitlines()[0]
+        lines = str(error).strip().splitlines()
+        detail = lines[0] if lines else ""
+        if not _depends_on_values(error):
+            raise FrontendError(
+                f"cannot export {type(module).__name__}: torch.export "
+                f"failed{' at ' + where if where else ''} "
+                f"({type(error).__name__}: {detail}); see that the module "
+                "runs on the example arguments in eager mode, and that its "
+                "forward neither changes its modules nor reads a tensor's "
+                "value in Python") from error
         raise FrontendError(
             f"cannot export {type(module).__name__}: "
             f"{'the code at ' + where if where else 'its code'} branches on "

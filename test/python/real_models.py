@@ -158,6 +158,34 @@ def wav2vec2(count=2, seed=7):
             _images(count, (2, 400), seed=seed))
 
 
+def wavlm(count=2, seed=7):
+    """WavLM on raw audio: Wav2Vec2's encoder with gated relative position
+    buckets."""
+    transformers = require("transformers")
+    config = transformers.WavLMConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2),
+        conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, num_labels=10, vocab_size=32,
+        num_buckets=8, max_bucket_distance=16)
+    model = transformers.WavLMForSequenceClassification(config)
+    return (InputLoss(model, "input_values").eval(),
+            _images(count, (2, 400), seed=seed))
+
+
+def mbart(count=2, seed=7):
+    """MBart: the decoder's input is the labels rotated to start at the
+    last token that is not padding (a count of booleans, then a gather)."""
+    transformers = require("transformers")
+    config = transformers.MBartConfig(
+        vocab_size=64, d_model=32, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        pad_token_id=0)
+    model = transformers.MBartForConditionalGeneration(config)
+    return LossOf(model).eval(), _ids(count, seed=seed)
+
+
 def bloom(count=2, seed=7):
     transformers = require("transformers")
     config = transformers.BloomConfig(
@@ -268,7 +296,7 @@ MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
 # Checked on one process only (test_aten_ops.py).
 ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
-                      "wav2vec2": wav2vec2}
+                      "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart}
 
 
 def torch_reference(model, batches):

@@ -189,6 +189,27 @@ def test_gather_index_select_take_along_dim_index(tmp_path):
     check_op("gather", model, (randn(2, 3, 5), index), tmp_path)
 
 
+def test_integer_sums_and_broadcast_to(tmp_path):
+    """Sums of booleans and integers are int64, as in PyTorch (MBart's
+    label shift counts the tokens that are not padding, then gathers at
+    that count), one of them with keepdim and one over every element;
+    broadcast_to is expand."""
+    def fn(m, h, ids):
+        count = ids.ne(0).sum(dim=1)                    # bool -> i64
+        total = (ids * 3).sum(dim=(0, 1), keepdim=True)  # i64 -> i64
+        every = (ids > 4).sum()
+        last = torch.gather(h, 1, (count - 1).view(2, 1, 1).expand(2, 1, 5))
+        scale = (total % 7 + every).to(h.dtype)
+        wide = torch.broadcast_to(h[:, :1], (2, 3, 5))
+        return torch.cat([(last * scale).flatten(), (wide * h).flatten()])
+
+    model = OnInput((2, 3, 5), fn)
+    ids = torch.tensor([[3, 0, 5], [6, 7, 0]])
+    program = check_op("integer sums", model, (randn(2, 3, 5), ids),
+                       tmp_path)
+    assert "arith.addi" in program.mlir
+
+
 def test_roll(tmp_path):
     """torch.roll over one dim, several (Swin's shifted windows), negative
     and wrapping shifts, and the flattened tensor."""
@@ -992,7 +1013,8 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama", "mamba",
-                                  "deepseek_v3", "whisper", "wav2vec2"])
+                                  "deepseek_v3", "whisper", "wav2vec2",
+                                  "mbart", "wavlm"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()
@@ -1004,6 +1026,29 @@ def test_model_matches_autograd(name):
     result = zb.gradients(program, microbatches=len(batches), inputs=batches)
     assert result.loss == pytest.approx(ref_loss, rel=F32_RTOL), name
     assert_grads_close(name, result.grads, ref_grads, F32_RTOL)
+
+
+def test_failed_export_names_the_line():
+    """A forward that torch.export cannot trace for another reason than a
+    value-dependent branch (here it replaces one of its modules, as
+    transformers' Switch Transformers router casts its classifier): the
+    error names the line and torch's message, not a bare RuntimeError."""
+
+    class CastsItsLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            self.lin = self.lin.to(torch.float64)  # the line named
+            return self.lin(x.double()).sum()
+
+    with pytest.raises(zb.FrontendError) as info:
+        zb.from_torch(CastsItsLayer(), (torch.ones(2, 3),))
+    message = str(info.value)
+    assert re.search(r"cannot export CastsItsLayer: torch\.export failed "
+                     r"at .*test_aten_ops\.py:\d+ \(RuntimeError: ", message), \
+        message
 
 
 def test_deberta_own_loss_names_its_line():
