@@ -366,12 +366,15 @@ def _translate(translator, node, name):
     if not any(isinstance(x, (Value, Complex)) for x in leaves) and \
             not _RANDOM.search(name) and not name.startswith("zerobubble."):
         return _fold(node, args, kwargs)
-    handler = _HANDLERS.get(_canonical_name(name))
+    canonical = _canonical_name(name)
+    handler = _HANDLERS.get(canonical)
     if handler is None:
         raise UnsupportedOpError(op_name(node), *module_of(node),
                                  _RANDOM_DETAIL if _RANDOM.search(name)
                                  else "")
     ctx = _Context(translator, node)
+    if any(isinstance(x, Complex) or _is_complex_const(x) for x in leaves):
+        return _translate_complex(ctx, canonical, handler, args, kwargs)
     result = handler(ctx, *args, **kwargs)
     ctx.check(result)
     return result
@@ -539,8 +542,10 @@ def _stop_gradient(bb, x, t):
 
 
 def _no_grad(ctx, value):
-    """A float tensor ``value`` with no gradient (other values as they
-    are)."""
+    """A float tensor ``value`` with no gradient (a complex one's parts;
+    other values as they are)."""
+    if isinstance(value, Complex):
+        return Complex(_no_grad(ctx, value.real), _no_grad(ctx, value.imag))
     if not isinstance(value, Value) or not is_float(value.dtype):
         return value
     return ctx.elementwise([value], lambda bb, xs: _stop_gradient(
@@ -1037,6 +1042,19 @@ def _split_with_sizes(ctx, x, split_sizes, dim=0):
     return _pieces(ctx, x, dim, split_sizes)
 
 
+@_handles("aten.glu.default")
+def _glu(ctx, x, dim=-1):
+    """a * sigmoid(b) for the halves a, b of x along ``dim``."""
+    x = ctx.tensor(x)
+    if not is_float(x.dtype):
+        ctx.unsupported("only float operands are supported")
+    dim = _norm_dim(dim, x.rank)
+    half = x.shape[dim] // 2
+    a, b = _pieces(ctx, x, dim, [half, half])
+    return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
+        "arith.mulf", xs[0][0], _sigmoid(bb, xs[1][0], x.dtype), x.dtype))
+
+
 @_handles("aten.unbind.int")
 def _unbind(ctx, x, dim=0):
     x = ctx.tensor(x)
@@ -1117,6 +1135,8 @@ _ARITH = {"add": ("arith.addf", "arith.addi"),
 
 def _binary(kind, swap=False):
     def handler(ctx, a, b, alpha=1):
+        if not swap and (isinstance(a, Complex) or isinstance(b, Complex)):
+            return _complex_arith(ctx, kind, a, b, alpha)
         dtype = ctx.dtype
         op = _ARITH[kind][0 if is_float(dtype) else 1]
 
@@ -1140,6 +1160,14 @@ _handles("aten.rsub.Tensor", "aten.rsub.Scalar")(_binary("sub", swap=True))
 
 @_handles("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode")
 def _div(ctx, a, b, rounding_mode=None):
+    if isinstance(b, Complex) or (isinstance(a, Complex)
+                                  and rounding_mode is not None):
+        ctx.unsupported("only true division of a complex tensor by a real "
+                        "one is supported")
+    if isinstance(a, Complex):
+        # Each part divided by the real divisor.
+        return Complex(*(None if part is None else _div(ctx, part, b)
+                         for part in (a.real, a.imag)))
     if rounding_mode is not None or not is_float(ctx.dtype):
         ctx.unsupported("only true division of floats is supported")
     return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
@@ -1243,10 +1271,17 @@ def _unary(build):
 
 
 def _sigmoid(bb, x, t):
-    e = bb.unary("math.exp", bb.unary("arith.negf", x, t), t)
+    """1 / (1 + e) for x >= 0, e / (1 + e) below, with e = exp(-|x|) in
+    (0, 1]: no overflow, so the derivative is finite everywhere (at x =
+    -inf too, where a router's masked scores are: there 1 / (1 + exp(-x))
+    has the derivative inf / inf)."""
+    e = bb.unary("math.exp", bb.unary("arith.negf", bb.unary(
+        "math.absf", x, t), t), t)
     one = bb.const(1.0, t)
-    return bb.binary("arith.divf", one, bb.binary("arith.addf", one, e, t),
-                     t)
+    denominator = bb.binary("arith.addf", one, e, t)
+    positive = bb.op(f"arith.cmpf oge, {x}, {bb.const(0.0, t)} : {t}")
+    return bb.binary("arith.divf", bb.select(positive, one, e, t),
+                     denominator, t)
 
 
 def _gelu(bb, x, t, approximate="none"):
@@ -1280,7 +1315,72 @@ def _pow_scalar(bb, x, t, exponent):
     return bb.binary("math.powf", x, bb.const(exponent, t), t)
 
 
+def _log1p(bb, x, t):
+    """log(1 + x) without the cancellation near 0 (torch's log1p): with
+    u = 1 + x rounded, log(u) * x / (u - 1), exact in x's rounding; x
+    itself where u is 1."""
+    one = bb.const(1.0, t)
+    u = bb.binary("arith.addf", one, x, t)
+    d = bb.binary("arith.subf", u, one, t)
+    same = bb.op(f"arith.cmpf oeq, {d}, {bb.const(0.0, t)} : {t}")
+    # Unselected, the quotient divides by 1, not 0 (its adjoint is 0).
+    safe = bb.select(same, one, d, t)
+    ratio = bb.binary("arith.divf", x, safe, t)
+    return bb.select(same, x, bb.binary(
+        "arith.mulf", bb.unary("math.log", u, t), ratio, t), t)
+
+
+def _lgamma(bb, x, t):
+    """log |Gamma(x)|: Stirling's series at z >= 8 (z = y + 8 for y < 8,
+    less the log of y (y + 1) ... (y + 7)); below 1/2 by reflection,
+    log(pi / |sin(pi x)|) - lgamma(1 - x). Elementary ops, so the
+    derivative (digamma) is the expression's."""
+    def c(v):
+        return bb.const(v, t)
+
+    def op(name, a, b):
+        return bb.binary(f"arith.{name}", a, b, t)
+
+    reflect = bb.op(f"arith.cmpf olt, {x}, {c(0.5)} : {t}")
+    y = bb.select(reflect, op("subf", c(1.0), x), x, t)
+    small = bb.op(f"arith.cmpf olt, {y}, {c(8.0)} : {t}")
+    # Unselected branches stay finite (their adjoints are multiplied by 0).
+    w = bb.select(small, y, c(1.0), t)
+    product = w
+    for i in range(1, 8):
+        product = op("mulf", product, op("addf", w, c(float(i))))
+    shift = bb.select(small, bb.unary("math.log", product, t), c(0.0), t)
+    z = bb.select(small, op("addf", y, c(8.0)), y, t)
+    inv = op("divf", c(1.0), z)
+    inv2 = op("mulf", inv, inv)
+    # 1/(12z) - 1/(360z^3) + 1/(1260z^5) - 1/(1680z^7) + 1/(1188z^9), by
+    # Horner in 1/z^2 (the next term is below 2e-13 at z = 8).
+    series = c(1.0 / 1188)
+    for k in (-1.0 / 1680, 1.0 / 1260, -1.0 / 360, 1.0 / 12):
+        series = op("addf", op("mulf", series, inv2), c(k))
+    series = op("mulf", series, inv)
+    stirling = op("addf", op("subf", op("mulf", op("subf", z, c(0.5)),
+                                         bb.unary("math.log", z, t)), z),
+                  op("addf", c(0.5 * math.log(2 * math.pi)), series))
+    main = op("subf", stirling, shift)
+    sine = bb.unary("math.absf", bb.unary(
+        "math.sin", op("mulf", c(math.pi), bb.select(reflect, x, c(0.5), t)),
+        t), t)
+    reflected = op("subf", bb.unary("math.log", op("divf", c(math.pi), sine),
+                                    t), main)
+    return bb.select(reflect, reflected, main, t)
+
+
 _UNARY = {
+    "lgamma": _lgamma,
+    "log1p": _log1p,
+    "expm1": lambda bb, x, t: _expm1_any(bb, x, t),
+    "log2": lambda bb, x, t: bb.binary("arith.mulf", bb.unary(
+        "math.log", x, t), bb.const(1.0 / math.log(2.0), t), t),
+    "log10": lambda bb, x, t: bb.binary("arith.mulf", bb.unary(
+        "math.log", x, t), bb.const(1.0 / math.log(10.0), t), t),
+    "exp2": lambda bb, x, t: bb.unary("math.exp", bb.binary(
+        "arith.mulf", x, bb.const(math.log(2.0), t), t), t),
     "neg": lambda bb, x, t: bb.unary("arith.negf", x, t),
     "exp": lambda bb, x, t: bb.unary("math.exp", x, t),
     "log": lambda bb, x, t: bb.unary("math.log", x, t),
@@ -1330,6 +1430,19 @@ def _expm1(bb, x, t):
                                         t), t)
     return bb.binary("arith.divf", bb.binary("arith.addf", h, h, t),
                      bb.binary("arith.subf", bb.const(1.0, t), h, t), t)
+
+
+def _expm1_any(bb, x, t):
+    """expm1 of any x: the tanh form (its tanh rounds to 1 for large x)
+    where |x| < 1/2, exp(x) - 1 elsewhere (no cancellation there); the
+    tanh form reads 0 where it is not selected, so its adjoint stays
+    finite."""
+    near = bb.op(f"arith.cmpf olt, {bb.unary('math.absf', x, t)}, "
+                 f"{bb.const(0.5, t)} : {t}")
+    small = _expm1(bb, bb.select(near, x, bb.const(0.0, t), t), t)
+    large = bb.binary("arith.subf", bb.unary("math.exp", x, t),
+                      bb.const(1.0, t), t)
+    return bb.select(near, small, large, t)
 
 
 def _log1p_exp_neg_abs(bb, z, t):
@@ -1765,6 +1878,32 @@ def _sum_dims(ctx, x, dim=None, keepdim=False, dtype=None):
 @_handles("aten.sum.default")
 def _sum(ctx, x, dtype=None):
     return _reduction(ctx, x, None, False, mean=False)
+
+
+def _all_or_any(ctx, x, dim, every):
+    """Whether every (or any) element over ``dim`` (None or []: all of
+    them) is not zero, a boolean tensor."""
+    x = ctx.tensor(x)
+    dims = list(range(x.rank)) if dim is None or dim == [] else (
+        [dim] if isinstance(dim, int) else list(dim))
+    dims = [_norm_dim(d, x.rank) for d in dims]
+    op = "arith.andi" if every else "arith.ori"
+    result = ctx.reduce(x, dims, every,
+                        lambda bb, e, acc: bb.binary(op, e, acc, "i1"),
+                        hint=ctx.hint, dtype="i1")
+    return ctx.b.reshape(result, ctx.shape)
+
+
+@_handles("aten.all.default", "aten.all.dim", "aten.all.dims",
+          "aten._is_all_true.default")
+def _all(ctx, x, dim=None, keepdim=False):
+    return _all_or_any(ctx, x, dim, every=True)
+
+
+@_handles("aten.any.default", "aten.any.dim", "aten.any.dims",
+          "aten._is_any_true.default")
+def _any(ctx, x, dim=None, keepdim=False):
+    return _all_or_any(ctx, x, dim, every=False)
 
 
 @_handles("aten.mean.dim")
@@ -2671,17 +2810,195 @@ _handles("aten.upsample_bicubic2d.vec")(_upsample("cubic"))
 
 
 class Complex:
-    """A complex tensor as its real and imaginary parts (Values; ``imag``
-    None where it is zero): what the FFTs make, and what only ``real`` and
-    ``imag`` read."""
+    """A complex tensor as its real and imaginary parts (Values or Consts;
+    ``imag`` None where it is zero): what the FFTs, ``view_as_complex``,
+    ``polar`` and ``complex`` make; views, products and sums of them are
+    taken part by part (_translate_complex), and ``real``, ``imag`` and
+    ``view_as_real`` read them."""
 
     def __init__(self, real, imag):
         self.real = real
         self.imag = imag
 
     def __repr__(self):
-        return ("a complex tensor (only torch.real and torch.imag of an "
-                "FFT's result are supported)")
+        return "a complex tensor"
+
+
+# Ops taken part by part on a complex tensor: views, copies, joins.
+_PART_WISE = frozenset(
+    _SLICING_VIEWS + _RESHAPING_VIEWS + _TRANSPOSING_VIEWS + (
+        "aten.expand.default", "aten.clone.default", "aten._to_copy.default",
+        "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device",
+        "aten.type_as.default", "aten.cat.default", "aten.stack.default",
+        "aten.split.Tensor", "aten.split_with_sizes.default",
+        "aten.chunk.default", "aten.unbind.int", "aten.repeat.default",
+        "aten.flip.default", "aten.roll.default", "aten.neg.default",
+        "aten.lift_fresh_copy.default"))
+# Handlers that read Complex operands themselves.
+_TAKES_COMPLEX = frozenset((
+    "aten.real.default", "aten.imag.default", "aten.view_as_real.default",
+    "aten.mul.Tensor", "aten.mul.Scalar", "aten.add.Tensor",
+    "aten.add.Scalar", "aten.sub.Tensor", "aten.sub.Scalar",
+    "aten.div.Scalar", "aten.div.Tensor", "aten.fft_fft.default",
+    "aten.fft_fftn.default"))
+
+
+def _is_complex_const(x):
+    return isinstance(x, Const) and x.tensor.is_complex()
+
+
+def _as_complex(x):
+    """Complex operand ``x`` (a Complex, or a folded complex constant) as
+    a Complex; other operands as they are."""
+    if _is_complex_const(x):
+        return Complex(Const(x.tensor.real.contiguous()),
+                       Const(x.tensor.imag.contiguous()))
+    return x
+
+
+def _translate_complex(ctx, name, handler, args, kwargs):
+    """An op with a complex operand: part by part (_PART_WISE), by its own
+    handler (_TAKES_COMPLEX), or, for a conversion to a real type, of the
+    real part (as PyTorch's, which warns that it drops the imaginary)."""
+    args, kwargs = pytree.tree_map(_as_complex, (args, kwargs))
+    result_complex = any(getattr(v, "is_complex", lambda: False)()
+                         for v in pytree.tree_leaves(ctx.val))
+    if name in _TAKES_COMPLEX:
+        return handler(ctx, *args, **kwargs)
+    if name in _PART_WISE and not result_complex and name.startswith(
+            ("aten.to.", "aten._to_copy.", "aten.type_as.")):
+        return handler(ctx, *_part(ctx, (args, kwargs), 0)[0],
+                       **_part(ctx, (args, kwargs), 0)[1])
+    if name not in _PART_WISE or not result_complex:
+        ctx.unsupported(
+            "complex operands are supported in views, copies, cat/stack, "
+            "products, sums and differences, real/imag and view_as_real")
+    parts = []
+    for which in (0, 1):
+        part_args, part_kwargs = _part(ctx, (args, kwargs), which)
+        result = handler(ctx, *part_args, **part_kwargs)
+        ctx.check(result)
+        parts.append(result)
+    real, imag = parts
+    if isinstance(real, (list, tuple)):
+        return type(real)(Complex(a, b) for a, b in zip(real, imag))
+    return Complex(real, imag)
+
+
+def _part(ctx, tree, which):
+    """``tree`` with each Complex replaced by its real (``which`` 0) or
+    imaginary part (zeros where it has none)."""
+    def pick(x):
+        if not isinstance(x, Complex):
+            return x
+        if which == 0:
+            return x.real
+        if x.imag is not None:
+            return x.imag
+        real = ctx.tensor(x.real)
+        return ctx.b.filled(real.shape, real.dtype, 0.0)
+    return pytree.tree_map(pick, tree)
+
+
+def _complex_parts(ctx, x):
+    """(real, imag) of operand ``x``: a Complex's parts, or a real
+    tensor's (or scalar's) with None for its imaginary part."""
+    if isinstance(x, Complex):
+        return x.real, x.imag
+    return x, None
+
+
+def _complex_arith(ctx, kind, a, b, alpha=1):
+    """a + alpha b, a - alpha b or a * b with a complex operand, part by
+    part: (ar br - ai bi) + i (ar bi + ai br) for a product."""
+    (ar, ai), (br, bi) = _complex_parts(ctx, a), _complex_parts(ctx, b)
+    t = ctx.dtype
+
+    def combine(terms):
+        """The sum of signed products (sign, x, y) of the present parts, or
+        None when none is."""
+        terms = [(sign, x, y) for sign, x, y in terms
+                 if x is not None and y is not None]
+        if not terms:
+            return None
+        operands = [v for _, x, y in terms for v in (x, y)]
+
+        def fn(bb, xs):
+            total = None
+            for k, (sign, _, _) in enumerate(terms):
+                p = bb.binary("arith.mulf", _cast(bb, xs[2 * k], t),
+                              _cast(bb, xs[2 * k + 1], t), t)
+                if total is None:
+                    total = p if sign > 0 else bb.unary("arith.negf", p, t)
+                else:
+                    total = bb.binary("arith.addf" if sign > 0 else
+                                      "arith.subf", total, p, t)
+            return total
+        return ctx.elementwise(operands, fn)
+
+    if kind == "mul":
+        return Complex(combine([(1, ar, br), (-1, ai, bi)]),
+                       combine([(1, ar, bi), (1, ai, br)]))
+    sign = 1 if kind == "add" else -1
+
+    factor = float(sign * alpha)
+
+    def plus(x, y):
+        """x + factor * y of the parts present (broadcast to the result)."""
+        if y is None:
+            return None if x is None else ctx.elementwise(
+                [x], lambda bb, xs: _cast(bb, xs[0], t))
+        if x is None:
+            return ctx.elementwise([y], lambda bb, xs: bb.binary(
+                "arith.mulf", _cast(bb, xs[0], t), bb.const(factor, t), t))
+        return ctx.elementwise([x, y], lambda bb, xs: bb.binary(
+            "arith.addf", _cast(bb, xs[0], t), bb.binary(
+                "arith.mulf", _cast(bb, xs[1], t), bb.const(factor, t), t),
+            t))
+    return Complex(plus(ar, br), plus(ai, bi))
+
+
+@_handles("aten.view_as_complex.default")
+def _view_as_complex(ctx, x):
+    """[..., 2] as the complex [...]: its last dim's two elements the
+    real and imaginary parts."""
+    x = ctx.tensor(x)
+    real, imag = _pieces(ctx, x, x.rank - 1, [1, 1])
+    return Complex(ctx.b.reshape(real, ctx.shape),
+                   ctx.b.reshape(imag, ctx.shape))
+
+
+@_handles("aten.view_as_real.default")
+def _view_as_real(ctx, x):
+    """A complex [...] as [..., 2] (real, imaginary)."""
+    real, imag = _complex_parts(ctx, x)
+    real = ctx.tensor(real)
+    imag = ctx.b.filled(real.shape, real.dtype, 0.0) if imag is None \
+        else ctx.tensor(imag)
+    result = ctx.b.empty(ctx.shape, ctx.dtype)
+    for k, part in enumerate((real, imag)):
+        result = ctx.b.insert_slice(ctx.b.reshape(part, real.shape + (1,)),
+                                    result, [0] * real.rank + [k])
+    return result
+
+
+@_handles("aten.polar.default")
+def _polar(ctx, magnitude, angle):
+    """magnitude (cos angle + i sin angle)."""
+    t = ctx.dtype
+
+    def part(fn):
+        return ctx.elementwise([magnitude, angle], lambda bb, xs: bb.binary(
+            "arith.mulf", _cast(bb, xs[0], t), bb.unary(
+                fn, _cast(bb, xs[1], t), t), t))
+    return Complex(part("math.cos"), part("math.sin"))
+
+
+@_handles("aten.complex.default")
+def _complex(ctx, real, imag):
+    t = ctx.dtype
+    return Complex(*(ctx.elementwise([v], lambda bb, xs: _cast(bb, xs[0], t))
+                     for v in (real, imag)))
 
 
 def _dft_along(ctx, value, dim, norm):
@@ -2715,12 +3032,14 @@ def _dft_along(ctx, value, dim, norm):
 
 @_handles("aten.fft_fftn.default", "aten.fft_fft.default")
 def _fft(ctx, x, *args, **kwargs):
-    """fft.fftn (and fft.fft) of a real tensor over its dims (FNet mixes
-    tokens that way), as one DFT matrix product per dim; no resizing."""
+    """fft.fftn (and fft.fft) of a real or complex tensor over its dims
+    (FNet mixes tokens that way), as one DFT matrix product per dim; no
+    resizing."""
     one_d = op_name(ctx.node) == "aten.fft_fft.default"
     names = ("n", "dim", "norm") if one_d else ("s", "dim", "norm")
     given = dict(zip(names, args), **kwargs)
-    x = ctx.tensor(x)
+    x_in = x
+    x = ctx.tensor(x.real if isinstance(x, Complex) else x)
     _require_float(ctx, x)
     dims = given.get("dim")
     if one_d:
@@ -2734,6 +3053,9 @@ def _fft(ctx, x, *args, **kwargs):
     if sizes is not None and list(sizes) != [x.shape[d] for d in dims]:
         ctx.unsupported("an FFT that pads or crops (n or s) is not supported")
     value = Complex(x, None)
+    if isinstance(x_in, Complex):
+        value = Complex(x, None if x_in.imag is None else ctx.tensor(
+            x_in.imag))
     for d in dims:
         value = _dft_along(ctx, value, d, given.get("norm"))
     return value
@@ -3058,6 +3380,27 @@ def _patches(ctx, x, groups, kernel, stride, dilation, low, out):
                           *kernel), t, [], patch, hint="patches")
 
 
+@_handles("aten.unfold.default")
+def _unfold(ctx, x, dim, size, step):
+    """Tensor.unfold: the windows of ``size`` every ``step`` along
+    ``dim``, that dim counting the windows and a new last dim their
+    elements: out[..., i, ..., k] = x[..., i * step + k, ...]; a lookup,
+    so the gradient adds up where windows overlap."""
+    x = ctx.tensor(x)
+    if x.rank == 0:
+        ctx.unsupported("unfold of a 0-d tensor is not supported")
+    dim = _norm_dim(dim, x.rank)
+
+    def window(bb, names, acc):
+        at = [bb.index(d) for d in range(x.rank)]
+        start = at[dim] if step == 1 else _index_op(
+            bb, "muli", at[dim], _index_const(bb, step))
+        at[dim] = _index_op(bb, "addi", start, bb.index(x.rank))
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(ctx.shape, x.dtype, [], window, hint=ctx.hint)
+
+
 @_handles("aten.im2col.default")
 def _im2col(ctx, x, kernel_size, dilation, padding, stride):
     """nn.Unfold: the sliding windows of [N, C, H, W] (or [C, H, W]) as
@@ -3076,12 +3419,15 @@ def _im2col(ctx, x, kernel_size, dilation, padding, stride):
     return ctx.b.reshape(columns, ctx.shape)
 
 
-def _convolve(ctx, x, weight, bias, stride, padding, dilation, groups):
+def _convolve(ctx, x, weight, bias, stride, padding, dilation, groups,
+              pads=None):
     """An N-d convolution (PyTorch's cross-correlation) as im2col and a
     gemm: a generic gathers the patches [G, N, out..., C/G, kernel...] from
     the (captured) input with tensor.extract at clamped positions, zero
     where the window hangs over the padding; then patches x weight^T, so
-    the weight's gradient is a gemm and the input's a scatter-add."""
+    the weight's gradient is a gemm and the input's a scatter-add.
+    ``pads`` (low, high) pads each spatial dim unevenly (or crops, where
+    negative) instead of ``padding``."""
     x, weight = ctx.tensor(x), ctx.tensor(weight)
     _require_float(ctx, x, weight)
     spatial = weight.rank - 2
@@ -3105,7 +3451,8 @@ def _convolve(ctx, x, weight, bias, stride, padding, dilation, groups):
     og = out_channels // g
     stride = _ints(stride, spatial)
     dilation = _ints(dilation, spatial)
-    low, high = _conv_padding(ctx, padding, kernel, dilation, spatial)
+    low, high = pads or _conv_padding(ctx, padding, kernel, dilation,
+                                      spatial)
     out = [(size[i] + low[i] + high[i] - dilation[i] * (kernel[i] - 1) - 1)
            // stride[i] + 1 for i in range(spatial)]
     if any(o <= 0 for o in out):
@@ -3167,8 +3514,111 @@ def _conv(ctx, x, weight, bias=None, stride=1, padding=0, dilation=1,
 def _convolution(ctx, x, weight, bias, stride, padding, dilation, transposed,
                  output_padding, groups, *args):
     if transposed:
-        ctx.unsupported("transposed convolutions are not supported")
+        return _convolve_transposed(ctx, x, weight, bias, stride, padding,
+                                    output_padding, groups, dilation)
     return _convolve(ctx, x, weight, bias, stride, padding, dilation, groups)
+
+
+@_handles("aten.conv_transpose1d.default", "aten.conv_transpose2d.input",
+          "aten.conv_transpose3d.input")
+def _conv_transpose(ctx, x, weight, bias=None, stride=1, padding=0,
+                    output_padding=0, groups=1, dilation=1):
+    return _convolve_transposed(ctx, x, weight, bias, stride, padding,
+                                output_padding, groups, dilation)
+
+
+def _convolve_transposed(ctx, x, weight, bias, stride, padding,
+                         output_padding, groups, dilation):
+    """A transposed convolution (the gradient of a convolution with
+    respect to its input) as a convolution: of the input spread out by the
+    stride (stride - 1 zeros between elements), padded by dilation *
+    (kernel - 1) - padding on each side (plus output_padding on the high
+    one), with the kernel flipped and its [C, O/groups] channels swapped
+    per group. The zeros are multiplied too: stride^d times the work of a
+    direct form, simple and exact."""
+    x, weight = ctx.tensor(x), ctx.tensor(weight)
+    _require_float(ctx, x, weight)
+    spatial = weight.rank - 2
+    if spatial < 1:
+        ctx.unsupported("expected a [C, O/groups, k...] weight")
+    unbatched = x.rank == spatial + 1
+    if unbatched:
+        x = ctx.b.reshape(x, (1, *x.shape))
+    if x.rank != spatial + 2 or x.shape[1] != weight.shape[0] or \
+            weight.shape[0] % groups:
+        ctx.unsupported(f"a {list(x.shape)} input for a "
+                        f"{list(weight.shape)} weight in {groups} groups")
+    if isinstance(padding, str):
+        ctx.unsupported(f"padding '{padding}' of a transposed convolution")
+    stride, dilation = _ints(stride, spatial), _ints(dilation, spatial)
+    padding = _ints(padding, spatial)
+    extra = _ints(output_padding, spatial)
+    kernel = weight.shape[2:]
+    spread = _spread(ctx, x, stride)
+    # [C, O/g, k...] -> [g, O/g, C/g, k...] -> [O, C/g, k...], flipped.
+    g, cg, og = groups, weight.shape[0] // groups, weight.shape[1]
+    swapped = ctx.b.transpose(
+        ctx.b.reshape(weight, (g, cg, og, *kernel)),
+        [0, 2, 1, *range(3, 3 + spatial)])
+    swapped = ctx.b.reshape(swapped, (g * og, cg, *kernel))
+    flipped = _flipped(ctx, swapped, range(2, 2 + spatial))
+    low = [d * (k - 1) - p for d, k, p in zip(dilation, kernel, padding)]
+    high = [lo + e for lo, e in zip(low, extra)]
+    result = _convolve(ctx, spread, flipped, bias, 1, None, dilation, groups,
+                       pads=(low, high))
+    if unbatched:
+        result = ctx.b.reshape(result, result.shape[1:])
+    return result
+
+
+def _spread(ctx, x, stride):
+    """[N, C, size...] with stride - 1 zeros between neighbours along each
+    spatial dim: [N, C, (size - 1) * stride + 1...]."""
+    if all(s == 1 for s in stride):
+        return x
+    lead = x.rank - len(stride)
+    shape = x.shape[:lead] + tuple((n - 1) * s + 1 for n, s in
+                                   zip(x.shape[lead:], stride))
+
+    def body(bb, names, acc):
+        at = [bb.index(d) for d in range(lead)]
+        on_grid = []
+        for d, s in enumerate(stride):
+            i = bb.index(lead + d)
+            if s == 1:
+                at.append(i)
+                continue
+            step = _index_const(bb, s)
+            left = _index_op(bb, "remui", i, step)
+            on_grid.append(bb.op(f"arith.cmpi eq, {left}, "
+                                 f"{_index_const(bb, 0)} : index"))
+            at.append(_index_op(bb, "divui", i, step))
+        return _masked(bb, _lookup(bb, x, at), on_grid, 0.0, x.dtype)
+
+    return ctx.b.generic(shape, x.dtype, [], body, hint="spread")
+
+
+def _flipped(ctx, x, dims):
+    """``x`` reversed along ``dims`` (a lookup, so the gradient is the
+    reversed gradient)."""
+    dims = set(dims)
+
+    def body(bb, names, acc):
+        at = []
+        for d in range(x.rank):
+            i = bb.index(d)
+            if d in dims:
+                i = _index_op(bb, "subi", _index_const(bb, x.shape[d] - 1), i)
+            at.append(i)
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(x.shape, x.dtype, [], body, hint="flip")
+
+
+@_handles("aten.flip.default")
+def _flip(ctx, x, dims):
+    x = ctx.tensor(x)
+    return _flipped(ctx, x, [_norm_dim(d, x.rank) for d in dims])
 
 
 def _window_reduce(ctx, x, spatial, kernel, position, kind, scale=None):

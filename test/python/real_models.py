@@ -94,15 +94,16 @@ def deberta(count=2, seed=7, own_loss=False):
 
 class InputLoss(nn.Module):
     """A transformers model's own loss for inputs that are not token ids:
-    ``model(**{key: x}, labels=y).loss``."""
+    ``model(**{key: x}, labels=y).loss``, or, with ``keys``, the data
+    arguments passed by those names."""
 
-    def __init__(self, model, key):
+    def __init__(self, model, key, keys=None):
         super().__init__()
         self.model = model
-        self.key = key
+        self.keys = tuple(keys) if keys else (key, "labels")
 
-    def forward(self, x, y):
-        return self.model(**{self.key: x}, labels=y).loss
+    def forward(self, *data):
+        return self.model(**dict(zip(self.keys, data))).loss
 
 
 def mamba(count=2, seed=7):
@@ -184,6 +185,41 @@ def mbart(count=2, seed=7):
         pad_token_id=0)
     model = transformers.MBartForConditionalGeneration(config)
     return LossOf(model).eval(), _ids(count, seed=seed)
+
+
+def llama4(count=2, seed=7):
+    """Llama 4's text model: rotary embeddings through complex numbers
+    (view_as_complex, polar), routed and shared experts."""
+    transformers = require("transformers")
+    config = transformers.Llama4TextConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        intermediate_size=64, intermediate_size_mlp=64,
+        max_position_embeddings=64, num_local_experts=2,
+        num_experts_per_tok=1, interleave_moe_layer_step=1)
+    model = transformers.Llama4ForCausalLM(config)
+    return LossOf(model).eval(), _ids(count, seed=seed)
+
+
+def time_series(count=2, seed=7):
+    """transformers' time-series transformer: a Student's t head (its
+    log-density's lgamma and log1p, torch.distributions' argument checks)
+    on lagged values."""
+    transformers = require("transformers")
+    config = transformers.TimeSeriesTransformerConfig(
+        prediction_length=4, context_length=8, lags_sequence=[1, 2],
+        num_time_features=1, d_model=16, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=32, decoder_ffn_dim=32)
+    model = transformers.TimeSeriesTransformerForPrediction(config)
+    keys = ("past_values", "past_time_features", "past_observed_mask",
+            "future_values", "future_time_features")
+    gen = torch.Generator().manual_seed(seed)
+    batches = [(torch.randn(2, 10, generator=gen),
+                torch.randn(2, 10, 1, generator=gen), torch.ones(2, 10),
+                torch.randn(2, 4, generator=gen),
+                torch.randn(2, 4, 1, generator=gen)) for _ in range(count)]
+    return InputLoss(model, None, keys).eval(), batches
 
 
 def bloom(count=2, seed=7):
@@ -296,7 +332,8 @@ MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
 # Checked on one process only (test_aten_ops.py).
 ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
-                      "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart}
+                      "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart,
+                      "llama4": llama4, "time_series": time_series}
 
 
 def torch_reference(model, batches):

@@ -210,6 +210,18 @@ def test_integer_sums_and_broadcast_to(tmp_path):
     assert "arith.addi" in program.mlir
 
 
+def test_unfold_and_glu(tmp_path):
+    """Tensor.unfold, overlapping (the gradient adds up), in steps that
+    skip elements, along an inner dim; glu along either dim."""
+    def fn(m, h):
+        outs = [h.unfold(2, 3, 1), h.unfold(1, 2, 2), h.unfold(-1, 5, 2),
+                F.glu(h, dim=-1 if h.shape[-1] % 2 == 0 else 0),
+                F.glu(h[:, :2], dim=1)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("unfold", OnInput((2, 3, 6), fn), (randn(2, 3, 6),), tmp_path)
+
+
 def test_roll(tmp_path):
     """torch.roll over one dim, several (Swin's shifted windows), negative
     and wrapping shifts, and the flattened tensor."""
@@ -246,6 +258,73 @@ def test_rounding(tmp_path):
     check_op("rounding", OnInput((12,), fn), (randn(12),), tmp_path)
 
 
+def test_special_functions(tmp_path):
+    """lgamma (Stirling's series, shifted up to 8, reflected below 1/2:
+    values on both sides of each switch, negative ones, large ones) with
+    its derivative, digamma; log1p and expm1 near 0, where the plain forms
+    cancel, and far from it; log2, log10, exp2. torch.distributions'
+    Student's t log-density (transformers' time-series heads) is built of
+    them."""
+    points = torch.tensor([0.01, 0.3, 0.4999, 0.5001, 0.9, 1.0, 1.5, 2.0,
+                           3.3, 7.9, 8.0, 8.1, 20.5, 150.0, 1e4, -0.3,
+                           -1.7, -5.5, 1e-9, -1e-9, 0.49, -0.49, 3.0, -3.0])
+
+    def values(x, tiny):
+        # log1p and expm1 of values near 1e-9 (the plain forms lose 7
+        # digits there), scaled up to weigh as the others.
+        return [torch.lgamma(x), torch.log1p(x.abs() - 0.5),
+                torch.log1p(tiny) * 1e9, torch.expm1(x.clamp(-30.0, 30.0)),
+                torch.expm1(tiny) * 1e9, torch.log2(x.abs()),
+                torch.log10(x.abs()), torch.exp2(x.clamp(max=40.0))]
+
+    # Each value divided by its size at the points (fixed), so that small
+    # and large values weigh alike in the comparison.
+    sizes = [1.0 / (1.0 + v.double().abs())
+             for v in values(points.double(), 1e-9 * points.double())]
+
+    def fn(m, h):
+        x = h + points.to(h.dtype)
+        return torch.cat([v * w.to(h.dtype)
+                          for v, w in zip(values(x, 1e-9 * x), sizes)])
+
+    model = OnInput((points.numel(),), fn)
+    h = 1e-4 * randn(points.numel())
+    check_op("special functions", model, (h,), tmp_path)
+
+
+def test_student_t_log_density(tmp_path):
+    """The negative log-likelihood of torch.distributions.StudentT, whose
+    validation (``_is_all_true`` of its constraints) is an all-reduce."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x, y):
+            df, loc, scale = self.lin(x).unbind(-1)
+            dist = torch.distributions.StudentT(
+                2.0 + F.softplus(df), loc, F.softplus(scale) + 0.1)
+            return -dist.log_prob(y).mean()
+
+    torch.manual_seed(0)
+    check_op("student t", Model(), (randn(6, 4), randn(6, seed=2)), tmp_path)
+
+
+def test_all_and_any(tmp_path):
+    """all/any over every element, a dim, several dims, kept dims; on
+    floats (not zero) and booleans."""
+    def fn(m, h):
+        big = h > 0.3
+        picks = [big.all(), big.any(dim=1), big.all(dim=(0, 2)),
+                 h.any(dim=-1, keepdim=True), (h > -5).all(dim=0)]
+        return torch.cat([h.flatten()] + [(p.to(h.dtype) * 2).flatten() * h.sum()
+                                          for p in picks])
+
+    check_op("all and any", OnInput((2, 3, 4), fn), (randn(2, 3, 4),),
+             tmp_path)
+
+
 # -- convolution and pooling --------------------------------------------
 
 
@@ -270,11 +349,32 @@ def test_conv1d_same_padding(tmp_path):
     check_op("conv1d", model, (randn(2, 3, 9),), tmp_path)
 
 
-def test_transposed_conv_is_unsupported():
-    model = OnInput((1, 2, 4, 4), lambda m, h: m.conv(h),
-                    conv=nn.ConvTranspose2d(2, 2, 3))
-    with pytest.raises(zb.UnsupportedOpError, match="conv"):
-        zb.from_torch(model, (randn(1, 2, 4, 4),))
+def test_transposed_convolutions(tmp_path):
+    """ConvTranspose1d/2d/3d (DPT's and SAM's upsampling): strides, uneven
+    output padding, padding beyond the kernel's reach (a crop), dilation,
+    groups, no bias; an unbatched input; torch.flip."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.up1 = nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+                                          output_padding=1, groups=2)
+            self.up2 = nn.ConvTranspose2d(4, 3, (3, 2), stride=(2, 3),
+                                          padding=(2, 0), dilation=(1, 2),
+                                          output_padding=(1, 2))
+            self.up2b = nn.ConvTranspose2d(4, 2, 2, stride=2, bias=False)
+            self.up3 = nn.ConvTranspose3d(4, 2, 2, stride=(1, 2, 1),
+                                          padding=(0, 1, 1))
+
+        def forward(self, x):
+            plane = x.reshape(2, 4, 3, 4)
+            outs = [self.up1(x[:, :, :5]), self.up2(plane),
+                    self.up2b(plane), self.up2b(plane[0]),
+                    self.up3(x.reshape(2, 4, 3, 2, 2)),
+                    torch.flip(plane, (1, -1))]
+            return weighted(torch.cat([o.flatten() for o in outs]))
+
+    check_op("conv transpose", Model(), (randn(2, 4, 12),), tmp_path)
 
 
 def test_pooling(tmp_path):
@@ -519,6 +619,22 @@ def test_activations(tmp_path):
             return weighted(torch.cat([o.flatten() for o in outs]))
 
     check_op("activations", Model(), (randn(2, 3, 8),), tmp_path)
+
+
+def test_sigmoid_and_silu_of_masked_scores(tmp_path):
+    """Llama 4's router: the top scores scattered into -inf, then sigmoid
+    (0 there, with a derivative of 0, not NaN); sigmoid and SiLU over a
+    wide range (their tails saturate without overflow)."""
+    def fn(m, h):
+        top, where = torch.topk(h, 2, dim=-1)
+        scores = torch.full_like(h, float("-inf")).scatter(-1, where, top)
+        wide = torch.cat([h * 40.0, h - 90.0, h + 90.0], dim=-1)
+        return torch.cat([torch.sigmoid(scores).flatten(),
+                          torch.sigmoid(wide).flatten(),
+                          F.silu(wide).flatten() * 1e-2])
+
+    check_op("masked sigmoid", OnInput((3, 5), fn), (randn(3, 5),),
+             tmp_path)
 
 
 def test_baddbmm_and_addmm(tmp_path):
@@ -782,6 +898,53 @@ def test_fft_real_and_imaginary_parts(tmp_path):
     check_op("fft", OnInput((6, 5), fn), (randn(6, 5),), tmp_path)
 
 
+def test_complex_rotary_embedding(tmp_path):
+    """Rotary embeddings the way Meta's Llama code (and transformers'
+    Llama 4) writes them: view_as_complex of pairs, a product with
+    polar(1, angle) of a learnt frequency (so polar is not folded) and
+    with a folded complex constant, view_as_real; complex sums,
+    differences, a division by a scalar and by a real tensor, views and
+    cat of complex tensors, the FFT of a complex one, real and imag."""
+
+    class Rotary(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.freq = nn.Parameter(torch.tensor([0.3, -1.1, 0.7]))
+            angles = torch.outer(torch.arange(4.0), torch.tensor(
+                [1.0, 0.1, 0.01]))
+            self.register_buffer("fixed", torch.polar(torch.ones_like(
+                angles), angles), persistent=False)
+
+        def forward(self, x):
+            pairs = torch.view_as_complex(x.reshape(2, 4, 3, 2))
+            turn = torch.polar(torch.ones(4, 3, dtype=x.dtype),
+                               torch.arange(4.0, dtype=x.dtype)[:, None]
+                               * self.freq)
+            rotated = pairs * turn * self.fixed.to(pairs.dtype)
+            mixed = (rotated + pairs) / 2.0 - pairs * 0.25
+            scaled = mixed / (1.0 + x[..., :3] ** 2)
+            joined = torch.cat([scaled, rotated.transpose(1, 2)
+                                .reshape(2, 4, 3)], dim=1)
+            spectrum = torch.fft.fft(joined, dim=1)
+            return torch.cat([torch.view_as_real(joined).flatten(),
+                              spectrum.real.flatten(),
+                              spectrum.imag.flatten()])
+
+    torch.manual_seed(0)
+    model = Rotary()
+    check_op("complex rotary", OnInput((2, 4, 6), lambda m, h: m.rot(h),
+                                       rot=model), (randn(2, 4, 6),),
+             tmp_path)
+
+
+def test_complex_operand_of_other_ops_is_unsupported():
+    def fn(m, h):
+        return torch.view_as_complex(h.reshape(3, 2)).exp().real
+
+    with pytest.raises(zb.UnsupportedOpError, match="complex operands"):
+        zb.from_torch(OnInput((6,), fn), (randn(6),))
+
+
 def test_einsum(tmp_path):
     """torch.einsum: XLNet's attention terms, a projection contracting two
     labels, a broadcast ellipsis, the implicit output, three operands, an
@@ -1014,7 +1177,8 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 
 @pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama", "mamba",
                                   "deepseek_v3", "whisper", "wav2vec2",
-                                  "mbart", "wavlm"])
+                                  "mbart", "wavlm", "llama4",
+                                  "time_series"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()
