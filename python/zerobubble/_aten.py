@@ -348,6 +348,30 @@ def _updates_a_read_view(node):
     return False
 
 
+# The value of an item() that feeds runtime assertions alone.
+_CHECKED_ONLY = object()
+# Python's scalar operators on such values (torch.export's symbolic ints).
+_SCALAR_OPS = frozenset((operator.le, operator.lt, operator.ge, operator.gt,
+                         operator.eq, operator.ne, operator.and_,
+                         operator.or_, operator.not_, operator.add,
+                         operator.sub, operator.mul, operator.floordiv,
+                         operator.mod, operator.neg))
+
+
+def _only_checked(node):
+    """Whether every use of ``node``, through Python scalar operators,
+    ends in a runtime assertion (aten._assert_scalar...)."""
+    for user in node.users:
+        if user.op != "call_function":
+            return False
+        if _IGNORED.match(op_name(user)) and op_name(user).startswith(
+                "aten._assert"):
+            continue
+        if user.target not in _SCALAR_OPS or not _only_checked(user):
+            return False
+    return True
+
+
 def _translate(translator, node, name):
     if node.target is operator.getitem:
         item = translator.env[node.args[0]][node.args[1]]
@@ -359,6 +383,22 @@ def _translate(translator, node, name):
         return item
     if _IGNORED.match(name):
         return None
+    if name == "aten.item.default" and _only_checked(node):
+        # A value read in Python only to assert on it (XLM's
+        # ``assert lengths.max().item() <= slen``): the compiled program
+        # leaves the check out, as it leaves out torch.export's other
+        # runtime assertions.
+        return _CHECKED_ONLY
+    if name == "aten.item.default":
+        raise UnsupportedOpError(
+            op_name(node), *module_of(node),
+            detail="the module reads a tensor's value in Python (.item(), "
+            "int(), float()) for more than an assertion; from_torch "
+            "compiles one program for every batch: compute it from shapes "
+            "or keep it a tensor")
+    if any(translator.env.get(a) is _CHECKED_ONLY for a in node.args
+           if isinstance(a, torch.fx.Node)):
+        return _CHECKED_ONLY
     args, kwargs = pytree.tree_map(
         lambda x: translator.env[x] if isinstance(x, torch.fx.Node) else x,
         (node.args, node.kwargs))
@@ -1055,6 +1095,31 @@ def _glu(ctx, x, dim=-1):
         "arith.mulf", xs[0][0], _sigmoid(bb, xs[1][0], x.dtype), x.dtype))
 
 
+@_handles("aten.pixel_shuffle.default")
+def _pixel_shuffle(ctx, x, factor):
+    """[..., C r^2, H, W] -> [..., C, H r, W r]: each pixel's r x r
+    channels spread over an r x r block (a reshape, a transpose, a
+    reshape)."""
+    x = ctx.tensor(x)
+    lead, (c, h, w), r = x.shape[:-3], x.shape[-3:], factor
+    k = len(lead)
+    spread = ctx.b.reshape(x, (*lead, c // (r * r), r, r, h, w))
+    order = list(range(k)) + [k, k + 3, k + 1, k + 4, k + 2]
+    return ctx.b.reshape(ctx.b.transpose(spread, order), ctx.shape)
+
+
+@_handles("aten.pixel_unshuffle.default")
+def _pixel_unshuffle(ctx, x, factor):
+    """[..., C, H r, W r] -> [..., C r^2, H, W], pixel_shuffle's
+    inverse."""
+    x = ctx.tensor(x)
+    lead, (c, h, w), r = x.shape[:-3], x.shape[-3:], factor
+    k = len(lead)
+    blocks = ctx.b.reshape(x, (*lead, c, h // r, r, w // r, r))
+    order = list(range(k)) + [k, k + 2, k + 4, k + 1, k + 3]
+    return ctx.b.reshape(ctx.b.transpose(blocks, order), ctx.shape)
+
+
 @_handles("aten.unbind.int")
 def _unbind(ctx, x, dim=0):
     x = ctx.tensor(x)
@@ -1693,6 +1758,13 @@ def _require_float(ctx, *values):
             ctx.unsupported("only float operands are supported")
 
 
+def _require_float_or_integer(ctx, x):
+    """Floats or integers (XLM's longest sequence, ``lengths.max()``); not
+    booleans, whose order is not the signed one of i1."""
+    if x.dtype == "i1":
+        ctx.unsupported("booleans are not supported (use any/all)")
+
+
 @_handles("aten.matmul.default", "aten.mm.default", "aten.bmm.default")
 def _matmul_op(ctx, a, b):
     _require_float(ctx, a, b)
@@ -2036,7 +2108,7 @@ def _argmax(ctx, x, dim=None, keepdim=False):
           "aten.min.default")
 def _amax(ctx, x, dim=(), keepdim=False):
     x = ctx.tensor(x)
-    _require_float(ctx, x)
+    _require_float_or_integer(ctx, x)
     dims = ([dim] if isinstance(dim, int) else list(dim)) or \
         list(range(x.rank))
     largest = ".max" in op_name(ctx.node) or "amax" in op_name(ctx.node)
@@ -2050,7 +2122,7 @@ def _max_dim(ctx, x, dim, keepdim=False):
     """(values, indices) along ``dim``: the first extremal element (or
     NaN), whose lookup carries the gradient, as in PyTorch."""
     x = ctx.tensor(x)
-    _require_float(ctx, x)
+    _require_float_or_integer(ctx, x)
     shape = tuple(int(d) for d in ctx.val[0].shape)
     largest = op_name(ctx.node).startswith("aten.max")
     dim = _norm_dim(dim, x.rank)
@@ -2261,6 +2333,24 @@ def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
         ctx.unsupported(f"only the 2-, 1- and max-norms are supported, "
                         f"not ord={ord}")
     return ctx.b.reshape(norm, ctx.shape)
+
+
+@_handles("aten.linalg_norm.default", "aten.linalg_norm.ord_str")
+def _linalg_norm(ctx, x, ord=None, dim=None, keepdim=False, dtype=None):
+    """torch.linalg.norm: with ``ord`` None the 2-norm of the elements
+    over ``dim`` (Frobenius's over two dims), with a number and one dim
+    (or a 1-d input) that vector norm; matrix norms (ord over two dims)
+    are refused."""
+    x = ctx.tensor(x)
+    dims = list(range(x.rank)) if dim is None else (
+        [dim] if isinstance(dim, int) else list(dim))
+    if ord is None or ord == "fro":
+        if ord == "fro" and len(dims) != 2:
+            ctx.unsupported("the Frobenius norm over other than two dims")
+        ord = 2
+    elif len(dims) != 1:
+        ctx.unsupported(f"the matrix norm ord={ord} is not supported")
+    return _vector_norm(ctx, x, ord, dims, keepdim)
 
 
 @_handles("aten.logsumexp.default")
@@ -2604,24 +2694,63 @@ def _nll_loss(ctx, log_probs, target, weight=None, reduction=1,
     return loss
 
 
-@_handles("aten.mse_loss.default")
-def _mse_loss(ctx, a, b, reduction=1):
+def _pointwise_loss(ctx, a, b, reduction, error):
+    """``error(body, d, |d|, t)`` of each difference d = a - b, then
+    reduced as ``reduction`` says (mean, sum or none)."""
     a = ctx.tensor(a)
+    _require_float(ctx, a)
     t = a.dtype
 
-    def square_error(bb, xs):
+    def each(bb, xs):
         d = bb.binary("arith.subf", xs[0][0], _cast(bb, xs[1], t), t)
-        return bb.binary("arith.mulf", d, d, t)
+        return error(bb, d, bb.unary("math.absf", d, t), t)
 
-    squared = ctx.elementwise([a, b], square_error, shape=a.shape, dtype=t,
-                              hint="sq_err")
+    errors = ctx.elementwise([a, b], each, shape=a.shape, dtype=t,
+                             hint="err")
     mode = _REDUCTIONS.get(reduction)
     if mode == "none":
-        return squared
-    return ctx.reduce(squared, list(range(a.rank)), 0.0,
+        return errors
+    return ctx.reduce(errors, list(range(a.rank)), 0.0,
                       lambda bb, e, acc: _add_acc(bb, e, acc, t),
                       scale=1.0 / a.size if mode == "mean" else None,
                       hint=ctx.hint)
+
+
+@_handles("aten.mse_loss.default")
+def _mse_loss(ctx, a, b, reduction=1):
+    return _pointwise_loss(ctx, a, b, reduction, lambda bb, d, m, t:
+                           bb.binary("arith.mulf", d, d, t))
+
+
+@_handles("aten.l1_loss.default")
+def _l1_loss(ctx, a, b, reduction=1):
+    return _pointwise_loss(ctx, a, b, reduction, lambda bb, d, m, t: m)
+
+
+def _quadratic_near_zero(bb, d, m, t, width, scale):
+    """``scale`` * (d^2 / (2 width)) where |d| < width, else ``scale`` *
+    (|d| - width / 2): smooth L1 (scale 1) and Huber (scale width)."""
+    if width == 0:
+        return m
+    near = bb.op(f"arith.cmpf olt, {m}, {bb.const(width, t)} : {t}")
+    inner = bb.binary("arith.mulf", bb.binary("arith.mulf", d, d, t),
+                      bb.const(scale * 0.5 / width, t), t)
+    outer = bb.binary("arith.mulf", bb.binary(
+        "arith.subf", m, bb.const(0.5 * width, t), t),
+        bb.const(float(scale), t), t)
+    return bb.select(near, inner, outer, t)
+
+
+@_handles("aten.smooth_l1_loss.default")
+def _smooth_l1_loss(ctx, a, b, reduction=1, beta=1.0):
+    return _pointwise_loss(ctx, a, b, reduction, lambda bb, d, m, t:
+                           _quadratic_near_zero(bb, d, m, t, beta, 1.0))
+
+
+@_handles("aten.huber_loss.default")
+def _huber_loss(ctx, a, b, reduction=1, delta=1.0):
+    return _pointwise_loss(ctx, a, b, reduction, lambda bb, d, m, t:
+                           _quadratic_near_zero(bb, d, m, t, delta, delta))
 
 
 # -- padding, indexing and scans ----------------------------------------
@@ -2630,9 +2759,76 @@ def _mse_loss(ctx, a, b, reduction=1):
 @_handles("aten.pad.default")
 def _pad(ctx, x, pad, mode="constant", value=None):
     if mode != "constant":
-        ctx.unsupported(f"padding mode '{mode}' is not supported (only "
-                        "'constant')")
+        return _index_pad(ctx, x, pad, mode)
     return _constant_pad(ctx, x, pad, 0 if value is None else value)
+
+
+@_handles("aten.reflection_pad1d.default", "aten.reflection_pad2d.default",
+          "aten.reflection_pad3d.default")
+def _reflection_pad(ctx, x, pad):
+    return _index_pad(ctx, x, pad, "reflect")
+
+
+@_handles("aten.replication_pad1d.default", "aten.replication_pad2d.default",
+          "aten.replication_pad3d.default")
+def _replication_pad(ctx, x, pad):
+    return _index_pad(ctx, x, pad, "replicate")
+
+
+@_handles("aten._pad_circular.default")
+def _circular_pad(ctx, x, pad):
+    return _index_pad(ctx, x, pad, "circular")
+
+
+def _index_pad(ctx, x, pad, mode):
+    """Reflect, replicate or circular padding (``pad`` as F.pad's: last
+    dim first): each element a lookup of the input at the position the
+    mode maps it to (x[1], x[0], x[n - 1]... before x[0] for reflect,
+    x[0] for replicate, x[n - 1] for circular), so the gradient adds up
+    where positions repeat."""
+    x = ctx.tensor(x)
+    pad = [int(p) for p in pad]
+    if mode not in ("reflect", "replicate", "circular"):
+        ctx.unsupported(f"padding mode '{mode}' is not supported")
+    if len(pad) % 2 or len(pad) // 2 > x.rank or min(pad, default=0) < 0:
+        ctx.unsupported(f"bad padding {pad} for a rank-{x.rank} input "
+                        f"in mode '{mode}'")
+    low = [0] * x.rank
+    for i in range(len(pad) // 2):
+        d = x.rank - 1 - i
+        low[d] = pad[2 * i]
+        limit = x.shape[d] - (1 if mode == "reflect" else 0)
+        if mode != "replicate" and max(pad[2 * i:2 * i + 2]) > limit:
+            ctx.unsupported(f"{mode} padding {pad[2 * i:2 * i + 2]} of a "
+                            f"dim of size {x.shape[d]}")
+
+    def body(bb, names, acc):
+        at = []
+        for d in range(x.rank):
+            i = bb.index(d)
+            if ctx.shape[d] == x.shape[d] and not low[d]:
+                at.append(i)
+                continue
+            n = x.shape[d]
+            i = _index_op(bb, "subi", i, _index_const(bb, low[d]))
+            zero, last = _index_const(bb, 0), _index_const(bb, n - 1)
+            below = bb.op(f"arith.cmpi slt, {i}, {zero} : index")
+            above = bb.op(f"arith.cmpi sgt, {i}, {last} : index")
+            if mode == "replicate":
+                under, over = zero, last
+            elif mode == "reflect":
+                under = _index_op(bb, "subi", zero, i)
+                over = _index_op(bb, "subi", _index_const(bb, 2 * (n - 1)),
+                                 i)
+            else:
+                under = _index_op(bb, "addi", i, _index_const(bb, n))
+                over = _index_op(bb, "subi", i, _index_const(bb, n))
+            i = bb.select(below, under, bb.select(above, over, i, "index"),
+                          "index")
+            at.append(i)
+        return _lookup(bb, x, at)
+
+    return ctx.b.generic(ctx.shape, x.dtype, [], body, hint=ctx.hint)
 
 
 @_handles("aten.constant_pad_nd.default")

@@ -222,6 +222,16 @@ def time_series(count=2, seed=7):
     return InputLoss(model, None, keys).eval(), batches
 
 
+def xlm(count=2, seed=7):
+    """XLM: sinusoidal positions, and an ``assert lengths.max().item() <=
+    slen`` on the token count (a runtime check left out)."""
+    transformers = require("transformers")
+    config = transformers.XLMConfig(vocab_size=64, emb_dim=32, n_layers=2,
+                                    n_heads=4, max_position_embeddings=64)
+    model = transformers.XLMWithLMHeadModel(config)
+    return LossOf(model).eval(), _ids(count, seed=seed)
+
+
 def bloom(count=2, seed=7):
     transformers = require("transformers")
     config = transformers.BloomConfig(
@@ -333,7 +343,8 @@ MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
 ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
                       "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart,
-                      "llama4": llama4, "time_series": time_series}
+                      "llama4": llama4, "time_series": time_series,
+                      "xlm": xlm}
 
 
 def torch_reference(model, batches):
