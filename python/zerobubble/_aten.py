@@ -2951,6 +2951,115 @@ def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
     return weights
 
 
+@_handles("aten.grid_sampler_2d.default", "aten.grid_sampler.default")
+def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
+    """F.grid_sample on [N, C, H, W] at the [N, Ho, Wo, 2] grid's (x, y)
+    in [-1, 1]: bilinear (the four neighbours' lookups weighted by the
+    distances, so the gradient reaches the input as a scatter-add and the
+    grid through the weights) or nearest (halves to even, no gradient to
+    the grid); zeros or border padding."""
+    x, grid = ctx.tensor(x), ctx.tensor(grid)
+    _require_float(ctx, x, grid)
+    if x.rank != 4:
+        ctx.unsupported("only 2-d grid sampling ([N, C, H, W]) is supported")
+    if interpolation not in (0, 1) or padding not in (0, 1):
+        ctx.unsupported("only bilinear and nearest sampling with zeros or "
+                        "border padding are supported")
+    t = x.dtype
+    n, c, height, width = x.shape
+    out = (n, c, grid.shape[1], grid.shape[2])
+    gx, gy = (ctx.b.reshape(p, grid.shape[:3])
+              for p in _pieces(ctx, grid, 3, [1, 1]))
+
+    def body(bb, names, acc):
+        def f(v):
+            return bb.const(float(v), t)
+
+        def coordinate(g, size):
+            # [-1, 1] to pixels: the corners' centres (align_corners) or
+            # the corners' edges; border padding clamps into the image.
+            if align_corners:
+                p = bb.binary("arith.mulf", bb.binary("arith.addf", g, f(1),
+                                                      t), f((size - 1) / 2),
+                              t)
+            else:
+                p = bb.binary("arith.subf", bb.binary(
+                    "arith.mulf", bb.binary("arith.addf", g, f(1), t),
+                    f(size / 2), t), f(0.5), t)
+            if padding == 1:
+                p = bb.binary("arith.minimumf", bb.binary(
+                    "arith.maximumf", p, f(0), t), f(size - 1), t)
+            return p
+
+        def at(ix, iy):
+            """x at integer-valued float positions: (value, inside)."""
+            checks, index = [], []
+            for v, size in ((iy, height), (ix, width)):
+                checks.append(bb.op(f"arith.cmpf oge, {v}, {f(0)} : {t}"))
+                checks.append(bb.op(
+                    f"arith.cmpf ole, {v}, {f(size - 1)} : {t}"))
+                safe = bb.binary("arith.minimumf", bb.binary(
+                    "arith.maximumf", v, f(0), t), f(size - 1), t)
+                index.append(_to_index(bb, bb.op(
+                    f"arith.fptosi {safe} : {t} to i64", "i"), "i64"))
+            value = _lookup(bb, x, [bb.index(0), bb.index(1), *index])
+            return value, _all_of(bb, checks)
+
+        px, py = coordinate(names[0], width), coordinate(names[1], height)
+        if interpolation == 1:
+            value, inside = at(bb.unary("math.roundeven", px, t),
+                               bb.unary("math.roundeven", py, t))
+            return bb.select(inside, value, f(0), t)
+        x0, y0 = bb.unary("math.floor", px, t), bb.unary("math.floor", py, t)
+        x1, y1 = (bb.binary("arith.addf", v, f(1), t) for v in (x0, y0))
+        total = f(0)
+        for cx, wx in ((x0, bb.binary("arith.subf", x1, px, t)),
+                       (x1, bb.binary("arith.subf", px, x0, t))):
+            for cy, wy in ((y0, bb.binary("arith.subf", y1, py, t)),
+                           (y1, bb.binary("arith.subf", py, y0, t))):
+                value, inside = at(cx, cy)
+                term = bb.binary("arith.mulf", value, bb.binary(
+                    "arith.mulf", wx, wy, t), t)
+                total = bb.binary("arith.addf", total, bb.select(
+                    inside, term, f(0), t), t)
+        return total
+
+    return ctx.b.generic(out, t, [(gx, [0, 2, 3]), (gy, [0, 2, 3])], body,
+                         hint=ctx.hint)
+
+
+@_handles("aten.affine_grid_generator.default")
+def _affine_grid(ctx, theta, size, align_corners):
+    """F.affine_grid for 2-d sizes: each output pixel's normalised (x, y,
+    1) times theta^T ([N, 2, 3]), a product with a constant base grid."""
+    theta = ctx.tensor(theta)
+    _require_float(ctx, theta)
+    if len(size) != 4:
+        ctx.unsupported("only 2-d affine grids are supported")
+    n, _, height, width = (int(v) for v in size)
+
+    def steps(count):
+        if align_corners:
+            return np.linspace(-1.0, 1.0, count) if count > 1 else \
+                np.zeros(1)
+        return (np.arange(count) * 2.0 + 1.0) / count - 1.0
+
+    base = np.stack(np.broadcast_arrays(
+        steps(width)[None, :], steps(height)[:, None],
+        np.ones((height, width))), axis=-1)
+    t = theta.dtype
+    base = ctx.b.dense(base, t)
+
+    def mul_add(bb, names, acc):
+        return bb.binary("arith.addf", acc, bb.binary(
+            "arith.mulf", names[0], names[1], t), t)
+
+    return ctx.b.generic((n, height, width, 2), t,
+                         [(base, [1, 2, 4]), (theta, [0, 3, 4])], mul_add,
+                         reductions=1, init=ctx.b.filled(
+                             (n, height, width, 2), t, 0.0), hint=ctx.hint)
+
+
 def _upsample(mode):
     """F.interpolate's nearest, nearest-exact, (bi/tri)linear and bicubic
     modes: per spatial dimension, a product with the constant interpolation

@@ -463,6 +463,39 @@ def test_interpolate(tmp_path):
              tmp_path)
 
 
+def test_grid_sample_and_affine_grid(tmp_path):
+    """A spatial transformer: affine_grid of a learnt theta (both corner
+    conventions), then grid_sample bilinear and nearest, zeros and border
+    padding, points inside, on the edges and outside the image; the
+    gradient reaches the image and theta (through the bilinear weights)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.theta = nn.Parameter(torch.tensor(
+                [[[0.9, -0.3, 0.1], [0.2, 1.2, -0.15]],
+                 [[1.3, 0.1, 0.4], [-0.2, 0.8, 0.05]]]))
+
+        def forward(self, x):
+            outs = []
+            for corners in (False, True):
+                grid = F.affine_grid(self.theta, [2, 3, 5, 6],
+                                     align_corners=corners)
+                for mode, padding in self.modes:
+                    outs.append(F.grid_sample(
+                        x, grid, mode=mode, padding_mode=padding,
+                        align_corners=corners))
+            return weighted(torch.cat([o.flatten() for o in outs]))
+
+    model = Model()
+    model.modes = [("bilinear", "zeros"), ("bilinear", "border"),
+                   ("nearest", "zeros"), ("nearest", "border")]
+    # Against autograd alone: sampling is piecewise linear (nearest:
+    # constant) in theta, and with hundreds of sampled points some cross a
+    # pixel boundary within a finite-difference step.
+    check_op("grid sample", model, (randn(2, 3, 4, 5),), tmp_path,
+             check_grad=False)
+
+
 def test_max_pool_ties_go_to_the_first(tmp_path):
     """Windows holding their maximum more than once (integer-valued input;
     a stride-2 pool's output pooled again with stride 1, as GoogLeNet
