@@ -2951,6 +2951,178 @@ def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
     return weights
 
 
+# -- recurrent layers -----------------------------------------------------
+# nn.LSTM, nn.GRU and nn.RNN unrolled over the (fixed) sequence: per layer
+# and direction the input's projection for every step is one gemm, then
+# each step a gemm of the hidden state and the gate arithmetic, as
+# PyTorch's cells compute them.
+
+_RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def _rnn(ctx, kind, x, hx, params, has_biases, num_layers, dropout, train,
+         bidirectional, batch_first):
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    if dropout and train:
+        ctx.unsupported("dropout between recurrent layers in training is "
+                        "not supported")
+    t = x.dtype
+    unbatched = x.rank == 2
+    if unbatched:
+        x = ctx.b.reshape(x, (x.shape[0], 1, x.shape[1]))
+    elif batch_first:
+        x = ctx.b.transpose(x, [1, 0, 2])
+    steps, batch = x.shape[0], x.shape[1]
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    if len(params) != num_layers * directions * per:
+        ctx.unsupported("recurrent layers with projections (proj_size) are "
+                        "not supported")
+    hidden = ctx.tensor(params[1]).shape[1]
+    states = [ctx.tensor(h) for h in hx]
+    if unbatched:
+        states = [ctx.b.reshape(h, (h.shape[0], 1, h.shape[1]))
+                  for h in states]
+    finals = [[] for _ in states]
+    for layer in range(num_layers):
+        outputs = []
+        for d in range(directions):
+            k = layer * directions + d
+            weights = [ctx.tensor(p) for p in params[k * per:(k + 1) * per]]
+            _require_float(ctx, *weights)
+            start = [_rnn_state(ctx, h, k) for h in states]
+            sequence, last = _rnn_direction(ctx, kind, x, weights, start,
+                                            reverse=d == 1)
+            outputs.append(sequence)
+            for slot, value in zip(finals, last):
+                slot.append(ctx.b.reshape(value, (1, batch, hidden)))
+        x = outputs[0] if directions == 1 else _joined(
+            ctx, outputs, 2, (steps, batch, directions * hidden), t)
+    out = x
+    if unbatched:
+        out = ctx.b.reshape(out, (steps, out.shape[2]))
+    elif batch_first:
+        out = ctx.b.transpose(out, [1, 0, 2])
+    results = [out]
+    for slot in finals:
+        joined = _joined(ctx, slot, 0, (len(slot), batch, hidden), t)
+        results.append(ctx.b.reshape(joined, (len(slot), hidden))
+                       if unbatched else joined)
+    return tuple(results)
+
+
+def _rnn_state(ctx, h, k):
+    """Layer-direction ``k``'s [B, H] initial state of [L*D, B, H]."""
+    piece = ctx.b.extract_slice(h, [k, 0, 0], [1, *h.shape[1:]], [1, 1, 1])
+    return ctx.b.reshape(piece, h.shape[1:])
+
+
+def _joined(ctx, pieces, dim, shape, t):
+    """``pieces`` concatenated along ``dim`` into ``shape``."""
+    result = ctx.b.empty(shape, t)
+    offset = 0
+    for piece in pieces:
+        offsets = [0] * len(shape)
+        offsets[dim] = offset
+        result = ctx.b.insert_slice(piece, result, offsets)
+        offset += piece.shape[dim]
+    return result
+
+
+def _rnn_direction(ctx, kind, x, weights, state, reverse):
+    """One layer-direction over [T, B, I] ``x``: ([T, B, H] outputs, its
+    final states)."""
+    steps, batch = x.shape[0], x.shape[1]
+    w_ih, w_hh = weights[0], weights[1]
+    b_ih, b_hh = (weights[2], weights[3]) if len(weights) == 4 else (None,
+                                                                     None)
+    width = w_ih.shape[0]
+    t = x.dtype
+    projected = ctx.b.matmul(ctx.b.reshape(x, (steps * batch, x.shape[2])),
+                             w_ih, transpose_b=True, hint="rnn_x")
+    if b_ih is not None:
+        projected = _plus_row(ctx, projected, b_ih)
+    projected = ctx.b.reshape(projected, (steps, batch, width))
+    outputs = [None] * steps
+    for step in (reversed(range(steps)) if reverse else range(steps)):
+        xw = ctx.b.reshape(ctx.b.extract_slice(
+            projected, [step, 0, 0], [1, batch, width], [1, 1, 1]),
+            (batch, width))
+        hw = ctx.b.matmul(state[0], w_hh, transpose_b=True, hint="rnn_h")
+        if b_hh is not None:
+            hw = _plus_row(ctx, hw, b_hh)
+        state = _rnn_cell(ctx, kind, xw, hw, state, t)
+        outputs[step] = ctx.b.reshape(state[0], (1, batch,
+                                                 state[0].shape[1]))
+    return _joined(ctx, outputs, 0, (steps, batch, state[0].shape[1]),
+                   t), state
+
+
+def _plus_row(ctx, m, row):
+    return ctx.elementwise([m, row], lambda bb, xs: bb.binary(
+        "arith.addf", xs[0][0], xs[1][0], m.dtype), shape=m.shape,
+        dtype=m.dtype)
+
+
+def _rnn_cell(ctx, kind, xw, hw, state, t):
+    """The new states from the step's input and hidden projections
+    ([B, G*H] each, gates in PyTorch's order)."""
+    hidden = hw.shape[1] // _RNN_GATES[kind]
+    shape = (hw.shape[0], hidden)
+
+    def gate(v, i):
+        return ctx.b.extract_slice(v, [0, i * hidden], list(shape), [1, 1])
+
+    def each(operands, fn):
+        return ctx.elementwise(operands, lambda bb, xs: fn(
+            bb, *[n for n, _ in xs]), shape=shape, dtype=t)
+
+    def add(bb, a, b):
+        return bb.binary("arith.addf", a, b, t)
+
+    def mul(bb, a, b):
+        return bb.binary("arith.mulf", a, b, t)
+
+    if kind in ("rnn_tanh", "rnn_relu"):
+        return [each([xw, hw], lambda bb, a, b: bb.unary(
+            "math.tanh", add(bb, a, b), t) if kind == "rnn_tanh" else
+            bb.binary("arith.maximumf", add(bb, a, b), bb.const(0.0, t),
+                      t))]
+    if kind == "lstm":
+        i, f, g, o = (each([gate(xw, k), gate(hw, k)], add) for k in range(4))
+        c = each([f, state[1], i, g], lambda bb, f_, c_, i_, g_: add(
+            bb, mul(bb, _sigmoid(bb, f_, t), c_),
+            mul(bb, _sigmoid(bb, i_, t), bb.unary("math.tanh", g_, t))))
+        h = each([o, c], lambda bb, o_, c_: mul(
+            bb, _sigmoid(bb, o_, t), bb.unary("math.tanh", c_, t)))
+        return [h, c]
+    # GRU: r and z from both projections; n = tanh(x_n + r (W_hn h + b_hn)).
+    r, z = (each([gate(xw, k), gate(hw, k)], add) for k in range(2))
+    n = each([gate(xw, 2), r, gate(hw, 2)], lambda bb, xn, r_, hn: bb.unary(
+        "math.tanh", add(bb, xn, mul(bb, _sigmoid(bb, r_, t), hn)), t))
+    h = each([z, n, state[0]], lambda bb, z_, n_, h_: add(
+        bb, n_, mul(bb, _sigmoid(bb, z_, t), bb.binary("arith.subf", h_, n_,
+                                                       t))))
+    return [h]
+
+
+@_handles("aten.lstm.input")
+def _lstm(ctx, x, hx, params, *flags):
+    return _rnn(ctx, "lstm", x, hx, params, *flags)
+
+
+@_handles("aten.gru.input")
+def _gru(ctx, x, hx, params, *flags):
+    return _rnn(ctx, "gru", x, [hx], params, *flags)
+
+
+@_handles("aten.rnn_tanh.input", "aten.rnn_relu.input")
+def _vanilla_rnn(ctx, x, hx, params, *flags):
+    kind = op_name(ctx.node).split(".")[1]
+    return _rnn(ctx, kind, x, [hx], params, *flags)
+
+
 @_handles("aten.grid_sampler_2d.default", "aten.grid_sampler.default")
 def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
     """F.grid_sample on [N, C, H, W] at the [N, Ho, Wo, 2] grid's (x, y)

@@ -463,6 +463,33 @@ def test_interpolate(tmp_path):
              tmp_path)
 
 
+@pytest.mark.filterwarnings("ignore:The tensor attributes")
+def test_recurrent_layers(tmp_path):
+    """nn.LSTM (two bidirectional layers, batch first, given states),
+    nn.GRU (sequence first, no bias), nn.RNN (tanh and ReLU, unbatched),
+    their outputs and final states, unrolled over the sequence."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lstm = nn.LSTM(4, 3, num_layers=2, batch_first=True,
+                                bidirectional=True)
+            self.gru = nn.GRU(6, 5, bias=False)
+            self.rnn = nn.RNN(5, 2, nonlinearity="relu", num_layers=2)
+            self.tanh = nn.RNN(4, 3, bidirectional=True)
+            self.h0 = nn.Parameter(0.1 * torch.randn(4, 2, 3))
+
+        def forward(self, x):
+            y, (h, c) = self.lstm(x, (self.h0, torch.tanh(self.h0)))
+            z, hz = self.gru(y)
+            r, hr = self.rnn(z[:, 0])
+            u, hu = self.tanh(x[0])
+            return weighted(torch.cat([v.flatten() for v in
+                                       (y, h, c, z, hz, r, hr, u, hu)]))
+
+    check_op("recurrent", Model(), (randn(2, 5, 4),), tmp_path)
+
+
 def test_grid_sample_and_affine_grid(tmp_path):
     """A spatial transformer: affine_grid of a learnt theta (both corner
     conventions), then grid_sample bilinear and nearest, zeros and border
