@@ -1131,17 +1131,22 @@ def _unbind(ctx, x, dim=0):
 
 @_handles("aten.cat.default")
 def _cat(ctx, tensors, dim=0):
-    dim = _norm_dim(dim, len(ctx.shape))
-    result = ctx.b.empty(ctx.shape, ctx.dtype)
+    return _joined(ctx, [ctx.tensor(x) for x in tensors],
+                   _norm_dim(dim, len(ctx.shape)), ctx.shape, ctx.dtype)
+
+
+def _joined(ctx, pieces, dim, shape, t):
+    """``pieces`` concatenated along ``dim`` into ``shape`` (empty ones,
+    which PyTorch's cat also takes in other shapes, left out)."""
+    result = ctx.b.empty(shape, t)
     offset = 0
-    for x in tensors:
-        x = ctx.tensor(x)
-        if x.size == 0:
+    for piece in pieces:
+        if piece.size == 0:
             continue
-        offsets = [0] * len(ctx.shape)
+        offsets = [0] * len(shape)
         offsets[dim] = offset
-        result = ctx.b.insert_slice(x, result, offsets)
-        offset += x.shape[dim]
+        result = ctx.b.insert_slice(piece, result, offsets)
+        offset += piece.shape[dim]
     return result
 
 
@@ -3018,18 +3023,6 @@ def _rnn_state(ctx, h, k):
     return ctx.b.reshape(piece, h.shape[1:])
 
 
-def _joined(ctx, pieces, dim, shape, t):
-    """``pieces`` concatenated along ``dim`` into ``shape``."""
-    result = ctx.b.empty(shape, t)
-    offset = 0
-    for piece in pieces:
-        offsets = [0] * len(shape)
-        offsets[dim] = offset
-        result = ctx.b.insert_slice(piece, result, offsets)
-        offset += piece.shape[dim]
-    return result
-
-
 def _rnn_direction(ctx, kind, x, weights, state, reverse):
     """One layer-direction over [T, B, I] ``x``: ([T, B, H] outputs, its
     final states)."""
@@ -3452,11 +3445,9 @@ def _view_as_real(ctx, x):
     real = ctx.tensor(real)
     imag = ctx.b.filled(real.shape, real.dtype, 0.0) if imag is None \
         else ctx.tensor(imag)
-    result = ctx.b.empty(ctx.shape, ctx.dtype)
-    for k, part in enumerate((real, imag)):
-        result = ctx.b.insert_slice(ctx.b.reshape(part, real.shape + (1,)),
-                                    result, [0] * real.rank + [k])
-    return result
+    return _joined(ctx, [ctx.b.reshape(part, real.shape + (1,))
+                         for part in (real, imag)], real.rank, ctx.shape,
+                   ctx.dtype)
 
 
 @_handles("aten.polar.default")
