@@ -89,7 +89,7 @@ _HANDLERS = {}
 _IGNORED = re.compile(r"^aten\._assert|^aten\.sym_constrain")
 # Random ops: never folded at export time (a constant would draw once).
 _RANDOM = re.compile(r"rand|dropout|bernoulli|normal|uniform|multinomial|"
-                     r"exponential|geometric|cauchy|poisson|binomial|"
+                     r"exponential|geometric|cauchy|poisson\b|binomial|"
                      r"_standard_gamma|dirichlet|rrelu")
 # What a user can do about a random op in the forward without a handler
 # (multinomial, exponential_...).
@@ -408,6 +408,21 @@ def _translate(translator, node, name):
         return _fold(node, args, kwargs)
     canonical = _canonical_name(name)
     handler = _HANDLERS.get(canonical)
+    if handler is None and not _RANDOM.search(name):
+        graph = _decomposition(node)
+        if graph is not None:
+            tensors = [a for a in pytree.tree_leaves((node.args,
+                                                      node.kwargs))
+                       if isinstance(a, torch.fx.Node)]
+            try:
+                return _inline(translator, graph,
+                               [translator.env[a] for a in tensors])
+            except UnsupportedOpError as error:
+                raise UnsupportedOpError(
+                    op_name(node), *module_of(node),
+                    detail=f"its decomposition uses {error.op!r}: "
+                    f"{error.detail}" if error.detail else
+                    f"its decomposition uses {error.op!r}") from error
     if handler is None:
         raise UnsupportedOpError(op_name(node), *module_of(node),
                                  _RANDOM_DETAIL if _RANDOM.search(name)
@@ -418,6 +433,54 @@ def _translate(translator, node, name):
     result = handler(ctx, *args, **kwargs)
     ctx.check(result)
     return result
+
+
+def _decomposition(node):
+    """For an ATen op without a handler, the graph of PyTorch's own
+    decomposition of it (its CompositeImplicitAutograd kernel, or
+    torch._decomp's entry: cosine_similarity, binary_cross_entropy, var,
+    logit...), traced on fake tensors of the node's argument shapes and
+    taking the node's tensor arguments as its inputs, in order; None when
+    there is none (or it calls the op again)."""
+    op = node.target
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    from torch._decomp import decomposition_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+    decompose = None
+    if op.has_kernel_for_dispatch_key(
+            torch._C.DispatchKey.CompositeImplicitAutograd):
+        decompose = op.decompose
+    elif not getattr(decomposition_table.get(op), "__module__",
+                     "torch._refs").startswith("torch._refs"):
+        # torch._decomp's own (in ATen ops), not the references (in prims).
+        decompose = decomposition_table[op]
+    if decompose is None:
+        return None
+    leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
+    slots = [i for i, a in enumerate(leaves) if isinstance(a, torch.fx.Node)]
+    examples = []
+    for i in slots:
+        val = leaves[i].meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            return None
+        examples.append(torch.empty(tuple(int(d) for d in val.shape),
+                                    dtype=val.dtype))
+
+    def call(*tensors):
+        filled = list(leaves)
+        for i, tensor in zip(slots, tensors):
+            filled[i] = tensor
+        args, kwargs = pytree.tree_unflatten(filled, spec)
+        return decompose(*args, **kwargs)
+
+    try:
+        graph = make_fx(call, tracing_mode="fake")(*examples)
+    except Exception:
+        return None
+    if any(n.target is op for n in graph.graph.nodes):
+        return None
+    return graph
 
 
 def _fold(node, args, kwargs):
@@ -1238,6 +1301,11 @@ def _div(ctx, a, b, rounding_mode=None):
         # Each part divided by the real divisor.
         return Complex(*(None if part is None else _div(ctx, part, b)
                          for part in (a.real, a.imag)))
+    if rounding_mode in ("floor", "trunc") and is_float(ctx.dtype):
+        # A derivative of 0, as PyTorch's.
+        return ctx.elementwise([a, b], lambda bb, xs: _rounded_quotient(
+            bb, _cast(bb, xs[0], ctx.dtype), _cast(bb, xs[1], ctx.dtype),
+            ctx.dtype, rounding_mode))
     if rounding_mode is not None or not is_float(ctx.dtype):
         ctx.unsupported("only true division of floats is supported")
     return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
@@ -1312,8 +1380,11 @@ def _relu6(ctx, x):
 @_handles("aten.remainder.Scalar", "aten.remainder.Tensor")
 def _remainder(ctx, a, b):
     t = ctx.dtype
-    if is_float(t) or t == "i1":
-        ctx.unsupported("only integer remainders are supported")
+    if is_float(t):
+        return ctx.elementwise([a, b], lambda bb, xs: _modulo(
+            bb, _cast(bb, xs[0], t), _cast(bb, xs[1], t), t, "floor"))
+    if t == "i1":
+        ctx.unsupported("remainders of booleans are not supported")
 
     def fn(bb, xs):
         x, y = (_cast(bb, v, t) for v in xs)
@@ -1328,6 +1399,46 @@ def _remainder(ctx, a, b):
         return bb.select(fix, bb.binary("arith.addi", r, y, t), r, t)
 
     return ctx.elementwise([a, b], fn)
+
+
+def _float_binary(build):
+    """A float binary op ``build(body, a, b, t)`` of broadcast operands."""
+    def handler(ctx, a, b, *args):
+        t = ctx.dtype
+        if not is_float(t):
+            ctx.unsupported("only float operands are supported")
+        return ctx.elementwise([a, b], lambda bb, xs: build(
+            bb, _cast(bb, xs[0], t), _cast(bb, xs[1], t), t, *args))
+    return handler
+
+
+def _rounded_quotient(bb, a, b, t, rounding):
+    return bb.unary(f"math.{rounding}", bb.binary("arith.divf", a, b, t), t)
+
+
+def _modulo(bb, a, b, t, rounding):
+    """a - rounding(a / b) * b: fmod (trunc, the dividend's sign) and the
+    float remainder (floor, the divisor's sign)."""
+    return bb.binary("arith.subf", a, bb.binary(
+        "arith.mulf", _rounded_quotient(bb, a, b, t, rounding), b, t), t)
+
+
+def _logaddexp(bb, a, b, t):
+    """max(a, b) + log1p(exp(-|a - b|)) (a or b where both are -inf)."""
+    m = bb.binary("arith.maximumf", a, b, t)
+    d = bb.unary("math.absf", bb.binary("arith.subf", a, b, t), t)
+    both = _is_finite(bb, d, t)
+    tail = _log1p(bb, bb.unary("math.exp", bb.unary("arith.negf", bb.select(
+        both, d, bb.const(0.0, t), t), t), t), t)
+    return bb.select(both, bb.binary("arith.addf", m, tail, t), m, t)
+
+
+_handles("aten.hypot.default")(_float_binary(lambda bb, a, b, t: bb.unary(
+    "math.sqrt", bb.binary("arith.addf", bb.binary("arith.mulf", a, a, t),
+                           bb.binary("arith.mulf", b, b, t), t), t)))
+_handles("aten.logaddexp.default")(_float_binary(_logaddexp))
+_handles("aten.fmod.Tensor", "aten.fmod.Scalar")(_float_binary(
+    lambda bb, a, b, t: _modulo(bb, a, b, t, "trunc")))
 
 
 def _unary(build):
@@ -1441,8 +1552,68 @@ def _lgamma(bb, x, t):
     return bb.select(reflect, reflected, main, t)
 
 
+def _sign(bb, x, t):
+    """1, -1 or 0 (for 0 and NaN, as PyTorch's); a derivative of 0."""
+    zero = bb.const(0.0, t)
+    positive = bb.op(f"arith.cmpf ogt, {x}, {zero} : {t}")
+    negative = bb.op(f"arith.cmpf olt, {x}, {zero} : {t}")
+    return bb.select(positive, bb.const(1.0, t), bb.select(
+        negative, bb.const(-1.0, t), zero, t), t)
+
+
+def _asinh(bb, x, t):
+    """asinh of |x| as log1p(y + y^2 / (1 + sqrt(1 + y^2))) (no
+    cancellation near 0), its sign restored (y = -x below 0, so the
+    derivative at 0 is 1)."""
+    negative = bb.op(f"arith.cmpf olt, {x}, {bb.const(0.0, t)} : {t}")
+    y = bb.select(negative, bb.unary("arith.negf", x, t), x, t)
+    one = bb.const(1.0, t)
+    y2 = bb.binary("arith.mulf", y, y, t)
+    root = bb.unary("math.sqrt", bb.binary("arith.addf", one, y2, t), t)
+    a = _log1p(bb, bb.binary("arith.addf", y, bb.binary(
+        "arith.divf", y2, bb.binary("arith.addf", one, root, t), t), t), t)
+    return bb.select(negative, bb.unary("arith.negf", a, t), a, t)
+
+
+def _sinc(bb, x, t):
+    """sin(pi x) / (pi x), 1 at 0 (the quotient then reads 1, not 0)."""
+    zero = bb.op(f"arith.cmpf oeq, {x}, {bb.const(0.0, t)} : {t}")
+    px = bb.binary("arith.mulf", bb.select(zero, bb.const(1.0, t), x, t),
+                   bb.const(math.pi, t), t)
+    return bb.select(zero, bb.const(1.0, t), bb.binary(
+        "arith.divf", bb.unary("math.sin", px, t), px, t), t)
+
+
+def _scaled(factor):
+    return lambda bb, x, t: bb.binary("arith.mulf", x, bb.const(factor, t),
+                                      t)
+
+
 _UNARY = {
     "lgamma": _lgamma,
+    "sign": _sign,
+    "sgn": _sign,
+    "sinh": lambda bb, x, t: bb.binary("arith.mulf", bb.binary(
+        "arith.subf", _expm1_any(bb, x, t), _expm1_any(
+            bb, bb.unary("arith.negf", x, t), t), t), bb.const(0.5, t), t),
+    "cosh": lambda bb, x, t: bb.binary("arith.mulf", bb.binary(
+        "arith.addf", bb.unary("math.exp", x, t), bb.unary(
+            "math.exp", bb.unary("arith.negf", x, t), t), t),
+        bb.const(0.5, t), t),
+    "tan": lambda bb, x, t: bb.binary("arith.divf", bb.unary(
+        "math.sin", x, t), bb.unary("math.cos", x, t), t),
+    "asinh": _asinh,
+    "acosh": lambda bb, x, t: bb.unary("math.log", bb.binary(
+        "arith.addf", x, bb.unary("math.sqrt", bb.binary(
+            "arith.subf", bb.binary("arith.mulf", x, x, t),
+            bb.const(1.0, t), t), t), t), t),
+    "atanh": lambda bb, x, t: bb.binary("arith.mulf", _log1p(bb, bb.binary(
+        "arith.divf", bb.binary("arith.addf", x, x, t), bb.binary(
+            "arith.subf", bb.const(1.0, t), x, t), t), t), bb.const(0.5, t),
+        t),
+    "sinc": _sinc,
+    "deg2rad": _scaled(math.pi / 180.0),
+    "rad2deg": _scaled(180.0 / math.pi),
     "log1p": _log1p,
     "expm1": lambda bb, x, t: _expm1_any(bb, x, t),
     "log2": lambda bb, x, t: bb.binary("arith.mulf", bb.unary(
@@ -1590,8 +1761,105 @@ _ACTIVATIONS = {
         "arith.minimumf", x, bb.const(0.0, t), t),
         _log1p_exp_neg_abs(bb, x, t), t),
 }
+def _shrink(bb, x, t, lambd=0.5, soft=False):
+    """Hard shrink (x where |x| > lambd, else 0) or soft (x - lambd or x +
+    lambd beyond the band, 0 inside)."""
+    zero, band = bb.const(0.0, t), bb.const(lambd, t)
+    above = bb.op(f"arith.cmpf ogt, {x}, {band} : {t}")
+    below = bb.op(f"arith.cmpf olt, {x}, {bb.unary('arith.negf', band, t)}"
+                  f" : {t}")
+    high = bb.binary("arith.subf", x, band, t) if soft else x
+    low = bb.binary("arith.addf", x, band, t) if soft else x
+    return bb.select(above, high, bb.select(below, low, zero, t), t)
+
+
+def _threshold_fill(bb, x, t, threshold, value):
+    """x above ``threshold``, else ``value`` (F.threshold)."""
+    above = bb.op(f"arith.cmpf ogt, {x}, {bb.const(threshold, t)} : {t}")
+    return bb.select(above, x, bb.const(value, t), t)
+
+
+def _logit(bb, x, t, eps=None):
+    """log(x / (1 - x)), x clamped into [eps, 1 - eps] first when given."""
+    if eps is not None:
+        x = bb.binary("arith.minimumf", bb.binary(
+            "arith.maximumf", x, bb.const(eps, t), t),
+            bb.const(1.0 - eps, t), t)
+    return bb.unary("math.log", bb.binary("arith.divf", x, bb.binary(
+        "arith.subf", bb.const(1.0, t), x, t), t), t)
+
+
+def _entr(bb, x, t):
+    """-x log x: 0 at 0, -inf below (the log reads 1 at 0)."""
+    zero = bb.const(0.0, t)
+    at_zero = bb.op(f"arith.cmpf oeq, {x}, {zero} : {t}")
+    negative = bb.op(f"arith.cmpf olt, {x}, {zero} : {t}")
+    safe = bb.select(at_zero, bb.const(1.0, t), x, t)
+    value = bb.unary("arith.negf", bb.binary(
+        "arith.mulf", x, bb.unary("math.log", safe, t), t), t)
+    return bb.select(negative, bb.const(float("-inf"), t),
+                     bb.select(at_zero, zero, value, t), t)
+
+
+def _nan_to_num(bb, x, t, nan=0.0, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced (by default with 0 and the type's
+    largest and lowest finite values)."""
+    largest = float(torch.finfo({"f16": torch.float16, "bf16": torch.bfloat16,
+                                 "f32": torch.float32}.get(
+        t, torch.float64)).max)
+    inf = bb.const(float("inf"), t)
+    result = bb.select(bb.op(f"arith.cmpf uno, {x}, {x} : {t}"),
+                       bb.const(nan, t), x, t)
+    result = bb.select(bb.op(f"arith.cmpf oeq, {x}, {inf} : {t}"),
+                       bb.const(largest if posinf is None else posinf, t),
+                       result, t)
+    return bb.select(
+        bb.op(f"arith.cmpf oeq, {x}, {bb.unary('arith.negf', inf, t)} : "
+              f"{t}"), bb.const(-largest if neginf is None else neginf, t),
+        result, t)
+
+
+_ACTIVATIONS.update({
+    "hardshrink": _shrink,
+    "softshrink": lambda bb, x, t, lambd=0.5: _shrink(bb, x, t, lambd, True),
+    "threshold": _threshold_fill,
+    "logit": _logit,
+    "special_entr": _entr,
+    "nan_to_num": _nan_to_num,
+    "frac": lambda bb, x, t: bb.binary("arith.subf", x, bb.unary(
+        "math.trunc", x, t), t),
+})
 for _name, _build in _ACTIVATIONS.items():
     _handles(f"aten.{_name}.default")(_unary(_build))
+
+
+@_handles("aten.log_sigmoid_forward.default")
+def _log_sigmoid_forward(ctx, x):
+    """log_sigmoid's forward (value, buffer): the buffer is not read."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    value = ctx.elementwise([x], lambda bb, xs: _ACTIVATIONS["log_sigmoid"](
+        bb, xs[0][0], x.dtype), shape=x.shape, dtype=x.dtype)
+    return value, ctx.b.filled((0,), x.dtype, 0.0)
+
+
+@_handles("aten.xlogy.Tensor", "aten.xlogy.Scalar_Other",
+          "aten.xlogy.Scalar_Self")
+def _xlogy(ctx, a, b):
+    """a log b, 0 where a is 0 (and b not NaN)."""
+    t = ctx.dtype
+
+    def fn(bb, xs):
+        x, y = _cast(bb, xs[0], t), _cast(bb, xs[1], t)
+        zero = bb.const(0.0, t)
+        at_zero = bb.binary("arith.andi", bb.op(
+            f"arith.cmpf oeq, {x}, {zero} : {t}"), bb.op(
+            f"arith.cmpf ord, {y}, {y} : {t}"), "i1")
+        safe = bb.select(at_zero, bb.const(1.0, t), y, t)
+        return bb.select(at_zero, zero, bb.binary(
+            "arith.mulf", x, bb.unary("math.log", safe, t), t), t)
+
+    return ctx.elementwise([a, b], fn)
 
 
 @_handles("aten.prelu.default")
@@ -1652,6 +1920,58 @@ def _not(ctx, x):
         ctx.unsupported("only boolean operands are supported")
     return ctx.elementwise([x], lambda bb, xs: bb.binary(
         "arith.xori", xs[0][0], bb.const(True, "i1"), "i1"))
+
+
+def _logical(kind):
+    """and/or/xor of booleans (logical_* of any operands: not zero), and
+    the bitwise forms of booleans and integers."""
+    ops = {"and": "arith.andi", "or": "arith.ori", "xor": "arith.xori"}
+
+    def handler(ctx, a, b):
+        logical = op_name(ctx.node).startswith("aten.logical_")
+        t = "i1" if logical else ctx.dtype
+        if is_float(t):
+            ctx.unsupported("bitwise operations of floats")
+        return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
+            ops[kind], _cast(bb, xs[0], t), _cast(bb, xs[1], t), t),
+            scalar_dtype=t)
+    return handler
+
+
+for _kind in ("and", "or", "xor"):
+    _handles(f"aten.logical_{_kind}.default", f"aten.bitwise_{_kind}.Tensor",
+             f"aten.bitwise_{_kind}.Scalar", f"aten.__{_kind}__.Tensor",
+             f"aten.__{_kind}__.Scalar")(_logical(_kind))
+
+
+@_handles("aten.isnan.default", "aten.isinf.default",
+          "aten.isfinite.default", "aten.isposinf.default",
+          "aten.isneginf.default")
+def _float_class(ctx, x):
+    """Whether each element is NaN, infinite (of either sign) or finite;
+    integers are never NaN or infinite."""
+    x = ctx.tensor(x)
+    kind = op_name(ctx.node).split(".")[1]
+    t = x.dtype
+
+    def fn(bb, xs):
+        v = xs[0][0]
+        if not is_float(t):
+            return bb.const(kind == "isfinite", "i1")
+        inf = bb.const(float("inf"), t)
+        if kind == "isnan":
+            return bb.op(f"arith.cmpf uno, {v}, {v} : {t}")
+        if kind == "isfinite":
+            return _is_finite(bb, v, t)
+        if kind == "isposinf":
+            return bb.op(f"arith.cmpf oeq, {v}, {inf} : {t}")
+        if kind == "isneginf":
+            minus = bb.unary("arith.negf", inf, t)
+            return bb.op(f"arith.cmpf oeq, {v}, {minus} : {t}")
+        return bb.op(f"arith.cmpf oeq, {bb.unary('math.absf', v, t)}, "
+                     f"{inf} : {t}")
+
+    return ctx.elementwise([x], fn)
 
 
 @_handles("aten.where.self", "aten.where.ScalarSelf",
@@ -2334,10 +2654,149 @@ def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
         magnitude = ctx.elementwise([x], lambda bb, xs: absolute(
             bb, xs[0][0]), shape=x.shape)
         norm = _extremum(ctx, magnitude, dims, True)
+    elif isinstance(ord, (int, float)) and 0 < ord < float("inf"):
+        # (sum |x|^p)^(1/p).
+        powers = ctx.elementwise([x], lambda bb, xs: bb.binary(
+            "math.powf", absolute(bb, xs[0][0]), bb.const(float(ord), t),
+            t), shape=x.shape, dtype=t)
+        total = ctx.reduce(powers, dims, 0.0,
+                           lambda bb, e, acc: _add_acc(bb, e, acc, t))
+        norm = ctx.elementwise([total], lambda bb, xs: bb.binary(
+            "math.powf", xs[0][0], bb.const(1.0 / ord, t), t),
+            shape=total.shape, dtype=t)
     else:
-        ctx.unsupported(f"only the 2-, 1- and max-norms are supported, "
-                        f"not ord={ord}")
+        ctx.unsupported(f"only the p-norms for p > 0 and the max-norm are "
+                        f"supported, not ord={ord}")
     return ctx.b.reshape(norm, ctx.shape)
+
+
+def _moments(ctx, x, dim, correction, keepdim):
+    """(variance with ``correction``, mean) of x over ``dim`` (None: all),
+    shaped as ``keepdim`` says."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    dims = list(range(x.rank)) if dim is None or dim == [] else (
+        [dim] if isinstance(dim, int) else list(dim))
+    dims = sorted(_norm_dim(d, x.rank) for d in dims)
+    count = math.prod(x.shape[d] for d in dims)
+    kept = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+    mean = ctx.b.reshape(ctx.reduce(
+        x, dims, 0.0, lambda bb, e, acc: _add_acc(bb, e, acc, t),
+        scale=1.0 / count), kept)
+    squares = ctx.elementwise([x, mean], lambda bb, xs: bb.binary(
+        "arith.mulf", *(2 * [bb.binary("arith.subf", xs[0][0], xs[1][0],
+                                       t)]), t), shape=x.shape, dtype=t)
+    divisor = max(count - correction, 0)
+    var = ctx.reduce(squares, dims, 0.0,
+                     lambda bb, e, acc: _add_acc(bb, e, acc, t),
+                     scale=1.0 / divisor if divisor else float("inf"))
+    shape = kept if keepdim else tuple(
+        n for d, n in enumerate(x.shape) if d not in dims)
+    return ctx.b.reshape(var, shape), ctx.b.reshape(mean, shape)
+
+
+def _std(ctx, var):
+    return ctx.elementwise([var], lambda bb, xs: bb.unary(
+        "math.sqrt", xs[0][0], var.dtype), shape=var.shape, dtype=var.dtype)
+
+
+def _correction(unbiased=True, correction=None):
+    return correction if correction is not None else int(bool(unbiased))
+
+
+@_handles("aten.var.correction", "aten.var.dim", "aten.var.default",
+          "aten.std.correction", "aten.std.dim", "aten.std.default",
+          "aten.var_mean.correction", "aten.var_mean.dim",
+          "aten.std_mean.correction", "aten.std_mean.dim")
+def _var_std(ctx, x, dim=None, unbiased=True, keepdim=False, *,
+             correction=None):
+    """Variance and standard deviation (Bessel's correction by default,
+    ``correction`` subtracted from the count), with the mean for the
+    *_mean forms."""
+    if isinstance(dim, bool):  # var(x, unbiased)
+        dim, unbiased = None, dim
+    var, mean = _moments(ctx, x, dim, _correction(unbiased, correction),
+                         keepdim)
+    name = op_name(ctx.node).split(".")[1]
+    value = _std(ctx, var) if name.startswith("std") else var
+    return (value, mean) if name.endswith("_mean") else value
+
+
+@_handles("aten.norm.ScalarOpt_dim", "aten.norm.Scalar",
+          "aten.norm.ScalarOpt_dim_dtype")
+def _norm(ctx, x, p=2, dim=None, keepdim=False, *args, **kwargs):
+    """Tensor.norm: the vector p-norm over ``dim`` (all elements by
+    default)."""
+    return _vector_norm(ctx, x, 2 if p is None else p, dim, keepdim)
+
+
+@_handles("aten.count_nonzero.default", "aten.count_nonzero.dim_IntList")
+def _count_nonzero(ctx, x, dim=None):
+    x = ctx.tensor(x)
+    nonzero = ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], "i1"),
+                              shape=x.shape, dtype="i1")
+    dims = list(range(x.rank)) if dim is None else (
+        [dim] if isinstance(dim, int) else list(dim))
+    dims = [_norm_dim(d, x.rank) for d in dims]
+    total = ctx.reduce(nonzero, dims, 0,
+                       lambda bb, e, acc: _add_acc(bb, e, acc, "i64"),
+                       dtype="i64")
+    return ctx.b.reshape(total, ctx.shape)
+
+
+@_handles("aten.channel_shuffle.default",
+          "aten.native_channel_shuffle.default")
+def _channel_shuffle(ctx, x, groups):
+    """[N, g * k, ...] -> [N, k * g, ...]: the channels of each group
+    interleaved (ShuffleNet)."""
+    x = ctx.tensor(x)
+    n, c, rest = x.shape[0], x.shape[1], x.shape[2:]
+    split = ctx.b.reshape(x, (n, groups, c // groups, *rest))
+    order = [0, 2, 1, *range(3, 3 + len(rest))]
+    return ctx.b.reshape(ctx.b.transpose(split, order), ctx.shape)
+
+
+@_handles("aten.diagonal.default")
+def _diagonal(ctx, x, offset=0, dim1=0, dim2=1):
+    """x's diagonal (``offset`` above it, below when negative) of dims
+    ``dim1`` and ``dim2`` as the last dim of the others: a lookup."""
+    x = ctx.tensor(x)
+    dim1, dim2 = _norm_dim(dim1, x.rank), _norm_dim(dim2, x.rank)
+    rest = [d for d in range(x.rank) if d not in (dim1, dim2)]
+
+    def body(bb, names, acc):
+        at = [None] * x.rank
+        for k, d in enumerate(rest):
+            at[d] = bb.index(k)
+        i = bb.index(len(rest))
+        at[dim1] = _index_op(bb, "addi", i, _index_const(bb, max(-offset,
+                                                                  0)))
+        at[dim2] = _index_op(bb, "addi", i, _index_const(bb, max(offset,
+                                                                 0)))
+        return _lookup(bb, x, at)
+
+    if not math.prod(ctx.shape):
+        return ctx.b.filled(ctx.shape, x.dtype, 0)
+    return ctx.b.generic(ctx.shape, x.dtype, [], body, hint=ctx.hint)
+
+
+@_handles("aten.trace.default")
+def _trace(ctx, x):
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+
+    def body(bb, names, acc):
+        i = bb.index(0)
+        return bb.binary("arith.addf", acc, _lookup(bb, x, [i, i]), t)
+
+    # One reduction loop over the shorter side, reading x[i, i].
+    side = min(x.shape)
+    total = ctx.b.generic((), t, [(ctx.b.filled((side,), t, 0.0), [0])],
+                          body, reductions=1, init=ctx.b.filled((), t, 0.0),
+                          hint=ctx.hint)
+    return total
 
 
 @_handles("aten.linalg_norm.default", "aten.linalg_norm.ord_str")
@@ -4677,7 +5136,9 @@ def _inline(translator, graph_module, args):
         if node.op == "call_function":
             env[node] = translate(translator, node)
         elif node.op == "get_attr":
-            env[node] = getattr(graph_module, node.target)
+            value = getattr(graph_module, node.target)
+            env[node] = Const(value) if isinstance(value, torch.Tensor) \
+                else value
         elif node.op == "output":
             return pytree.tree_map(
                 lambda n: env[n] if isinstance(n, torch.fx.Node) else n,

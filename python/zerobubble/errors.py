@@ -45,6 +45,7 @@ class UnsupportedOpError(FrontendError):
         self.op = op
         self.module_path = module_path
         self.module_type = module_type
+        self.detail = detail
         where = f"module '{module_path}'" if module_path else "the root module"
         if module_type:
             where += f" ({module_type})"

@@ -359,8 +359,8 @@ def test_all_and_any(tmp_path):
         big = h > 0.3
         picks = [big.all(), big.any(dim=1), big.all(dim=(0, 2)),
                  h.any(dim=-1, keepdim=True), (h > -5).all(dim=0)]
-        return torch.cat([h.flatten()] + [(p.to(h.dtype) * 2).flatten() * h.sum()
-                                          for p in picks])
+        return torch.cat([h.flatten()] + [
+            (p.to(h.dtype) * 2).flatten() * h.sum() for p in picks])
 
     check_op("all and any", OnInput((2, 3, 4), fn), (randn(2, 3, 4),),
              tmp_path)
@@ -737,6 +737,99 @@ def test_pointwise_losses(tmp_path):
 
     check_op("pointwise losses", OnInput((3, 8), fn),
              (3.0 * randn(3, 8), randn(3, 8, seed=2)), tmp_path)
+
+
+def test_more_elementwise_ops(tmp_path):
+    """Hyperbolic functions (sinh and asinh near 0 too), tan, sign, sinc,
+    degrees, frac, fmod and the float remainder (their signs), rounded
+    division, hypot, logaddexp (with -inf), logit, xlogy (at 0), entr,
+    shrinks, threshold, nan_to_num."""
+    def fn(m, h):
+        small = h * 1e-3
+        unit = torch.tanh(h) * 0.9
+        outs = [torch.sinh(h), torch.sinh(small) * 1e3, torch.cosh(h),
+                torch.tan(unit), torch.asinh(h * 3), torch.asinh(small) * 1e3,
+                torch.acosh(h.abs() + 1.5), torch.atanh(unit),
+                torch.sign(h) * h, torch.sinc(h), torch.deg2rad(h),
+                torch.rad2deg(h), torch.frac(h * 3), torch.fmod(h * 3, 0.7),
+                torch.fmod(h * 3, -0.7), torch.remainder(h * 3, 0.7),
+                torch.remainder(h * 3, -0.7),
+                torch.div(h * 3, 0.7, rounding_mode="floor") * h,
+                torch.div(h * 3, 0.7, rounding_mode="trunc") * h,
+                torch.hypot(h, h.flip(0) + 1),
+                torch.logaddexp(h, h.flip(0) * 2),
+                torch.logaddexp(h.new_full((3,), float("-inf")),
+                                h.new_full((3,), float("-inf"))).exp(),
+                torch.logit(torch.sigmoid(h)), torch.logit(unit.abs(), 0.1),
+                torch.xlogy(h, h.abs() + 1),
+                torch.xlogy(torch.zeros_like(h), h.abs()),
+                torch.special.entr(h.abs()), F.hardshrink(h, 0.3),
+                F.softshrink(h, 0.3), F.threshold(h, 0.1, -2.0),
+                torch.nan_to_num(torch.log(h)), torch.nan_to_num(
+                    torch.log(h.abs()) / h.sign(), 1.0, 9.0, -9.0)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("more elementwise", OnInput((4, 5), fn), (randn(4, 5),),
+             tmp_path)
+
+
+def test_decomposed_losses_and_distances(tmp_path):
+    """Ops without a handler of their own, taken through PyTorch's
+    decompositions: the binary cross-entropies (with logits, class
+    weights, pos_weight), KL divergence, margin, hinge, soft margin,
+    multi-label and multi-class margin, Poisson NLL, triplet and cosine
+    embedding losses, cosine similarity, pairwise distance, normalize."""
+    def fn(m, h, target, labels):
+        p = torch.sigmoid(h)
+        outs = [F.binary_cross_entropy(p, target),
+                F.binary_cross_entropy(p, target, weight=target + 0.5),
+                F.binary_cross_entropy_with_logits(h, target),
+                F.binary_cross_entropy_with_logits(
+                    h, target, pos_weight=torch.linspace(
+                        0.5, 2.0, 5, dtype=h.dtype)),
+                F.kl_div(F.log_softmax(h, 1), F.softmax(h.flip(0), 1),
+                         reduction="batchmean"),
+                F.margin_ranking_loss(h[0], h[1], target[2] * 2 - 1),
+                F.hinge_embedding_loss(h, target * 2 - 1),
+                F.soft_margin_loss(h, target * 2 - 1),
+                F.multilabel_soft_margin_loss(h, target),
+                F.multi_margin_loss(h, labels),
+                F.poisson_nll_loss(h, target),
+                F.triplet_margin_loss(h, h.flip(0), h.roll(1, 0)),
+                F.cosine_embedding_loss(h, h.flip(0), target[:, 0] * 2 - 1),
+                F.cosine_similarity(h, h.flip(0)),
+                F.pairwise_distance(h, h.flip(0)), F.normalize(h, dim=1)]
+        return torch.cat([o.flatten() for o in outs])
+
+    gen = torch.Generator().manual_seed(3)
+    target = (torch.rand(4, 5, generator=gen) > 0.5).double()
+    labels = torch.tensor([0, 3, 4, 1])
+    check_op("decomposed losses", OnInput((4, 5), fn),
+             (randn(4, 5), target, labels), tmp_path)
+
+
+def test_statistics_and_logic(tmp_path):
+    """var/std (corrections, dims, with the mean), p-norms, trace,
+    diagonal, count_nonzero, channel_shuffle; isnan/isinf/isfinite and
+    logical and bitwise operations feeding where."""
+    def fn(m, h):
+        x = h.reshape(2, 3, 4)
+        var_mean = torch.var_mean(x, dim=(0, 2))
+        std_mean = torch.std_mean(x, 1, correction=0, keepdim=True)
+        bad = torch.log(h) * torch.exp(h * 100)
+        keep = torch.isfinite(bad) & ~torch.isnan(bad) | torch.isinf(bad)
+        mixed = torch.logical_xor(h > 0, h > 0.5) ^ (h < -1)
+        outs = [x.var(), x.std(1), x.var(2, unbiased=False), *var_mean,
+                *std_mean, h.norm(p=3, dim=1), torch.linalg.vector_norm(
+                    h, 0.5), torch.trace(h), torch.diagonal(x, 1, 1, 2),
+                torch.diagonal(x, -1, 0, 2), torch.count_nonzero(
+                    h > 0.2, 1) * h[:, 0],
+                F.channel_shuffle(x.reshape(1, 6, 4), 3),
+                torch.where(keep, h, -h), torch.where(mixed, h, 2 * h),
+                torch.where(torch.logical_or(h > 1, h < -1), h, 0 * h)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("statistics", OnInput((4, 6), fn), (randn(4, 6),), tmp_path)
 
 
 def test_sigmoid_and_silu_of_masked_scores(tmp_path):
@@ -1343,8 +1436,8 @@ def test_failed_export_names_the_line():
         zb.from_torch(CastsItsLayer(), (torch.ones(2, 3),))
     message = str(info.value)
     assert re.search(r"cannot export CastsItsLayer: torch\.export failed "
-                     r"at .*test_aten_ops\.py:\d+ \(RuntimeError: ", message), \
-        message
+                     r"at .*test_aten_ops\.py:\d+ \(RuntimeError: ",
+                     message), message
 
 
 def test_deberta_own_loss_names_its_line():
