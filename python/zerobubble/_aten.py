@@ -4114,6 +4114,95 @@ def _scatter_add(ctx, x, dim, index, src):
         add, xs[0][0], xs[1][0], t), shape=x.shape, dtype=t)
 
 
+@_handles("aten.index_put.default")
+def _index_put(ctx, x, indices, values, accumulate=False):
+    """x[indices] = values (``x[i] = v``, index_copy) or, with
+    ``accumulate``, += (``x[i] += v``, index_add): the index tensors
+    broadcast together to B; ``values`` broadcast to x[indices]'s shape.
+    Each element of x reduces over B's positions: with ``accumulate`` the
+    sum of the values that land there (every add counts), otherwise the
+    last position that writes it is found first (an integer reduction)
+    and its value looked up, x's own where none does; so x's gradient
+    flows where nothing is written and the values' to what is kept."""
+    x = ctx.tensor(x)
+    t = x.dtype
+    dims = [d for d, i in enumerate(indices) if i is not None]
+    if not dims:
+        ctx.unsupported("index_put without an index tensor")
+    index = [_index_tensor(ctx, indices[d], "an index") for d in dims]
+    for i, d in zip(index, dims):
+        ctx.translator.note_range(i, x.shape[d])
+    batch = tuple(torch.broadcast_shapes(*(i.shape for i in index)))
+    index = [ctx.expand(i, batch) for i in index]
+    rest = [d for d in range(x.rank) if d not in dims]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    if adjacent:
+        before = list(x.shape[:dims[0]])
+        shape = before + list(batch) + list(x.shape[dims[-1] + 1:])
+    else:
+        before, shape = [], list(batch) + [x.shape[d] for d in rest]
+    values = ctx.tensor(values)
+    if values.dtype != t:
+        values = ctx.elementwise([values], lambda bb, xs: _cast(
+            bb, xs[0], t), shape=values.shape, dtype=t)
+    values = ctx.expand(values, shape)
+    if before:
+        # [before..., B..., after...] -> [B..., before..., after...]
+        k, n = len(before), len(batch)
+        values = ctx.b.transpose(values, list(range(k, k + n))
+                                 + list(range(k)) + list(range(
+                                     k + n, values.rank)))
+    # values: [B..., rest...]; the loops: x's dims, then B's.
+    rank, n = x.rank, len(batch)
+    b_loops = list(range(rank, rank + n))
+
+    def hit(bb, names):
+        return _all_of(bb, [bb.op(
+            f"arith.cmpi eq, {_wrapped_index(bb, name, i.dtype, x.shape[d])}"
+            f", {bb.index(d)} : index") for name, i, d in zip(
+                names, index, dims)])
+
+    inputs = [(i, b_loops) for i in index]
+    if accumulate:
+        add = "arith.addf" if is_float(t) else "arith.addi"
+
+        def total(bb, names, acc):
+            return bb.binary(add, acc, bb.select(
+                hit(bb, names[:-1]), names[-1], bb.const(0, t), t), t)
+
+        summed = ctx.b.generic(
+            x.shape, t, inputs + [(values, b_loops + rest)], total,
+            reductions=n, init=ctx.b.filled(x.shape, t, 0), hint="put_add")
+        return ctx.elementwise([x, summed], lambda bb, xs: bb.binary(
+            add, xs[0][0], xs[1][0], t), shape=x.shape, dtype=t)
+    strides = [math.prod(batch[j + 1:]) for j in range(n)]
+
+    def last(bb, names, acc):
+        flat = bb.const(0, "i64")
+        for j, stride in enumerate(strides):
+            flat = bb.binary("arith.addi", flat, bb.binary(
+                "arith.muli", _as_i64(bb, bb.index(rank + j)),
+                bb.const(stride, "i64"), "i64"), "i64")
+        return bb.select(hit(bb, names), flat, acc, "i64")
+
+    writer = ctx.b.generic(x.shape, "i64", inputs, last, reductions=n,
+                           init=ctx.b.filled(x.shape, "i64", -1),
+                           hint="writer")
+    flat = ctx.b.reshape(values, (math.prod(batch),
+                                  *values.shape[n:]))
+
+    def body(bb, names, acc):
+        written = bb.op(f"arith.cmpi sge, {names[1]}, "
+                        f"{bb.const(0, 'i64')} : i64")
+        at = [_to_index(bb, bb.select(written, names[1], bb.const(
+            0, "i64"), "i64"), "i64")] + [bb.index(d) for d in rest]
+        return bb.select(written, _lookup(bb, flat, at), names[0], t)
+
+    return ctx.b.generic(x.shape, t, [(x, list(range(rank))),
+                                      (writer, list(range(rank)))], body,
+                         hint=ctx.hint)
+
+
 @_handles("aten.index_select.default")
 def _index_select(ctx, x, dim, index):
     x = ctx.tensor(x)
