@@ -2442,6 +2442,17 @@ def _amax(ctx, x, dim=(), keepdim=False):
     return ctx.b.reshape(_extremum(ctx, x, dims, largest), ctx.shape)
 
 
+@_handles("aten.aminmax.default")
+def _aminmax(ctx, x, dim=None, keepdim=False):
+    """(min, max) over ``dim`` or all elements."""
+    x = ctx.tensor(x)
+    _require_float_or_integer(ctx, x)
+    dims = list(range(x.rank)) if dim is None else [_norm_dim(dim, x.rank)]
+    shape = tuple(int(d) for d in ctx.val[0].shape)
+    return tuple(ctx.b.reshape(_extremum(ctx, x, dims, largest), shape)
+                 for largest in (False, True))
+
+
 @_handles("aten.max.dim", "aten.min.dim")
 def _max_dim(ctx, x, dim, keepdim=False):
     """(values, indices) along ``dim``: the first extremal element (or
@@ -2779,6 +2790,65 @@ def _diagonal(ctx, x, offset=0, dim1=0, dim2=1):
     if not math.prod(ctx.shape):
         return ctx.b.filled(ctx.shape, x.dtype, 0)
     return ctx.b.generic(ctx.shape, x.dtype, [], body, hint=ctx.hint)
+
+
+@_handles("aten.cdist.default", "aten._cdist_forward.default")
+def _cdist(ctx, a, b, p=2.0, compute_mode=None):
+    """The p-norm distance of every row of ``a`` [..., P, M] to every row
+    of ``b`` [..., R, M]: the norm of their [..., P, R, M] differences."""
+    a, b = ctx.tensor(a), ctx.tensor(b)
+    _require_float(ctx, a, b)
+    shape = ctx.shape + (a.shape[-1],)
+    k = len(ctx.shape) - 2
+    lead = list(range(k))
+    diff = ctx.b.generic(shape, a.dtype, [
+        (a, lead[len(lead) - (a.rank - 2):] + [k, k + 2]),
+        (b, lead[len(lead) - (b.rank - 2):] + [k + 1, k + 2])],
+        lambda bb, names, acc: bb.binary("arith.subf", names[0], names[1],
+                                         a.dtype), hint="diff")
+    return _vector_norm(ctx, diff, p, [-1])
+
+
+@_handles("aten.diag_embed.default")
+def _diag_embed(ctx, x, offset=0, dim1=-2, dim2=-1):
+    """x's last dim on the diagonal (``offset`` above it) of two new dims
+    ``dim1`` and ``dim2``, zeros elsewhere."""
+    x = ctx.tensor(x)
+    rank = x.rank + 1
+    dim1, dim2 = _norm_dim(dim1, rank), _norm_dim(dim2, rank)
+    rest = [d for d in range(rank) if d not in (dim1, dim2)]
+    t = x.dtype
+
+    def body(bb, names, acc):
+        i, j = bb.index(dim1), bb.index(dim2)
+        shifted = _index_op(bb, "addi", i, _index_const(bb, offset))
+        on = bb.op(f"arith.cmpi eq, {shifted}, {j} : index")
+        along = i if offset >= 0 else j
+        at = [bb.index(d) for d in rest] + [bb.op(
+            f"arith.minui {along}, {_index_const(bb, x.shape[-1] - 1)} : "
+            "index")]
+        return bb.select(on, _lookup(bb, x, at), bb.const(0, t), t)
+
+    return ctx.b.generic(ctx.shape, t, [], body, hint=ctx.hint)
+
+
+@_handles("aten.linalg_cross.default")
+def _cross(ctx, a, b, dim=-1):
+    """The cross product of 3-vectors along ``dim`` (operands broadcast)."""
+    shape, t = ctx.shape, ctx.dtype
+    dim = _norm_dim(dim, len(shape))
+    a, b = ctx.expand(a, shape), ctx.expand(b, shape)
+    pa, pb = (_pieces(ctx, v, dim, [1, 1, 1]) for v in (a, b))
+    part = shape[:dim] + (1,) + shape[dim + 1:]
+
+    def term(i, j):
+        return ctx.elementwise([pa[i], pb[j], pa[j], pb[i]], lambda bb, xs:
+                               bb.binary("arith.subf", bb.binary(
+                                   "arith.mulf", xs[0][0], xs[1][0], t),
+                                   bb.binary("arith.mulf", xs[2][0],
+                                             xs[3][0], t), t),
+                               shape=part, dtype=t)
+    return _joined(ctx, [term(1, 2), term(2, 0), term(0, 1)], dim, shape, t)
 
 
 @_handles("aten.trace.default")
@@ -4203,6 +4273,65 @@ def _index_put(ctx, x, indices, values, accumulate=False):
                          hint=ctx.hint)
 
 
+@_handles("aten.index_fill.int_Scalar", "aten.index_fill.int_Tensor")
+def _index_fill(ctx, x, dim, index, value):
+    """x with the slices at ``index`` along ``dim`` set to ``value``."""
+    x = ctx.tensor(x)
+    index = _index_tensor(ctx, index, "the index")
+    dim = _norm_dim(dim, x.rank)
+    index = ctx.b.reshape(index, (index.size,))
+    t = x.dtype
+
+    def picked(bb, names, acc):
+        i = _wrapped_index(bb, names[0], index.dtype, x.shape[dim])
+        return bb.binary("arith.ori", acc, bb.op(
+            f"arith.cmpi eq, {i}, {bb.index(0)} : index"), "i1")
+
+    chosen = ctx.b.generic((x.shape[dim],), "i1", [(index, [1])], picked,
+                           reductions=1,
+                           init=ctx.b.filled((x.shape[dim],), "i1", False),
+                           hint="filled")
+    return ctx.elementwise([x, ctx.b.reshape(chosen, tuple(
+        n if d == dim else 1 for d, n in enumerate(x.shape))), value],
+        lambda bb, xs: bb.select(xs[1][0], _cast(bb, xs[2], t), xs[0][0],
+                                 t), shape=x.shape, dtype=t)
+
+
+@_handles("aten.bucketize.Tensor", "aten.searchsorted.Tensor")
+def _bucketize(ctx, *args, out_int32=False, right=False, side=None,
+               sorter=None):
+    """The bucket of each value among sorted 1-d ``boundaries``: how many
+    boundaries lie below it (at or below it with ``right``); integers,
+    no gradient."""
+    if op_name(ctx.node).startswith("aten.bucketize"):
+        x, boundaries = args[0], args[1]
+    else:
+        boundaries, x = args[0], args[1]
+        right = right or side == "right"
+    if sorter is not None:
+        ctx.unsupported("searchsorted with a sorter")
+    x, boundaries = ctx.tensor(x), ctx.tensor(boundaries)
+    if boundaries.rank != 1:
+        ctx.unsupported("only 1-d boundaries are supported")
+    t = x.dtype if is_float(x.dtype) else boundaries.dtype
+    out = ctx.dtype
+    pred = ("ole" if right else "olt") if is_float(t) else (
+        "sle" if right else "slt")
+    cmp = "arith.cmpf" if is_float(t) else "arith.cmpi"
+
+    def count(bb, names, acc):
+        bound = _cast(bb, (names[1], boundaries.dtype), t)
+        value = _cast(bb, (names[0], x.dtype), t)
+        below = bb.op(f"{cmp} {pred}, {bound}, {value} : {t}")
+        return bb.binary("arith.addi", acc, _cast(bb, (below, "i1"), out),
+                         out)
+
+    return ctx.b.generic(x.shape, out, [(x, list(range(x.rank))),
+                                        (boundaries, [x.rank])], count,
+                         reductions=1, init=ctx.b.filled(x.shape, out, 0),
+                         hint=ctx.hint)
+
+
 @_handles("aten.index_select.default")
 def _index_select(ctx, x, dim, index):
     x = ctx.tensor(x)
@@ -4293,6 +4422,40 @@ def _index(ctx, x, indices):
         return _lookup(bb, x, at)
 
     return ctx.b.generic(shape, x.dtype, inputs, body, hint=ctx.hint)
+
+
+@_handles("aten.logcumsumexp.default")
+def _logcumsumexp(ctx, x, dim):
+    """log(cumsum(exp(x - m))) + m along ``dim`` with m the maximum over
+    the dim (without gradient; 0 where it is infinite): the cumulative sum
+    of shifted exponentials never overflows."""
+    x = ctx.tensor(x)
+    _require_float(ctx, x)
+    t = x.dtype
+    dim = _norm_dim(dim, x.rank)
+    m = _no_grad(ctx, _extremum(ctx, x, [dim], True))
+    kept = x.shape[:dim] + (1,) + x.shape[dim + 1:]
+    m = ctx.elementwise([ctx.b.reshape(m, kept)], lambda bb, xs: bb.select(
+        _is_finite(bb, xs[0][0], t), xs[0][0], bb.const(0.0, t), t),
+        shape=kept, dtype=t)
+    rank = x.rank
+
+    def body(bb, names, acc):
+        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
+                     "index")
+        e = bb.unary("math.exp", bb.binary("arith.subf", names[0], names[1],
+                                           t), t)
+        return bb.binary("arith.addf", acc, bb.select(
+            keep, e, bb.const(0.0, t), t), t)
+
+    loops = [rank if d == dim else d for d in range(rank)]
+    reduced = ctx.b.reshape(m, x.shape[:dim] + x.shape[dim + 1:])
+    total = ctx.b.generic(x.shape, t, [(x, loops), (reduced, [
+        d for d in range(rank) if d != dim])], body, reductions=1,
+        init=ctx.b.filled(x.shape, t, 0.0), hint="lcse")
+    return ctx.elementwise([total, m], lambda bb, xs: bb.binary(
+        "arith.addf", bb.unary("math.log", xs[0][0], t), xs[1][0], t),
+        shape=x.shape, dtype=t)
 
 
 @_handles("aten.cumsum.default")

@@ -832,6 +832,34 @@ def test_statistics_and_logic(tmp_path):
     check_op("statistics", OnInput((4, 6), fn), (randn(4, 6),), tmp_path)
 
 
+def test_distances_diagonals_buckets(tmp_path):
+    """cdist (p = 2 and 1, batched, broadcast batch), diag_embed (offsets
+    both ways, other dims), the cross product (broadcast), logcumsumexp,
+    aminmax, index_fill, and bucketize/searchsorted (either side) scaling
+    values by their bucket."""
+    def fn(m, h):
+        x = h.reshape(2, 3, 4)
+        bounds = torch.tensor([-1.0, 0.0, 0.5], dtype=h.dtype)
+        low, high = torch.aminmax(h, dim=1)
+        outs = [torch.cdist(x, x.flip(1) + 0.5), torch.cdist(x[0], x, p=1),
+                torch.diag_embed(x), torch.diag_embed(x, 1, 0, 2),
+                torch.diag_embed(x[0], -2),
+                torch.linalg.cross(x[..., :3], h[:1, :3].reshape(1, 1, 3)),
+                torch.logcumsumexp(x, 1), torch.logcumsumexp(x * 50, 2),
+                low, high, torch.aminmax(h).max,
+                h.index_fill(1, torch.tensor([0, -2]), -1.5),
+                torch.bucketize(h, bounds) * h,
+                torch.bucketize(h, bounds, right=True) * h,
+                torch.searchsorted(bounds, h, side="right") * h,
+                # Values on the boundaries: the sides differ.
+                torch.bucketize(torch.round(h * 2) / 2, bounds) * h,
+                torch.bucketize(torch.round(h * 2) / 2, bounds,
+                                right=True) * h]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("distances", OnInput((2, 12), fn), (randn(2, 12),), tmp_path)
+
+
 def test_sigmoid_and_silu_of_masked_scores(tmp_path):
     """Llama 4's router: the top scores scattered into -inf, then sigmoid
     (0 there, with a derivative of 0, not NaN); sigmoid and SiLU over a
