@@ -1552,6 +1552,66 @@ def _lgamma(bb, x, t):
     return bb.select(reflect, reflected, main, t)
 
 
+def _atan(bb, x, t):
+    """arctan from elementary ops: |x| > 1 through pi/2 - atan(1/|x|), then
+    above tan(pi/12) through pi/6 + atan((sqrt(3) a - 1) / (sqrt(3) + a)),
+    then the odd Taylor series to a^17 (|a| <= 0.27: below 1e-11), the sign
+    restored. Each branch reads a safe value where it is not taken."""
+    def c(v):
+        return bb.const(v, t)
+
+    def op(name, a, b):
+        return bb.binary(f"arith.{name}", a, b, t)
+
+    def cmp(pred, a, b):
+        return bb.op(f"arith.cmpf {pred}, {a}, {b} : {t}")
+
+    negative = cmp("olt", x, c(0.0))
+    a = bb.select(negative, bb.unary("arith.negf", x, t), x, t)
+    big = cmp("ogt", a, c(1.0))
+    a = bb.select(big, op("divf", c(1.0), bb.select(big, a, c(1.0), t)), a,
+                  t)
+    root3 = math.sqrt(3.0)
+    far = cmp("ogt", a, c(math.tan(math.pi / 12)))
+    reduced = op("divf", op("subf", op("mulf", a, c(root3)), c(1.0)),
+                 op("addf", a, c(root3)))
+    a = bb.select(far, reduced, a, t)
+    a2 = op("mulf", a, a)
+    series = c(1.0 / 17)
+    for k in range(15, 0, -2):
+        series = op("addf", op("mulf", series, a2),
+                    c((-1.0 if (k // 2) % 2 else 1.0) / k))
+    # series = 1 - a^2/3 + a^4/5 ... (the signs alternate from 1/1).
+    result = op("mulf", series, a)
+    result = bb.select(far, op("addf", result, c(math.pi / 6)), result, t)
+    result = bb.select(big, op("subf", c(math.pi / 2), result), result, t)
+    return bb.select(negative, bb.unary("arith.negf", result, t), result, t)
+
+
+def _atan2(bb, y, x, t):
+    """The angle of (x, y): atan(y / x) turned by pi into the left half
+    plane; +-pi/2 on the vertical axis (0 at the origin, as PyTorch's)."""
+    zero = bb.const(0.0, t)
+    x_zero = bb.op(f"arith.cmpf oeq, {x}, {zero} : {t}")
+    safe = bb.select(x_zero, bb.const(1.0, t), x, t)
+    angle = _atan(bb, bb.binary("arith.divf", y, safe, t), t)
+    left = bb.op(f"arith.cmpf olt, {x}, {zero} : {t}")
+    below = bb.op(f"arith.cmpf olt, {y}, {zero} : {t}")
+    turn = bb.select(below, bb.const(-math.pi, t), bb.const(math.pi, t), t)
+    angle = bb.select(left, bb.binary("arith.addf", angle, turn, t), angle,
+                      t)
+    vertical = bb.binary("arith.mulf", _sign(bb, y, t),
+                         bb.const(math.pi / 2, t), t)
+    return bb.select(x_zero, vertical, angle, t)
+
+
+def _cosine_side(bb, x, t):
+    """sqrt(1 - x^2), the other side of asin's and acos's triangle."""
+    return bb.unary("math.sqrt", bb.binary("arith.subf", bb.const(1.0, t),
+                                           bb.binary("arith.mulf", x, x, t),
+                                           t), t)
+
+
 def _sign(bb, x, t):
     """1, -1 or 0 (for 0 and NaN, as PyTorch's); a derivative of 0."""
     zero = bb.const(0.0, t)
@@ -1591,6 +1651,9 @@ def _scaled(factor):
 
 _UNARY = {
     "lgamma": _lgamma,
+    "atan": _atan,
+    "asin": lambda bb, x, t: _atan2(bb, x, _cosine_side(bb, x, t), t),
+    "acos": lambda bb, x, t: _atan2(bb, _cosine_side(bb, x, t), x, t),
     "sign": _sign,
     "sgn": _sign,
     "sinh": lambda bb, x, t: bb.binary("arith.mulf", bb.binary(
@@ -1648,6 +1711,7 @@ _UNARY = {
 }
 for _name, _build in _UNARY.items():
     _handles(f"aten.{_name}.default")(_unary(_build))
+_handles("aten.atan2.default")(_float_binary(_atan2))
 _handles("aten.gelu.default")(_unary(_gelu))
 _handles("aten.pow.Tensor_Scalar")(_unary(_pow_scalar))
 

@@ -740,7 +740,8 @@ def test_pointwise_losses(tmp_path):
 
 
 def test_more_elementwise_ops(tmp_path):
-    """Hyperbolic functions (sinh and asinh near 0 too), tan, sign, sinc,
+    """Hyperbolic functions (sinh and asinh near 0 too), tan, atan, atan2
+    (every quadrant), asin, acos, sign, sinc,
     degrees, frac, fmod and the float remainder (their signs), rounded
     division, hypot, logaddexp (with -inf), logit, xlogy (at 0), entr,
     shrinks, threshold, nan_to_num."""
@@ -750,6 +751,10 @@ def test_more_elementwise_ops(tmp_path):
         outs = [torch.sinh(h), torch.sinh(small) * 1e3, torch.cosh(h),
                 torch.tan(unit), torch.asinh(h * 3), torch.asinh(small) * 1e3,
                 torch.acosh(h.abs() + 1.5), torch.atanh(unit),
+                torch.atan(h * 3), torch.atan(small), torch.asin(unit),
+                torch.acos(unit), torch.atan2(h, h.flip(0)),
+                torch.atan2(h * 2, -h.abs() - 0.1),
+                torch.atan2(h.new_zeros(1), h.new_ones(1)),
                 torch.sign(h) * h, torch.sinc(h), torch.deg2rad(h),
                 torch.rad2deg(h), torch.frac(h * 3), torch.fmod(h * 3, 0.7),
                 torch.fmod(h * 3, -0.7), torch.remainder(h * 3, 0.7),
