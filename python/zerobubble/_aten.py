@@ -2601,6 +2601,53 @@ def _sort(ctx, x, *args, **kwargs):
     return _gather_along(ctx, x, dim, indices), indices
 
 
+def _order_statistic(ctx, x, position, dim, keepdim):
+    """(value, index) of the element at sorted ``position`` along ``dim``
+    (stable ascending order; the value a lookup, so its gradient goes to
+    that element)."""
+    x = ctx.tensor(x)
+    _require_float_or_integer(ctx, x)
+    if x.rank == 0:
+        return x, ctx.b.filled((), "i64", 0)
+    dim = _norm_dim(dim, x.rank)
+    order = _sorted_indices(ctx, x, dim, False)
+    offsets = [0] * x.rank
+    offsets[dim] = position
+    kept = x.shape[:dim] + (1,) + x.shape[dim + 1:]
+    index = ctx.b.extract_slice(order, offsets, list(kept), [1] * x.rank)
+    value = _gather_along(ctx, x, dim, index)
+    shape = kept if keepdim else x.shape[:dim] + x.shape[dim + 1:]
+    return ctx.b.reshape(value, shape), ctx.b.reshape(index, shape)
+
+
+@_handles("aten.kthvalue.default")
+def _kthvalue(ctx, x, k, dim=-1, keepdim=False):
+    return _order_statistic(ctx, x, k - 1, dim, keepdim)
+
+
+@_handles("aten.median.dim", "aten.median.default")
+def _median(ctx, x, dim=None, keepdim=False):
+    """The lower median (PyTorch's: of an even count, the smaller middle
+    element) along ``dim``, with its index; of all elements without."""
+    x = ctx.tensor(x)
+    if dim is None:
+        flat = ctx.b.reshape(x, (x.size,))
+        return _order_statistic(ctx, flat, (x.size - 1) // 2, 0, False)[0]
+    size = x.shape[_norm_dim(dim, x.rank)] if x.rank else 1
+    return _order_statistic(ctx, x, (size - 1) // 2, dim, keepdim)
+
+
+@_handles("aten.lerp.Scalar", "aten.lerp.Tensor")
+def _lerp(ctx, a, b, weight):
+    """a + weight (b - a)."""
+    t = ctx.dtype
+    return ctx.elementwise([a, b, weight], lambda bb, xs: bb.binary(
+        "arith.addf", _cast(bb, xs[0], t), bb.binary(
+            "arith.mulf", _cast(bb, xs[2], t), bb.binary(
+                "arith.subf", _cast(bb, xs[1], t), _cast(bb, xs[0], t), t),
+            t), t))
+
+
 @_handles("aten.topk.default")
 def _topk(ctx, x, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the ``k`` largest (smallest) elements along
@@ -4233,19 +4280,62 @@ def _scatter_add(ctx, x, dim, index, src):
                         f"{list(index.shape)}, got {list(src.shape)}")
     t = x.dtype
     add = "arith.addf" if is_float(t) else "arith.addi"
+    summed = _scattered_sum(ctx, x, dim, index, loops, src)
+    return ctx.elementwise([x, summed], lambda bb, xs: bb.binary(
+        add, xs[0][0], xs[1][0], t), shape=x.shape, dtype=t)
+
+
+def _scattered_sum(ctx, x, dim, index, loops, src):
+    """For each element of x, the sum of src[i...] over the positions
+    whose index[i...] along ``dim`` lands on it (a reduction along
+    ``dim``; ``src`` None counts them)."""
+    t = x.dtype
+    add = "arith.addf" if is_float(t) else "arith.addi"
 
     def body(bb, names, acc):
         target = _to_index(bb, names[0], index.dtype)
         hit = bb.op(f"arith.cmpi eq, {target}, {bb.index(dim)} : index")
-        value = bb.select(hit, _cast(bb, (names[1], src.dtype), t),
-                          bb.const(0, t), t)
-        return bb.binary(add, acc, value, t)
+        one = bb.const(1, t) if src is None else _cast(
+            bb, (names[1], src.dtype), t)
+        return bb.binary(add, acc, bb.select(hit, one, bb.const(0, t), t),
+                         t)
 
-    summed = ctx.b.generic(x.shape, t, [(index, loops), (src, loops)], body,
-                           reductions=1, init=ctx.b.filled(x.shape, t, 0),
-                           hint="scatter_add")
-    return ctx.elementwise([x, summed], lambda bb, xs: bb.binary(
-        add, xs[0][0], xs[1][0], t), shape=x.shape, dtype=t)
+    inputs = [(index, loops)] + ([] if src is None else [(src, loops)])
+    return ctx.b.generic(x.shape, t, inputs, body, reductions=1,
+                         init=ctx.b.filled(x.shape, t, 0),
+                         hint="scatter_add" if src is not None else "hits")
+
+
+@_handles("aten.scatter_reduce.two")
+def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
+    """scatter_reduce's sum and mean: the scattered sum (and count) of
+    ``src``, with x's own element counted where ``include_self`` (where
+    nothing lands, x stays)."""
+    if reduce not in ("sum", "mean"):
+        ctx.unsupported(f"scatter_reduce '{reduce}' (only sum and mean)")
+    x, index, dim, loops = _scatter_operands(ctx, "scatter_reduce", x, dim,
+                                             index)
+    src = ctx.tensor(src)
+    if src.shape != index.shape:
+        ctx.unsupported("scatter_reduce needs src of the index's shape")
+    t = x.dtype
+    _require_float(ctx, x)
+    summed = _scattered_sum(ctx, x, dim, index, loops, src)
+    count = _scattered_sum(ctx, x, dim, index, loops, None)
+
+    def fn(bb, xs):
+        own, total, hits = (v for v, _ in xs)
+        zero = bb.const(0.0, t)
+        landed = bb.op(f"arith.cmpf ogt, {hits}, {zero} : {t}")
+        if include_self:
+            total = bb.binary("arith.addf", total, own, t)
+            hits = bb.binary("arith.addf", hits, bb.const(1.0, t), t)
+        if reduce == "mean":
+            total = bb.binary("arith.divf", total, bb.select(
+                landed, hits, bb.const(1.0, t), t), t)
+        return bb.select(landed, total, own, t)
+
+    return ctx.elementwise([x, summed, count], fn, shape=x.shape, dtype=t)
 
 
 @_handles("aten.index_put.default")

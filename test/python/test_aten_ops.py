@@ -948,6 +948,25 @@ def test_sort_and_argsort(tmp_path):
     check_op("sort", OnInput((3, 5), fn), (randn(3, 5),), tmp_path)
 
 
+def test_medians_and_quantiles(tmp_path):
+    """median (the lower one of an even count; along a dim with indices,
+    kept dims, of all elements), kthvalue, quantile (interpolated, through
+    PyTorch's decomposition) and lerp."""
+    def fn(m, h):
+        x = h.reshape(3, 4)
+        values, indices = x.median(1)
+        outs = [values, indices * x[:, 0], x.median(0, keepdim=True).values,
+                x.median().reshape(1), x.kthvalue(3, 1).values,
+                x.kthvalue(1, 0, keepdim=True).values,
+                torch.quantile(x, 0.3, dim=1),
+                torch.quantile(x, 0.9, dim=0, keepdim=True),
+                torch.lerp(x, x.flip(1), 0.3),
+                torch.lerp(x, x.flip(0), torch.sigmoid(x))]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("medians", OnInput((12,), fn), (randn(12),), tmp_path)
+
+
 def test_topk_ties_go_to_the_lower_index(tmp_path):
     """Among equal values topk picks the lower index first (PyTorch's
     order among ties is unspecified): the loss weighs the indices, and
@@ -1057,6 +1076,25 @@ def test_scatter_add(tmp_path):
 
     index = torch.tensor([[0, 2], [3, 3], [4, 1]])
     check_op("scatter_add", OnInput((3, 5), fn), (randn(3, 5), index),
+             tmp_path)
+
+
+def test_scatter_reduce_sum_and_mean(tmp_path):
+    """scatter_reduce's sum and mean (message passing's aggregations), with
+    and without the destination's own value; a destination nothing lands
+    on keeps its value."""
+    index = torch.tensor([[0, 2, 0, 2, 2], [1, 1, 0, 2, 0],
+                          [0, 0, 0, 0, 2]])
+
+    def fn(m, h):
+        x = h[:, :4] * 0.5
+        outs = [x.scatter_reduce(1, index, h, reduce)
+                for reduce in ("sum", "mean")]
+        outs += [x.scatter_reduce(1, index, h, reduce, include_self=False)
+                 for reduce in ("sum", "mean")]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("scatter reduce", OnInput((3, 5), fn), (randn(3, 5),),
              tmp_path)
 
 
