@@ -117,6 +117,18 @@ def _functional_name(name):
     return f"aten.{match.group(1)}.{match.group(2)}"
 
 
+# In-place ops that change a tensor's shape, not its elements, and the
+# ops that make the new shape.
+_RESHAPING_IN_PLACE = {
+    "aten.transpose_.default": "aten.transpose.int",
+    "aten.t_.default": "aten.t.default",
+    "aten.unsqueeze_.default": "aten.unsqueeze.default",
+    "aten.squeeze_.dim": "aten.squeeze.dim",
+    "aten.squeeze_.dims": "aten.squeeze.dims",
+    "aten.squeeze_.default": "aten.squeeze.default",
+    "aten.swapaxes_.default": "aten.swapaxes.default",
+    "aten.swapdims_.default": "aten.swapdims.default"}
+
 # ATen's alternative names of ops (torch.multiply, Tensor.greater...).
 _OP_ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div",
                "true_divide": "div", "greater": "gt", "greater_equal": "ge",
@@ -153,6 +165,13 @@ def translate(translator, node):
     An in-place op (``add_``, ``relu_``...) is translated as its functional
     form, and later reads of the tensor it mutated see the result."""
     name = op_name(node)
+    if name in _RESHAPING_IN_PLACE:
+        # x.t_(), x.unsqueeze_(0): x now names the re-shaped tensor; its
+        # elements (and any tensor it views) are unchanged.
+        result = _translate(translator, node, _RESHAPING_IN_PLACE[name])
+        translator.env[node.args[0]] = result
+        translator.count_forwards(node.args[0])
+        return result
     functional = _functional_name(name)
     if functional is not None:
         chain = None
@@ -218,6 +237,7 @@ def _view_permutation(view, rank):
     perm[i]. The translation of the op and the write back through it both
     read it here."""
     name = op_name(view)
+    name = _RESHAPING_IN_PLACE.get(name, name)
     if name == "aten.permute.default":
         return [_norm_dim(d, rank) for d in view.args[1]]
     if name in ("aten.transpose.int", "aten.swapaxes.default",

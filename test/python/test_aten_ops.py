@@ -959,7 +959,8 @@ def test_medians_and_quantiles(tmp_path):
                 x.median().reshape(1), x.kthvalue(3, 1).values,
                 x.kthvalue(1, 0, keepdim=True).values,
                 torch.quantile(x, 0.3, dim=1),
-                torch.quantile(x, 0.9, dim=0, keepdim=True),
+                torch.quantile(x, torch.tensor([0.25, 0.9], dtype=h.dtype),
+                               dim=0, keepdim=True),
                 torch.lerp(x, x.flip(1), 0.3),
                 torch.lerp(x, x.flip(0), torch.sigmoid(x))]
         return torch.cat([o.flatten() for o in outs])
@@ -1427,8 +1428,10 @@ def test_in_place_update_through_reshapes_and_transposes(tmp_path):
 
 def test_axis_moving_views_and_zero(tmp_path):
     """swapaxes, swapdims, movedim and moveaxis (one dim and lists, negative
-    too) as values and as views written through, and zero_() of a slice
-    (MaxViT's partition swap; Swin V2's q/k/v bias with k's part zeroed)."""
+    too) as values and as views written through, zero_() of a slice
+    (MaxViT's partition swap; Swin V2's q/k/v bias with k's part zeroed),
+    and the in-place re-shapes transpose_, unsqueeze_, squeeze_,
+    swapaxes_."""
     def fn(m, h):
         h = h * 2
         a = torch.swapaxes(h, 0, 2) * torch.movedim(h, -1, 0).transpose(1, 2)
@@ -1439,7 +1442,15 @@ def test_axis_moving_views_and_zero(tmp_path):
         g.movedim(2, 0)[1:3].mul_(3.0)
         g.moveaxis([0, 1], [1, 2])[:, 0].zero_()
         g[1, 1:].zero_()
-        return torch.cat([a.flatten(), b.flatten(), g.flatten()])
+        # In-place re-shapes: the tensor is re-shaped, its elements kept.
+        c = h * 1.0
+        c.transpose_(0, 2)
+        c.unsqueeze_(1)
+        c.mul_(torch.arange(24.0, dtype=h.dtype).reshape(4, 1, 3, 2))
+        c.squeeze_(1)
+        c.t_() if c.dim() == 2 else c.swapaxes_(0, 1)
+        return torch.cat([a.flatten(), b.flatten(), g.flatten(),
+                          c.flatten(), h.flatten()])
 
     check_op("axis-moving views", OnInput((2, 3, 4), fn),
              (randn(2, 3, 4),), tmp_path)
