@@ -477,15 +477,15 @@ def _decomposition(node):
         decompose = decomposition_table[op]
     if decompose is None:
         return None
+    from torch._subclasses.fake_tensor import FakeTensorMode
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
     slots = [i for i, a in enumerate(leaves) if isinstance(a, torch.fx.Node)]
-    examples = []
-    for i in slots:
-        val = leaves[i].meta.get("val")
-        if not isinstance(val, torch.Tensor):
-            return None
-        examples.append(torch.empty(tuple(int(d) for d in val.shape),
-                                    dtype=val.dtype))
+    vals = [leaves[i].meta.get("val") for i in slots]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return None
+    with FakeTensorMode():  # shapes only: nothing is allocated
+        examples = [torch.empty(tuple(int(d) for d in v.shape),
+                                dtype=v.dtype) for v in vals]
 
     def call(*tensors):
         filled = list(leaves)
