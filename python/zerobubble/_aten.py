@@ -1917,6 +1917,17 @@ for _name, _build in _ACTIVATIONS.items():
     _handles(f"aten.{_name}.default")(_unary(_build))
 
 
+@_handles("aten.rrelu.default")
+def _rrelu(ctx, x, lower=1.0 / 8, upper=1.0 / 3, training=False,
+           generator=None):
+    """Randomized leaky ReLU in eval mode: the slope (lower + upper) / 2;
+    training mode draws a slope per element (refused)."""
+    if training:
+        ctx.unsupported(_RANDOM_DETAIL)
+    return _unary(lambda bb, v, t: _leaky_relu(bb, v, t, (lower + upper)
+                                               / 2))(ctx, x)
+
+
 @_handles("aten.log_sigmoid_forward.default")
 def _log_sigmoid_forward(ctx, x):
     """log_sigmoid's forward (value, buffer): the buffer is not read."""
@@ -4504,6 +4515,84 @@ def _bucketize(ctx, *args, out_int32=False, right=False, side=None,
                                         (boundaries, [x.rank])], count,
                          reductions=1, init=ctx.b.filled(x.shape, out, 0),
                          hint=ctx.hint)
+
+
+@_handles("aten.embedding_bag.padding_idx", "aten.embedding_bag.default",
+          "aten._embedding_bag.default",
+          "aten._embedding_bag_forward_only.default")
+def _embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False,
+                   mode=0, sparse=False, per_sample_weights=None,
+                   include_last_offset=False, padding_idx=None):
+    """nn.EmbeddingBag's sum and mean: bag b takes the rows of
+    indices[offsets[b]:offsets[b + 1]] (the last to the end), each times
+    its per-sample weight, leaving out ``padding_idx``; an empty bag is 0.
+    A reduction over all the indices for each bag (the rows are lookups,
+    so the table's gradient is a scatter-add)."""
+    if mode not in (0, 1):
+        ctx.unsupported("embedding_bag's max mode is not supported (sum and "
+                        "mean are)")
+    if scale_grad_by_freq:
+        ctx.unsupported("embedding_bag with scale_grad_by_freq")
+    weight = ctx.tensor(weight)
+    _require_float(ctx, weight)
+    indices = _index_tensor(ctx, indices, "the indices")
+    offsets = _index_tensor(ctx, offsets, "the offsets")
+    ctx.translator.note_range(indices, weight.shape[0])
+    t, count = weight.dtype, indices.shape[0]
+    bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    dim = weight.shape[1]
+    inputs = [(indices, [2])]
+    if per_sample_weights is not None:
+        inputs.append((ctx.tensor(per_sample_weights), [2]))
+
+    def member(bb, names):
+        """Whether index n (loop 2) is in bag b (loop 0), not padding."""
+        b, n = bb.index(0), bb.index(2)
+        start = _to_index(bb, _lookup(bb, offsets, [b]), offsets.dtype)
+        following = _index_op(bb, "addi", b, _index_const(bb, 1))
+        has_next = bb.op(f"arith.cmpi slt, {following}, "
+                         f"{_index_const(bb, offsets.shape[0])} : index")
+        next_start = _to_index(bb, _lookup(bb, offsets, [bb.op(
+            f"arith.minui {following}, "
+            f"{_index_const(bb, offsets.shape[0] - 1)} : index")]),
+            offsets.dtype)
+        end = bb.select(has_next, next_start, _index_const(bb, count),
+                        "index")
+        checks = [bb.op(f"arith.cmpi sge, {n}, {start} : index"),
+                  bb.op(f"arith.cmpi slt, {n}, {end} : index")]
+        if padding_idx is not None and padding_idx >= 0:
+            checks.append(bb.op(
+                f"arith.cmpi ne, {names[0]}, "
+                f"{bb.const(padding_idx, indices.dtype)} : {indices.dtype}"))
+        return _all_of(bb, checks)
+
+    def total(bb, names, acc):
+        row = _to_index(bb, names[0], indices.dtype)
+        value = _lookup(bb, weight, [row, bb.index(1)])
+        if per_sample_weights is not None:
+            value = bb.binary("arith.mulf", value, _cast(
+                bb, (names[1], inputs[1][0].dtype), t), t)
+        return bb.binary("arith.addf", acc, bb.select(
+            member(bb, names), value, bb.const(0.0, t), t), t)
+
+    sums = ctx.b.generic((bags, dim), t, inputs, total, reductions=1,
+                         init=ctx.b.filled((bags, dim), t, 0.0),
+                         hint="bag_sum")
+    if mode == 0:
+        return sums, None, None, None
+
+    def members(bb, names, acc):
+        return bb.binary("arith.addf", acc, bb.select(
+            member(bb, names), bb.const(1.0, t), bb.const(0.0, t), t), t)
+
+    sizes = ctx.b.generic((bags, dim), t, [(indices, [2])], members,
+                          reductions=1, init=ctx.b.filled((bags, dim), t,
+                                                          0.0),
+                          hint="bag_size")
+    return ctx.elementwise([sums, sizes], lambda bb, xs: bb.binary(
+        "arith.divf", xs[0][0], bb.binary("arith.maximumf", xs[1][0],
+                                          bb.const(1.0, t), t), t),
+        shape=(bags, dim), dtype=t), None, None, None
 
 
 @_handles("aten.index_select.default")

@@ -185,6 +185,33 @@ def test_embedding_padding_idx(tmp_path):
     assert "zb.range = 10" in program.mlir
 
 
+def test_embedding_bags(tmp_path):
+    """nn.EmbeddingBag (DLRM's sparse features): fixed-size bags of a 2-d
+    input in mean mode, and bags by offsets in sum mode with per-sample
+    weights, an empty bag, the last offset included or not, padding
+    left out."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.mean = nn.EmbeddingBag(10, 3, mode="mean")
+            self.sum = nn.EmbeddingBag(10, 3, mode="sum", padding_idx=4)
+            self.last = nn.EmbeddingBag(10, 3, mode="mean",
+                                        include_last_offset=True)
+
+        def forward(self, ids, flat, offsets, w):
+            outs = [self.mean(ids), self.sum(flat, offsets,
+                                             per_sample_weights=w),
+                    self.last(flat, torch.tensor([0, 3, 3, 5, 6]))]
+            return weighted(torch.cat([o.flatten() for o in outs]))
+
+    gen = torch.Generator().manual_seed(5)
+    batch = (torch.randint(0, 10, (3, 4), generator=gen),
+             torch.tensor([1, 2, 4, 5, 4, 7]), torch.tensor([0, 2, 2, 5]),
+             torch.rand(6, generator=gen, dtype=torch.float64))
+    check_op("embedding bags", Model(), batch, tmp_path)
+
+
 def test_gather_index_select_take_along_dim_index(tmp_path):
     def fn(m, h, i):
         a = torch.gather(h, 1, i)
@@ -697,8 +724,9 @@ def test_in_place_ops_and_clamps(tmp_path):
 def test_activations(tmp_path):
     """The piecewise and smooth activations of torch.nn beyond ReLU and
     GELU (MobileNetV3's hard swish and sigmoid, leaky ReLU, the ELU family,
-    softplus and mish, log-sigmoid, PReLU), in and out of place; inputs
-    spread over [-6, 6] so that each side of every kink is taken."""
+    softplus and mish, log-sigmoid, PReLU, RReLU in eval mode), in and out
+    of place; inputs spread over [-6, 6] so that each side of every kink
+    is taken."""
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
@@ -716,7 +744,8 @@ def test_activations(tmp_path):
                                                        inplace=True),
                     F.elu(h, 0.7), F.selu(h), F.celu(h, 0.5),
                     F.softplus(h), F.softplus(h, 2.0, 5.0), F.mish(h),
-                    F.logsigmoid(h), self.prelu(h), self.prelu1(h)]
+                    F.logsigmoid(h), self.prelu(h), self.prelu1(h),
+                    F.rrelu(h, 0.1, 0.3, training=False)]
             return weighted(torch.cat([o.flatten() for o in outs]))
 
     check_op("activations", Model(), (randn(2, 3, 8),), tmp_path)

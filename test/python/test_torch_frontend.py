@@ -243,16 +243,17 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
-@pytest.mark.parametrize("draw", ["multinomial", "exponential_"])
+@pytest.mark.parametrize("draw", ["multinomial", "exponential_", "rrelu"])
 def test_random_ops_say_what_to_do(draw):
     """Random ops without a rule for their draws (multinomial, exponential_
     into a fresh tensor, which must not be drawn once at export and kept
-    as a constant; dropout, bernoulli, rand, randn, uniform_, normal_,
+    as a constant, RReLU in training mode; dropout, bernoulli, rand, randn, uniform_, normal_,
     randint and randperm have one) are refused with the ways out; without
     them the same module exports."""
     draws = {"multinomial": lambda x: torch.multinomial(
                  x.softmax(-1), 1).to(x.dtype),
-             "exponential_": lambda x: torch.empty_like(x).exponential_()}
+             "exponential_": lambda x: torch.empty_like(x).exponential_(),
+             "rrelu": lambda x: F.rrelu(x, training=True)}
 
     class Model(nn.Module):
         def __init__(self, scale):
