@@ -4008,8 +4008,8 @@ def _translate_complex(ctx, name, handler, args, kwargs):
         return handler(ctx, *args, **kwargs)
     if name in _PART_WISE and not result_complex and name.startswith(
             ("aten.to.", "aten._to_copy.", "aten.type_as.")):
-        return handler(ctx, *_part(ctx, (args, kwargs), 0)[0],
-                       **_part(ctx, (args, kwargs), 0)[1])
+        real_args, real_kwargs = _part(ctx, (args, kwargs), 0)
+        return handler(ctx, *real_args, **real_kwargs)
     if name not in _PART_WISE or not result_complex:
         ctx.unsupported(
             "complex operands are supported in views, copies, cat/stack, "
