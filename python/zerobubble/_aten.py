@@ -2362,6 +2362,63 @@ def _reduction(ctx, x, dim, keepdim, mean):
     return ctx.b.reshape(result, ctx.shape)
 
 
+@_handles("aten.prod.dim_int", "aten.prod.default")
+def _prod(ctx, x, dim=None, keepdim=False, dtype=None):
+    """The product over ``dim`` (all elements without): its value a
+    product reduction (exact, not differentiated), its gradient that of
+    sgn * exp(sum log |x|) over the non-zero elements, which is P / x_i
+    with no zero, the others' product at the one zero, and 0 with more;
+    the two joined as value + (carrier - carrier without gradient)."""
+    x = ctx.tensor(x)
+    t = ctx.dtype
+    if not is_float(t) or x.dtype != t:
+        ctx.unsupported("only float products in the input's type are "
+                        "supported")
+    dims = list(range(x.rank)) if dim is None else [_norm_dim(dim, x.rank)]
+    one = 1.0
+
+    def count(predicate):
+        return ctx.reduce(x, dims, 0.0, lambda bb, e, acc: bb.binary(
+            "arith.addf", acc, bb.select(bb.op(
+                f"arith.cmpf {predicate}, {e}, {bb.const(0.0, t)} : {t}"),
+                bb.const(1.0, t), bb.const(0.0, t), t), t))
+
+    direct = ctx.reduce(x, dims, one, lambda bb, e, acc: bb.binary(
+        "arith.mulf", acc, e, t), hint="prod")
+    zeros, negatives = count("oeq"), count("olt")
+    logs = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: bb.binary(
+        "arith.addf", acc, bb.unary("math.log", bb.select(bb.op(
+            f"arith.cmpf oeq, {e}, {bb.const(0.0, t)} : {t}"),
+            bb.const(1.0, t), bb.unary("math.absf", e, t), t), t), t))
+    # The zero element itself (0 in value), carrying the gradient of the
+    # one zero.
+    zero_part = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: bb.binary(
+        "arith.addf", acc, bb.select(bb.op(
+            f"arith.cmpf oeq, {e}, {bb.const(0.0, t)} : {t}"), e,
+            bb.const(0.0, t), t), t))
+
+    def join(bb, xs):
+        p, z, n, s, at_zero = (v for v, _ in xs)
+        half = bb.binary("arith.mulf", n, bb.const(0.5, t), t)
+        odd = bb.op(f"arith.cmpf one, {bb.unary('math.floor', half, t)}, "
+                    f"{half} : {t}")
+        sign = bb.select(odd, bb.const(-1.0, t), bb.const(1.0, t), t)
+        carrier = bb.binary("arith.mulf", sign, bb.unary("math.exp", s, t),
+                            t)
+        none = bb.op(f"arith.cmpf oeq, {z}, {bb.const(0.0, t)} : {t}")
+        single = bb.op(f"arith.cmpf oeq, {z}, {bb.const(1.0, t)} : {t}")
+        carrier = bb.select(none, carrier, bb.select(
+            single, bb.binary("arith.mulf", at_zero, carrier, t),
+            bb.const(0.0, t), t), t)
+        frozen = _stop_gradient(bb, carrier, t)
+        return bb.binary("arith.addf", _stop_gradient(bb, p, t), bb.binary(
+            "arith.subf", carrier, frozen, t), t)
+
+    result = ctx.elementwise([direct, zeros, negatives, logs, zero_part],
+                             join, shape=direct.shape, dtype=t)
+    return ctx.b.reshape(result, ctx.shape)
+
+
 @_handles("aten.sum.dim_IntList")
 def _sum_dims(ctx, x, dim=None, keepdim=False, dtype=None):
     return _reduction(ctx, x, dim, keepdim, mean=False)
