@@ -2364,38 +2364,75 @@ def _reduction(ctx, x, dim, keepdim, mean):
 
 @_handles("aten.prod.dim_int", "aten.prod.default")
 def _prod(ctx, x, dim=None, keepdim=False, dtype=None):
-    """The product over ``dim`` (all elements without): its value a
-    product reduction (exact, not differentiated), its gradient that of
-    sgn * exp(sum log |x|) over the non-zero elements, which is P / x_i
-    with no zero, the others' product at the one zero, and 0 with more;
-    the two joined as value + (carrier - carrier without gradient)."""
+    """The product over ``dim`` (all elements without); see _product."""
     x = ctx.tensor(x)
+    dims = list(range(x.rank)) if dim is None else [_norm_dim(dim, x.rank)]
+
+    def over(op, term):
+        return ctx.reduce(x, dims, 1.0 if op == "mulf" else 0.0,
+                          lambda bb, e, acc: bb.binary(
+                              f"arith.{op}", acc, term(bb, e), x.dtype))
+
+    return ctx.b.reshape(_product(ctx, x, over), ctx.shape)
+
+
+@_handles("aten.cumprod.default")
+def _cumprod(ctx, x, dim, dtype=None):
+    """The products of x[..., :i + 1, ...] along ``dim``; see _product."""
+    x = ctx.tensor(x)
+    if x.rank == 0:
+        return x
+    dim = _norm_dim(dim, x.rank)
+    rank = x.rank
+    loops = [rank if d == dim else d for d in range(rank)]
+
+    def over(op, term):
+        neutral = 1.0 if op == "mulf" else 0.0
+
+        def body(bb, names, acc):
+            keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, "
+                         f"{bb.index(dim)} : index")
+            return bb.binary(f"arith.{op}", acc, bb.select(
+                keep, term(bb, names[0]), bb.const(neutral, x.dtype),
+                x.dtype), x.dtype)
+        return ctx.b.generic(x.shape, x.dtype, [(x, loops)], body,
+                             reductions=1, init=ctx.b.filled(
+                                 x.shape, x.dtype, neutral), hint="prefix")
+
+    return _product(ctx, x, over)
+
+
+def _product(ctx, x, over):
+    """A product of x's elements, ``over(op, term)`` combining the term of
+    each with ``op`` (addf, mulf) over all of a dim or a prefix: its value a product reduction (exact, not
+    differentiated), its gradient that of sgn * exp(sum log |x|) over the
+    non-zero elements, which is P / x_i with no zero, the others' product
+    at the one zero, and 0 with more; the two joined as value + (carrier -
+    carrier without gradient)."""
     t = ctx.dtype
     if not is_float(t) or x.dtype != t:
         ctx.unsupported("only float products in the input's type are "
                         "supported")
-    dims = list(range(x.rank)) if dim is None else [_norm_dim(dim, x.rank)]
-    one = 1.0
 
-    def count(predicate):
-        return ctx.reduce(x, dims, 0.0, lambda bb, e, acc: bb.binary(
-            "arith.addf", acc, bb.select(bb.op(
-                f"arith.cmpf {predicate}, {e}, {bb.const(0.0, t)} : {t}"),
-                bb.const(1.0, t), bb.const(0.0, t), t), t))
+    def is_zero(bb, e):
+        return bb.op(f"arith.cmpf oeq, {e}, {bb.const(0.0, t)} : {t}")
 
-    direct = ctx.reduce(x, dims, one, lambda bb, e, acc: bb.binary(
-        "arith.mulf", acc, e, t), hint="prod")
-    zeros, negatives = count("oeq"), count("olt")
-    logs = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: bb.binary(
-        "arith.addf", acc, bb.unary("math.log", bb.select(bb.op(
-            f"arith.cmpf oeq, {e}, {bb.const(0.0, t)} : {t}"),
-            bb.const(1.0, t), bb.unary("math.absf", e, t), t), t), t))
+    def add_where(predicate, value=None):
+        def term(bb, e):
+            hit = bb.op(f"arith.cmpf {predicate}, {e}, "
+                        f"{bb.const(0.0, t)} : {t}")
+            return bb.select(hit, e if value is None else bb.const(value, t),
+                             bb.const(0.0, t), t)
+        return over("addf", term)
+
+    direct = over("mulf", lambda bb, e: e)
+    zeros, negatives = add_where("oeq", 1.0), add_where("olt", 1.0)
+    logs = over("addf", lambda bb, e: bb.unary("math.log", bb.select(
+        is_zero(bb, e), bb.const(1.0, t), bb.unary("math.absf", e, t), t),
+        t))
     # The zero element itself (0 in value), carrying the gradient of the
     # one zero.
-    zero_part = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: bb.binary(
-        "arith.addf", acc, bb.select(bb.op(
-            f"arith.cmpf oeq, {e}, {bb.const(0.0, t)} : {t}"), e,
-            bb.const(0.0, t), t), t))
+    zero_part = add_where("oeq")
 
     def join(bb, xs):
         p, z, n, s, at_zero = (v for v, _ in xs)
@@ -2414,9 +2451,8 @@ def _prod(ctx, x, dim=None, keepdim=False, dtype=None):
         return bb.binary("arith.addf", _stop_gradient(bb, p, t), bb.binary(
             "arith.subf", carrier, frozen, t), t)
 
-    result = ctx.elementwise([direct, zeros, negatives, logs, zero_part],
-                             join, shape=direct.shape, dtype=t)
-    return ctx.b.reshape(result, ctx.shape)
+    return ctx.elementwise([direct, zeros, negatives, logs, zero_part],
+                           join, shape=direct.shape, dtype=t)
 
 
 @_handles("aten.sum.dim_IntList")

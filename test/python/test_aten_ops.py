@@ -978,15 +978,16 @@ def test_sort_and_argsort(tmp_path):
 
 
 def test_products(tmp_path):
-    """prod along a dim (kept or not) and of all elements, also over
-    exact zeros: one zero in a row (the gradient there is the others'
-    product), two (all 0), none; negative factors."""
+    """prod along a dim (kept or not) and of all elements, and cumprod,
+    also over exact zeros: one zero in a row (the gradient there is the
+    others' product), two (all 0), none; negative factors."""
     mask = torch.tensor([[1.0, 0, 1, 1, 1], [1, 1, 1, 1, 1],
                          [0, 1, 0, 1, 1], [1, 1, 1, 1, 1]])
 
     def fn(m, h):
         return torch.cat([h.prod(1), h.prod(0, keepdim=True).flatten(),
-                          h.prod().reshape(1)])
+                          h.prod().reshape(1), torch.cumprod(h, 1).flatten(),
+                          torch.cumprod(h, 0).flatten()])
 
     def zeros(m, h):
         # Zeros in value whose derivative is 1 (h - h.detach()); a finite
@@ -994,7 +995,8 @@ def test_products(tmp_path):
         # alone.
         k = mask.to(h.dtype)
         z = h * k + (1 - k) * (h - h.detach())
-        return torch.cat([z.prod(1), z.prod(0)])
+        return torch.cat([z.prod(1), z.prod(0), torch.cumprod(z, 1).flatten(),
+                          torch.cumprod(z, 0).flatten()])
 
     check_op("products", OnInput((4, 5), fn), (randn(4, 5),), tmp_path)
     check_op("products of zeros", OnInput((4, 5), zeros), (randn(4, 5),),
