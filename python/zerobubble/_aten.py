@@ -2376,6 +2376,54 @@ def _prod(ctx, x, dim=None, keepdim=False, dtype=None):
     return ctx.b.reshape(_product(ctx, x, over), ctx.shape)
 
 
+@_handles("aten.cummax.default", "aten.cummin.default")
+def _cummax(ctx, x, dim):
+    """(values, indices) of the running maximum (minimum) along ``dim``:
+    the index the last position up to i holding the extremum so far (as
+    PyTorch's, on ties too), the value a lookup there, so the gradient
+    goes to that element."""
+    x = ctx.tensor(x)
+    _require_float_or_integer(ctx, x)
+    if x.rank == 0:
+        return x, ctx.b.filled((), "i64", 0)
+    largest = op_name(ctx.node).startswith("aten.cummax")
+    dim = _norm_dim(dim, x.rank)
+    rank, t = x.rank, x.dtype
+    loops = [rank if d == dim else d for d in range(rank)]
+    if is_float(t):
+        op, lowest = ("arith.maximumf", _NEG_INF) if largest else (
+            "arith.minimumf", float("inf"))
+    else:
+        bits = int(t[1:])
+        op, lowest = ("arith.maxsi", -(1 << (bits - 1))) if largest else (
+            "arith.minsi", (1 << (bits - 1)) - 1)
+
+    def running(bb, names, acc):
+        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
+                     "index")
+        return bb.binary(op, acc, bb.select(keep, names[0], bb.const(
+            lowest, t), t), t)
+
+    extremum = ctx.b.generic(x.shape, t, [(x, loops)], running,
+                             reductions=1,
+                             init=ctx.b.filled(x.shape, t, lowest),
+                             hint="running")
+    equal = "arith.cmpf oeq" if is_float(t) else "arith.cmpi eq"
+
+    def last(bb, names, acc):
+        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
+                     "index")
+        hit = bb.binary("arith.andi", keep, bb.op(
+            f"{equal}, {names[0]}, {names[1]} : {t}"), "i1")
+        return bb.select(hit, _as_i64(bb, bb.index(rank)), acc, "i64")
+
+    frozen = _no_grad(ctx, extremum)
+    where = ctx.b.generic(x.shape, "i64", [(x, loops), (frozen, list(
+        range(rank)))], last, reductions=1,
+        init=ctx.b.filled(x.shape, "i64", 0), hint="where")
+    return _gather_along(ctx, x, dim, where), where
+
+
 @_handles("aten.cumprod.default")
 def _cumprod(ctx, x, dim, dtype=None):
     """The products of x[..., :i + 1, ...] along ``dim``; see _product."""

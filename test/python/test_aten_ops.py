@@ -1003,6 +1003,22 @@ def test_products(tmp_path):
              tmp_path, check_grad=False)
 
 
+def test_running_extrema(tmp_path):
+    """cummax and cummin along either dim, of floats (ties included: the
+    last position of the extremum, as PyTorch) and integers."""
+    def fn(m, h):
+        x = h.reshape(3, 4)
+        tied = torch.round(x * 2) / 2
+        values, indices = torch.cummax(x, 1)
+        outs = [values, indices * x, torch.cummin(x, 0).values,
+                torch.cummax(tied, 1).indices * x,
+                torch.cummin(tied, 0).indices * x,
+                torch.cummax((x * 3).long(), 1).values * x]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("running extrema", OnInput((12,), fn), (randn(12),), tmp_path)
+
+
 def test_medians_and_quantiles(tmp_path):
     """median (the lower one of an even count; along a dim with indices,
     kept dims, of all elements), kthvalue, quantile (interpolated, through
