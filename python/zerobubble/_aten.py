@@ -384,8 +384,7 @@ def _only_checked(node):
     for user in node.users:
         if user.op != "call_function":
             return False
-        if _IGNORED.match(op_name(user)) and op_name(user).startswith(
-                "aten._assert"):
+        if op_name(user).startswith("aten._assert"):
             continue
         if user.target not in _SCALAR_OPS or not _only_checked(user):
             return False
@@ -654,6 +653,14 @@ def _norm_dim(dim, rank):
     return dim % rank if rank else 0
 
 
+def _reduction_dims(dim, rank):
+    """A reduction's ``dim`` argument (an int, a list, or None or [] for
+    every dim) as a list of dims in [0, rank)."""
+    dims = list(range(rank)) if dim is None or dim == [] else (
+        [dim] if isinstance(dim, int) else list(dim))
+    return [_norm_dim(d, rank) for d in dims]
+
+
 def _stop_gradient(bb, x, t):
     """``x`` unchanged, with no derivative: a round trip through the
     integer of the same width (autodiff gives an op whose operands are not
@@ -674,6 +681,14 @@ def _no_grad(ctx, value):
     return ctx.elementwise([value], lambda bb, xs: _stop_gradient(
         bb, xs[0][0], value.dtype), shape=value.shape, dtype=value.dtype,
         hint="no_grad")
+
+
+def _up_to(bb, rank, dim):
+    """In a generic whose reduction loop ``rank`` runs along output dim
+    ``dim``: whether that loop's position is at or before the output's
+    (a prefix: cumsum, cumprod, cummax...)."""
+    return bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
+                 "index")
 
 
 def _index_const(bb, value):
@@ -2351,9 +2366,7 @@ def _reduction(ctx, x, dim, keepdim, mean):
         ctx.unsupported("boolean results are not supported")
     if is_float(x.dtype) != is_float(t):
         ctx.unsupported(f"a sum of {x.dtype} into {t} is not supported")
-    dims = list(range(x.rank)) if dim is None or dim == [] else (
-        [dim] if isinstance(dim, int) else list(dim))
-    dims = [_norm_dim(d, x.rank) for d in dims]
+    dims = _reduction_dims(dim, x.rank)
     count = math.prod(x.shape[d] for d in dims)
     result = ctx.reduce(
         x, dims, 0.0 if is_float(t) else 0,
@@ -2366,7 +2379,7 @@ def _reduction(ctx, x, dim, keepdim, mean):
 def _prod(ctx, x, dim=None, keepdim=False, dtype=None):
     """The product over ``dim`` (all elements without); see _product."""
     x = ctx.tensor(x)
-    dims = list(range(x.rank)) if dim is None else [_norm_dim(dim, x.rank)]
+    dims = _reduction_dims(dim, x.rank)
 
     def over(op, term):
         return ctx.reduce(x, dims, 1.0 if op == "mulf" else 0.0,
@@ -2390,17 +2403,10 @@ def _cummax(ctx, x, dim):
     dim = _norm_dim(dim, x.rank)
     rank, t = x.rank, x.dtype
     loops = [rank if d == dim else d for d in range(rank)]
-    if is_float(t):
-        op, lowest = ("arith.maximumf", _NEG_INF) if largest else (
-            "arith.minimumf", float("inf"))
-    else:
-        bits = int(t[1:])
-        op, lowest = ("arith.maxsi", -(1 << (bits - 1))) if largest else (
-            "arith.minsi", (1 << (bits - 1)) - 1)
+    op, lowest = _extremum_combiner(t, largest)
 
     def running(bb, names, acc):
-        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
-                     "index")
+        keep = _up_to(bb, rank, dim)
         return bb.binary(op, acc, bb.select(keep, names[0], bb.const(
             lowest, t), t), t)
 
@@ -2411,8 +2417,7 @@ def _cummax(ctx, x, dim):
     equal = "arith.cmpf oeq" if is_float(t) else "arith.cmpi eq"
 
     def last(bb, names, acc):
-        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
-                     "index")
+        keep = _up_to(bb, rank, dim)
         hit = bb.binary("arith.andi", keep, bb.op(
             f"{equal}, {names[0]}, {names[1]} : {t}"), "i1")
         return bb.select(hit, _as_i64(bb, bb.index(rank)), acc, "i64")
@@ -2438,8 +2443,7 @@ def _cumprod(ctx, x, dim, dtype=None):
         neutral = 1.0 if op == "mulf" else 0.0
 
         def body(bb, names, acc):
-            keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, "
-                         f"{bb.index(dim)} : index")
+            keep = _up_to(bb, rank, dim)
             return bb.binary(f"arith.{op}", acc, bb.select(
                 keep, term(bb, names[0]), bb.const(neutral, x.dtype),
                 x.dtype), x.dtype)
@@ -2452,11 +2456,11 @@ def _cumprod(ctx, x, dim, dtype=None):
 
 def _product(ctx, x, over):
     """A product of x's elements, ``over(op, term)`` combining the term of
-    each with ``op`` (addf, mulf) over all of a dim or a prefix: its value a product reduction (exact, not
-    differentiated), its gradient that of sgn * exp(sum log |x|) over the
-    non-zero elements, which is P / x_i with no zero, the others' product
-    at the one zero, and 0 with more; the two joined as value + (carrier -
-    carrier without gradient)."""
+    each with ``op`` (addf, mulf) over all of a dim or a prefix: its value
+    a product reduction (exact, not differentiated), its gradient that of
+    sgn * exp(sum log |x|) over the non-zero elements, which is P / x_i
+    with no zero, the others' product at the one zero, and 0 with more;
+    the two joined as value + (carrier - carrier without gradient)."""
     t = ctx.dtype
     if not is_float(t) or x.dtype != t:
         ctx.unsupported("only float products in the input's type are "
@@ -2517,9 +2521,7 @@ def _all_or_any(ctx, x, dim, every):
     """Whether every (or any) element over ``dim`` (None or []: all of
     them) is not zero, a boolean tensor."""
     x = ctx.tensor(x)
-    dims = list(range(x.rank)) if dim is None or dim == [] else (
-        [dim] if isinstance(dim, int) else list(dim))
-    dims = [_norm_dim(d, x.rank) for d in dims]
+    dims = _reduction_dims(dim, x.rank)
     op = "arith.andi" if every else "arith.ori"
     result = ctx.reduce(x, dims, every,
                         lambda bb, e, acc: bb.binary(op, e, acc, "i1"),
@@ -2582,15 +2584,20 @@ def _reduced_loops(x, dims):
                         dims.index(d) for d in range(x.rank)]
 
 
+def _extremum_combiner(t, largest):
+    """(op, start) of a maximum (minimum) of element type ``t``: NaN
+    propagates; the start is the type's lowest (highest) value."""
+    if is_float(t):
+        return (("arith.maximumf", _NEG_INF) if largest else
+                ("arith.minimumf", float("inf")))
+    bits = int(t[1:])
+    return (("arith.maxsi", -(1 << (bits - 1))) if largest else
+            ("arith.minsi", (1 << (bits - 1)) - 1))
+
+
 def _extremum(ctx, x, dims, largest):
     """The maximum (or minimum) of x over ``dims``; NaN propagates."""
-    if is_float(x.dtype):
-        op = "arith.maximumf" if largest else "arith.minimumf"
-        init = _NEG_INF if largest else float("inf")
-    else:
-        op = "arith.maxsi" if largest else "arith.minsi"
-        bits = int(x.dtype[1:])
-        init = -(1 << (bits - 1)) if largest else (1 << (bits - 1)) - 1
+    op, init = _extremum_combiner(x.dtype, largest)
     return ctx.reduce(x, dims, init,
                       lambda bb, e, acc: bb.binary(op, e, acc, x.dtype))
 
@@ -2683,7 +2690,7 @@ def _aminmax(ctx, x, dim=None, keepdim=False):
     """(min, max) over ``dim`` or all elements."""
     x = ctx.tensor(x)
     _require_float_or_integer(ctx, x)
-    dims = list(range(x.rank)) if dim is None else [_norm_dim(dim, x.rank)]
+    dims = _reduction_dims(dim, x.rank)
     shape = tuple(int(d) for d in ctx.val[0].shape)
     return tuple(ctx.b.reshape(_extremum(ctx, x, dims, largest), shape)
                  for largest in (False, True))
@@ -2932,9 +2939,7 @@ def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
     x = ctx.tensor(x)
     _require_float(ctx, x)
     t = x.dtype
-    dims = list(range(x.rank)) if dim is None or dim == [] else (
-        [dim] if isinstance(dim, int) else list(dim))
-    dims = [_norm_dim(d, x.rank) for d in dims]
+    dims = _reduction_dims(dim, x.rank)
 
     def absolute(bb, e):
         return bb.unary("math.absf", e, t)
@@ -2970,9 +2975,7 @@ def _moments(ctx, x, dim, correction, keepdim):
     x = ctx.tensor(x)
     _require_float(ctx, x)
     t = x.dtype
-    dims = list(range(x.rank)) if dim is None or dim == [] else (
-        [dim] if isinstance(dim, int) else list(dim))
-    dims = sorted(_norm_dim(d, x.rank) for d in dims)
+    dims = sorted(_reduction_dims(dim, x.rank))
     count = math.prod(x.shape[d] for d in dims)
     kept = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
     mean = ctx.b.reshape(ctx.reduce(
@@ -3030,9 +3033,7 @@ def _count_nonzero(ctx, x, dim=None):
     x = ctx.tensor(x)
     nonzero = ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], "i1"),
                               shape=x.shape, dtype="i1")
-    dims = list(range(x.rank)) if dim is None else (
-        [dim] if isinstance(dim, int) else list(dim))
-    dims = [_norm_dim(d, x.rank) for d in dims]
+    dims = _reduction_dims(dim, x.rank)
     total = ctx.reduce(nonzero, dims, 0,
                        lambda bb, e, acc: _add_acc(bb, e, acc, "i64"),
                        dtype="i64")
@@ -3159,8 +3160,7 @@ def _linalg_norm(ctx, x, ord=None, dim=None, keepdim=False, dtype=None):
     (or a 1-d input) that vector norm; matrix norms (ord over two dims)
     are refused."""
     x = ctx.tensor(x)
-    dims = list(range(x.rank)) if dim is None else (
-        [dim] if isinstance(dim, int) else list(dim))
+    dims = _reduction_dims(dim, x.rank)
     if ord is None or ord == "fro":
         if ord == "fro" and len(dims) != 2:
             ctx.unsupported("the Frobenius norm over other than two dims")
@@ -3168,6 +3168,16 @@ def _linalg_norm(ctx, x, ord=None, dim=None, keepdim=False, dtype=None):
     elif len(dims) != 1:
         ctx.unsupported(f"the matrix norm ord={ord} is not supported")
     return _vector_norm(ctx, x, ord, dims, keepdim)
+
+
+def _finite_max(ctx, x, dims):
+    """The maximum of x over ``dims`` without its gradient, 0 where it is
+    infinite: the shift that keeps a log-sum-exp from overflowing."""
+    t = x.dtype
+    m = _no_grad(ctx, _extremum(ctx, x, dims, True))
+    return ctx.elementwise([m], lambda bb, xs: bb.select(
+        _is_finite(bb, xs[0][0], t), xs[0][0], bb.const(0.0, t), t),
+        shape=m.shape, dtype=t)
 
 
 @_handles("aten.logsumexp.default")
@@ -3178,10 +3188,7 @@ def _logsumexp(ctx, x, dim, keepdim=False):
     _require_float(ctx, x)
     t = x.dtype
     dims = [dim] if isinstance(dim, int) else list(dim)
-    m = _no_grad(ctx, _extremum(ctx, x, dims, True))
-    m = ctx.elementwise([m], lambda bb, xs: bb.select(
-        _is_finite(bb, xs[0][0], t), xs[0][0], bb.const(0.0, t), t),
-        shape=m.shape, dtype=t)
+    m = _finite_max(ctx, x, dims)
     dims, kept, loops = _reduced_loops(x, dims)
 
     def body(bb, names, acc):
@@ -4686,9 +4693,10 @@ def _embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False,
     if per_sample_weights is not None:
         inputs.append((ctx.tensor(per_sample_weights), [2]))
 
-    def member(bb, names):
-        """Whether index n (loop 2) is in bag b (loop 0), not padding."""
-        b, n = bb.index(0), bb.index(2)
+    def member(bb, names, position):
+        """Whether index n (loop ``position``) is in bag b (loop 0), not
+        padding."""
+        b, n = bb.index(0), bb.index(position)
         start = _to_index(bb, _lookup(bb, offsets, [b]), offsets.dtype)
         following = _index_op(bb, "addi", b, _index_const(bb, 1))
         has_next = bb.op(f"arith.cmpi slt, {following}, "
@@ -4714,7 +4722,7 @@ def _embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False,
             value = bb.binary("arith.mulf", value, _cast(
                 bb, (names[1], inputs[1][0].dtype), t), t)
         return bb.binary("arith.addf", acc, bb.select(
-            member(bb, names), value, bb.const(0.0, t), t), t)
+            member(bb, names, 2), value, bb.const(0.0, t), t), t)
 
     sums = ctx.b.generic((bags, dim), t, inputs, total, reductions=1,
                          init=ctx.b.filled((bags, dim), t, 0.0),
@@ -4724,12 +4732,12 @@ def _embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False,
 
     def members(bb, names, acc):
         return bb.binary("arith.addf", acc, bb.select(
-            member(bb, names), bb.const(1.0, t), bb.const(0.0, t), t), t)
+            member(bb, names, 1), bb.const(1.0, t), bb.const(0.0, t), t), t)
 
-    sizes = ctx.b.generic((bags, dim), t, [(indices, [2])], members,
-                          reductions=1, init=ctx.b.filled((bags, dim), t,
-                                                          0.0),
+    sizes = ctx.b.generic((bags,), t, [(indices, [1])], members,
+                          reductions=1, init=ctx.b.filled((bags,), t, 0.0),
                           hint="bag_size")
+    sizes = ctx.b.reshape(sizes, (bags, 1))
     return ctx.elementwise([sums, sizes], lambda bb, xs: bb.binary(
         "arith.divf", xs[0][0], bb.binary("arith.maximumf", xs[1][0],
                                           bb.const(1.0, t), t), t),
@@ -4837,26 +4845,21 @@ def _logcumsumexp(ctx, x, dim):
     _require_float(ctx, x)
     t = x.dtype
     dim = _norm_dim(dim, x.rank)
-    m = _no_grad(ctx, _extremum(ctx, x, [dim], True))
-    kept = x.shape[:dim] + (1,) + x.shape[dim + 1:]
-    m = ctx.elementwise([ctx.b.reshape(m, kept)], lambda bb, xs: bb.select(
-        _is_finite(bb, xs[0][0], t), xs[0][0], bb.const(0.0, t), t),
-        shape=kept, dtype=t)
+    reduced = _finite_max(ctx, x, [dim])
     rank = x.rank
 
     def body(bb, names, acc):
-        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
-                     "index")
+        keep = _up_to(bb, rank, dim)
         e = bb.unary("math.exp", bb.binary("arith.subf", names[0], names[1],
                                            t), t)
         return bb.binary("arith.addf", acc, bb.select(
             keep, e, bb.const(0.0, t), t), t)
 
     loops = [rank if d == dim else d for d in range(rank)]
-    reduced = ctx.b.reshape(m, x.shape[:dim] + x.shape[dim + 1:])
     total = ctx.b.generic(x.shape, t, [(x, loops), (reduced, [
         d for d in range(rank) if d != dim])], body, reductions=1,
         init=ctx.b.filled(x.shape, t, 0.0), hint="lcse")
+    m = ctx.b.reshape(reduced, x.shape[:dim] + (1,) + x.shape[dim + 1:])
     return ctx.elementwise([total, m], lambda bb, xs: bb.binary(
         "arith.addf", bb.unary("math.log", xs[0][0], t), xs[1][0], t),
         shape=x.shape, dtype=t)
@@ -4878,8 +4881,7 @@ def _cumsum(ctx, x, dim, dtype=None):
 
     def body(bb, names, acc):
         value = _cast(bb, (names[0], x.dtype), t)
-        keep = bb.op(f"arith.cmpi ule, {bb.index(rank)}, {bb.index(dim)} : "
-                     "index")
+        keep = _up_to(bb, rank, dim)
         return bb.binary(add, bb.select(keep, value, bb.const(0, t), t), acc,
                          t)
 
