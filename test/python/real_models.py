@@ -94,13 +94,13 @@ def deberta(count=2, seed=7, own_loss=False):
 
 class InputLoss(nn.Module):
     """A transformers model's own loss for inputs that are not token ids:
-    ``model(**{key: x}, labels=y).loss``, or, with ``keys``, the data
-    arguments passed by those names."""
+    ``model(**{keys[0]: x, keys[1]: y...}).loss``, the data arguments
+    passed by those names (``"pixel_values", "labels"``)."""
 
-    def __init__(self, model, key, keys=None):
+    def __init__(self, model, *keys):
         super().__init__()
         self.model = model
-        self.keys = tuple(keys) if keys else (key, "labels")
+        self.keys = keys
 
     def forward(self, *data):
         return self.model(**dict(zip(self.keys, data))).loss
@@ -141,21 +141,25 @@ def whisper(count=2, seed=7):
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64,
         max_source_positions=16, num_labels=10, vocab_size=64)
     model = transformers.WhisperForAudioClassification(config)
-    return (InputLoss(model, "input_features").eval(),
+    return (InputLoss(model, "input_features", "labels").eval(),
             _images(count, (2, 8, 32), seed=seed))
+
+
+# Wav2Vec2's tiny encoder, shared by the models built on it (WavLM).
+_WAV2VEC2_ENCODER = dict(
+    hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+    intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2),
+    conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=2, num_labels=10, vocab_size=32)
 
 
 def wav2vec2(count=2, seed=7):
     """Wav2Vec2 on raw audio: the conv feature encoder with group norm, the
     weight-normed positional convolution, mean pooling."""
     transformers = require("transformers")
-    config = transformers.Wav2Vec2Config(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2),
-        conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, num_labels=10, vocab_size=32)
+    config = transformers.Wav2Vec2Config(**_WAV2VEC2_ENCODER)
     model = transformers.Wav2Vec2ForSequenceClassification(config)
-    return (InputLoss(model, "input_values").eval(),
+    return (InputLoss(model, "input_values", "labels").eval(),
             _images(count, (2, 400), seed=seed))
 
 
@@ -163,14 +167,10 @@ def wavlm(count=2, seed=7):
     """WavLM on raw audio: Wav2Vec2's encoder with gated relative position
     buckets."""
     transformers = require("transformers")
-    config = transformers.WavLMConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, conv_dim=(8, 8), conv_stride=(5, 2),
-        conv_kernel=(10, 3), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, num_labels=10, vocab_size=32,
-        num_buckets=8, max_bucket_distance=16)
+    config = transformers.WavLMConfig(**_WAV2VEC2_ENCODER, num_buckets=8,
+                                      max_bucket_distance=16)
     model = transformers.WavLMForSequenceClassification(config)
-    return (InputLoss(model, "input_values").eval(),
+    return (InputLoss(model, "input_values", "labels").eval(),
             _images(count, (2, 400), seed=seed))
 
 
@@ -212,14 +212,14 @@ def time_series(count=2, seed=7):
         encoder_attention_heads=2, decoder_attention_heads=2,
         encoder_ffn_dim=32, decoder_ffn_dim=32)
     model = transformers.TimeSeriesTransformerForPrediction(config)
-    keys = ("past_values", "past_time_features", "past_observed_mask",
-            "future_values", "future_time_features")
     gen = torch.Generator().manual_seed(seed)
     batches = [(torch.randn(2, 10, generator=gen),
                 torch.randn(2, 10, 1, generator=gen), torch.ones(2, 10),
                 torch.randn(2, 4, generator=gen),
                 torch.randn(2, 4, 1, generator=gen)) for _ in range(count)]
-    return InputLoss(model, None, keys).eval(), batches
+    return InputLoss(model, "past_values", "past_time_features",
+                     "past_observed_mask", "future_values",
+                     "future_time_features").eval(), batches
 
 
 def xlm(count=2, seed=7):

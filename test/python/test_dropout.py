@@ -278,7 +278,7 @@ def test_a_real_model_with_dropout_pipelines_like_one_process(name):
             num_heads=[2, 2], window_size=4, num_labels=10)
         assert config.drop_path_rate > 0
         model = InputLoss(transformers.SwinForImageClassification(config),
-                          "pixel_values")
+                          "pixel_values", "labels")
         batches = _images(MICROBATCHES, (2, 3, 32, 32))
     elif name == "opt":
         config = transformers.OPTConfig(
