@@ -375,7 +375,8 @@ _SCALAR_OPS = frozenset((operator.le, operator.lt, operator.ge, operator.gt,
                          operator.eq, operator.ne, operator.and_,
                          operator.or_, operator.not_, operator.add,
                          operator.sub, operator.mul, operator.floordiv,
-                         operator.mod, operator.neg))
+                         operator.mod, operator.neg, torch.sym_ite,
+                         torch.sym_not, torch.sym_max, torch.sym_min))
 
 
 def _only_checked(node):
@@ -4444,6 +4445,40 @@ def _scatter(ctx, x, dim, index, src):
                          body, hint=ctx.hint)
 
 
+@_handles("aten.masked_scatter.default")
+def _masked_scatter(ctx, x, mask, source):
+    """x with the elements where ``mask`` (broadcast to x's shape) holds
+    replaced, in order, by the leading elements of ``source``: each masked
+    element's place in ``source`` is the running count of the flattened
+    mask before it (LLaVA-style models merge image features into the text
+    embeddings so). x's gradient flows where the mask is false, source's
+    to the elements taken (a lookup)."""
+    x = ctx.tensor(x)
+    mask = ctx.tensor(mask)
+    source = ctx.tensor(source)
+    if mask.dtype != "i1":
+        ctx.unsupported("masked_scatter needs a boolean mask")
+    flags = ctx.elementwise([mask], lambda bb, xs: _cast(bb, xs[0], "i64"),
+                            shape=x.shape, dtype="i64", hint="flags")
+    taken = ctx.b.reshape(_flat_running_count(ctx, ctx.b.reshape(
+        flags, (x.size,))), x.shape)
+    flat = ctx.b.reshape(source, (source.size,))
+    mask, mask_dims = ctx.broadcast(mask, x.shape)
+    last = source.size - 1
+
+    def body(bb, names, acc):
+        place = bb.binary("arith.subi", names[2], bb.const(1, "i64"), "i64")
+        place = bb.binary("arith.maxsi", place, bb.const(0, "i64"), "i64")
+        place = bb.binary("arith.minsi", place, bb.const(last, "i64"), "i64")
+        value = _lookup(bb, flat, [_to_index(bb, place, "i64")])
+        return bb.select(names[1], value, names[0], x.dtype)
+
+    loops = list(range(x.rank))
+    return ctx.b.generic(x.shape, x.dtype, [(x, loops), (mask, mask_dims),
+                                            (taken, loops)], body,
+                         hint=ctx.hint)
+
+
 @_handles("aten.scatter_add.default")
 def _scatter_add(ctx, x, dim, index, src):
     """x plus, at each index[i...] along ``dim``, src[i...] (several adds
@@ -4867,15 +4902,19 @@ def _logcumsumexp(ctx, x, dim):
 
 @_handles("aten.cumsum.default")
 def _cumsum(ctx, x, dim, dtype=None):
-    """out[..., i, ...] = sum over j <= i of x[..., j, ...]: a reduction
-    over j reading x at j, masked to j <= i."""
+    """out[..., i, ...] = sum over j <= i of x[..., j, ...]."""
     x = ctx.tensor(x)
     t = ctx.dtype
     if x.rank == 0:
         return ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], t))
     if t == "i1":
         ctx.unsupported("boolean results are not supported")
-    dim = _norm_dim(dim, x.rank)
+    return _running_sum(ctx, x, _norm_dim(dim, x.rank), t, ctx.hint)
+
+
+def _running_sum(ctx, x, dim, t, hint="cumsum"):
+    """x summed along ``dim`` up to each position, in type ``t``: a
+    reduction over j reading x at j, masked to j <= i."""
     rank = x.rank
     add = "arith.addf" if is_float(t) else "arith.addi"
 
@@ -4886,8 +4925,41 @@ def _cumsum(ctx, x, dim, dtype=None):
                          t)
 
     dims = [rank if d == dim else d for d in range(rank)]
-    return ctx.b.generic(ctx.shape, t, [(x, dims)], body, reductions=1,
-                         init=ctx.b.filled(ctx.shape, t, 0), hint=ctx.hint)
+    return ctx.b.generic(x.shape, t, [(x, dims)], body, reductions=1,
+                         init=ctx.b.filled(x.shape, t, 0), hint=hint)
+
+
+# The block length of a running count over a flattened tensor.
+_SCAN_BLOCK = 64
+
+
+def _flat_running_count(ctx, counts):
+    """The running sum of the 1-D i64 tensor ``counts`` in blocks: each
+    block's own running sum plus the totals of the blocks before it (a
+    running sum of the totals, found the same way), n * block steps rather
+    than the n * n of one masked reduction."""
+    n = counts.shape[0]
+    if n <= _SCAN_BLOCK:
+        return _running_sum(ctx, counts, 0, "i64")
+    blocks = -(-n // _SCAN_BLOCK)
+    size = blocks * _SCAN_BLOCK
+    if size != n:
+        counts = ctx.b.insert_slice(counts, ctx.b.filled((size,), "i64", 0),
+                                    [0])
+    within = _running_sum(ctx, ctx.b.reshape(counts, (blocks, _SCAN_BLOCK)),
+                          1, "i64")
+    totals = ctx.b.reshape(ctx.b.extract_slice(
+        within, [0, _SCAN_BLOCK - 1], [blocks, 1], [1, 1]), (blocks,))
+    through = _flat_running_count(ctx, totals)
+
+    def body(bb, names, acc):
+        before = bb.binary("arith.subi", names[1], names[2], "i64")
+        return bb.binary("arith.addi", names[0], before, "i64")
+
+    total = ctx.b.generic((blocks, _SCAN_BLOCK), "i64", [
+        (within, [0, 1]), (through, [0]), (totals, [0])], body, hint="scan")
+    total = ctx.b.reshape(total, (size,))
+    return total if size == n else ctx.b.extract_slice(total, [0], [n], [1])
 
 
 # -- convolution and pooling --------------------------------------------

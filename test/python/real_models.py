@@ -222,6 +222,35 @@ def time_series(count=2, seed=7):
                      "future_time_features").eval(), batches
 
 
+def llava(count=2, seed=7):
+    """LLaVA: a CLIP vision tower's patch features projected and merged
+    into a Llama's token embeddings at the image tokens (masked_scatter),
+    the token count checked by a runtime assertion (left out)."""
+    transformers = require("transformers")
+    image_token = 63
+    config = transformers.LlavaConfig(
+        vision_config=transformers.CLIPVisionConfig(
+            image_size=16, patch_size=8, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=64),
+        text_config=transformers.LlamaConfig(
+            vocab_size=64, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=64, max_position_embeddings=64),
+        image_token_id=image_token)
+    model = transformers.LlavaForConditionalGeneration(config)
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(count):
+        ids = torch.randint(0, image_token, (2, 12), generator=gen)
+        ids[0, 1:5] = image_token  # (16 / 8)^2 patches per image
+        ids[1, 6:10] = image_token
+        batches.append((ids, torch.randn(2, 3, 16, 16, generator=gen),
+                        torch.randint(0, image_token, (2, 12),
+                                      generator=gen)))
+    return InputLoss(model, "input_ids", "pixel_values",
+                     "labels").eval(), batches
+
+
 def xlm(count=2, seed=7):
     """XLM: sinusoidal positions, and an ``assert lengths.max().item() <=
     slen`` on the token count (a runtime check left out)."""
@@ -344,7 +373,7 @@ ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
                       "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart,
                       "llama4": llama4, "time_series": time_series,
-                      "xlm": xlm}
+                      "xlm": xlm, "llava": llava}
 
 
 def torch_reference(model, batches):

@@ -1133,6 +1133,25 @@ def test_index_put_with_repeated_indices(tmp_path):
     assert loss == pytest.approx(expected, rel=F64_RTOL)
 
 
+def test_masked_scatter(tmp_path):
+    """masked_scatter: the masked elements take the source's leading
+    elements in order, the mask broadcast (LLaVA's [batch, tokens, 1] over
+    the embeddings); 5040 elements run the blocked running count two
+    levels deep, each with a partial last block. The gradient reaches the
+    input where the mask is false and the source elements taken."""
+    gen = torch.Generator().manual_seed(5)
+    rows = torch.rand(4, 7, 1, generator=gen) < 0.5
+    flat = torch.rand(5040, generator=gen) < 0.3
+
+    def fn(m, h, g):
+        merged = h.masked_scatter(rows, g * 2)
+        wide = h.reshape(5040).masked_scatter(flat, (h * g).reshape(5040))
+        return torch.cat([merged.flatten(), wide])
+
+    check_op("masked scatter", OnInput((4, 7, 180), fn),
+             (randn(4, 7, 180), randn(4, 7, 180, seed=2)), tmp_path)
+
+
 def test_scatter_add(tmp_path):
     """scatter_add along either dim, repeated indices summing (the
     routing weights of a mixture of experts: each token's chosen experts'
@@ -1610,7 +1629,7 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 @pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama", "mamba",
                                   "deepseek_v3", "whisper", "wav2vec2",
                                   "mbart", "wavlm", "llama4",
-                                  "time_series", "xlm"])
+                                  "time_series", "xlm", "llava"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()
