@@ -4448,34 +4448,100 @@ def _scatter(ctx, x, dim, index, src):
 @_handles("aten.masked_scatter.default")
 def _masked_scatter(ctx, x, mask, source):
     """x with the elements where ``mask`` (broadcast to x's shape) holds
-    replaced, in order, by the leading elements of ``source``: each masked
-    element's place in ``source`` is the running count of the flattened
-    mask before it (LLaVA-style models merge image features into the text
-    embeddings so). x's gradient flows where the mask is false, source's
-    to the elements taken (a lookup)."""
+    replaced, in order, by the leading elements of ``source`` (LLaVA-style
+    models merge image features into the text embeddings so). x's
+    gradient flows where the mask is false, source's to the elements
+    taken (a lookup)."""
     x = ctx.tensor(x)
     mask = ctx.tensor(mask)
     source = ctx.tensor(source)
     if mask.dtype != "i1":
         ctx.unsupported("masked_scatter needs a boolean mask")
-    flags = ctx.elementwise([mask], lambda bb, xs: _cast(bb, xs[0], "i64"),
-                            shape=x.shape, dtype="i64", hint="flags")
-    taken = ctx.b.reshape(_flat_running_count(ctx, ctx.b.reshape(
-        flags, (x.size,))), x.shape)
+    taken = _running_mask_count(ctx, mask, x.shape)
     flat = ctx.b.reshape(source, (source.size,))
     mask, mask_dims = ctx.broadcast(mask, x.shape)
-    last = source.size - 1
 
     def body(bb, names, acc):
-        place = bb.binary("arith.subi", names[2], bb.const(1, "i64"), "i64")
-        place = bb.binary("arith.maxsi", place, bb.const(0, "i64"), "i64")
-        place = bb.binary("arith.minsi", place, bb.const(last, "i64"), "i64")
-        value = _lookup(bb, flat, [_to_index(bb, place, "i64")])
+        value = _lookup(bb, flat, [_taken_place(bb, names[2], flat.size)])
         return bb.select(names[1], value, names[0], x.dtype)
 
     loops = list(range(x.rank))
     return ctx.b.generic(x.shape, x.dtype, [(x, loops), (mask, mask_dims),
                                             (taken, loops)], body,
+                         hint=ctx.hint)
+
+
+def _running_mask_count(ctx, mask, shape):
+    """For each element of the boolean ``mask`` broadcast to ``shape``,
+    how many elements up to it in row-major order are true (i64)."""
+    flags = ctx.elementwise([mask], lambda bb, xs: _cast(bb, xs[0], "i64"),
+                            shape=shape, dtype="i64", hint="flags")
+    size = math.prod(shape)
+    return ctx.b.reshape(_flat_running_count(
+        ctx, ctx.b.reshape(flags, (size,))), shape)
+
+
+def _taken_place(bb, count, size):
+    """The place, in a source of ``size`` rows, of the masked element
+    whose running count is ``count``: count - 1, kept inside the source
+    (an ``index``; elements not masked read row 0, unused)."""
+    place = bb.binary("arith.subi", count, bb.const(1, "i64"), "i64")
+    place = bb.binary("arith.maxsi", place, bb.const(0, "i64"), "i64")
+    place = bb.binary("arith.minsi", place, bb.const(size - 1, "i64"),
+                      "i64")
+    return _to_index(bb, place, "i64")
+
+
+def _masked_put(ctx, x, dim, mask, values, accumulate):
+    """x[..., mask] = values (or +=) for a boolean ``mask`` over x's dims
+    from ``dim`` on: a value shared by every masked element is a select;
+    one row of ``values`` per masked element (Kosmos-2 places its image
+    embeddings so) is taken in order by the mask's running count, as
+    masked_scatter does (the mask then over x's leading dims)."""
+    t = x.dtype
+    k = mask.rank
+    if mask.shape != x.shape[dim:dim + k]:
+        ctx.unsupported(f"a boolean index of shape {list(mask.shape)} "
+                        f"must match the indexed dims "
+                        f"{list(x.shape[dim:dim + k])}")
+    after = x.shape[dim + k:]
+    values = ctx.tensor(values)
+    if values.dtype != t:
+        values = ctx.elementwise([values], lambda bb, xs: _cast(
+            bb, xs[0], t), shape=values.shape, dtype=t)
+    selected = dim + 1 + len(after)  # [before..., count, after...]
+    if values.rank > selected:
+        ctx.unsupported(f"values of shape {list(values.shape)} for a "
+                        f"selection of rank {selected}")
+    shape = (1,) * (selected - values.rank) + values.shape
+    add = "arith.addf" if is_float(t) else "arith.addi"
+
+    def put(bb, old, value):
+        return bb.binary(add, old, value, t) if accumulate else value
+
+    placed = ctx.b.reshape(mask, (1,) * dim + mask.shape + (1,) * len(
+        after))
+    if shape[dim] == 1:
+        shared = ctx.b.reshape(values, shape[:dim] + (1,) * k + shape[
+            dim + 1:])
+        return ctx.elementwise([x, placed, shared], lambda bb, xs: bb.select(
+            xs[1][0], put(bb, xs[0][0], xs[2][0]), xs[0][0], t),
+            shape=x.shape, dtype=t)
+    if dim:
+        ctx.unsupported("one value per masked element needs the boolean "
+                        "index first (x[mask] = v, not x[:, mask] = v)")
+    rows = ctx.expand(ctx.b.reshape(values, shape), shape)
+    taken = _running_mask_count(ctx, mask, mask.shape)
+
+    def body(bb, names, acc):
+        at = [_taken_place(bb, names[2], rows.shape[0])] + [
+            bb.index(d) for d in range(k, x.rank)]
+        value = put(bb, names[0], _lookup(bb, rows, at))
+        return bb.select(names[1], value, names[0], t)
+
+    loops = list(range(x.rank))
+    return ctx.b.generic(x.shape, t, [(x, loops), (mask, loops[:k]),
+                                      (taken, loops[:k])], body,
                          hint=ctx.hint)
 
 
@@ -4567,6 +4633,9 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     dims = [d for d, i in enumerate(indices) if i is not None]
     if not dims:
         ctx.unsupported("index_put without an index tensor")
+    if len(dims) == 1 and ctx.tensor(indices[dims[0]]).dtype == "i1":
+        return _masked_put(ctx, x, dims[0], ctx.tensor(indices[dims[0]]),
+                           values, accumulate)
     index = [_index_tensor(ctx, indices[d], "an index") for d in dims]
     for i, d in zip(index, dims):
         ctx.translator.note_range(i, x.shape[d])

@@ -1152,6 +1152,33 @@ def test_masked_scatter(tmp_path):
              (randn(4, 7, 180), randn(4, 7, 180, seed=2)), tmp_path)
 
 
+def test_boolean_index_put(tmp_path):
+    """x[mask] = v and index_put with accumulate for a boolean mask (a
+    data argument, as Kosmos-2's image positions, or a constant): one row
+    of v per masked element taken in order, over the leading dims or all
+    of them; a value shared by the masked elements, also after a full
+    slice. (x[mask] += v reads x[mask] first, a value-dependent shape.)"""
+    def fn(m, h, rows):
+        rows = rows.bool()
+        a = h * 1.0
+        a[rows] = h[:2] * 2
+        b = h * 1.0
+        b.index_put_((rows,), h[2:] ** 2, accumulate=True)
+        grid = torch.tensor([[1, 0, 0, 1, 1], [0, 0, 1, 0, 0],
+                             [0, 1, 0, 0, 0], [1, 0, 0, 0, 1]]).bool()
+        c = h * 1.0
+        c[grid] = h.flatten()[5:12] * h[1, 0]
+        d = h * 1.0
+        d[:, grid[0]] = h[:, :1] * 3
+        e = h * 1.0
+        e.index_put_((grid,), h[3, 4], accumulate=True)
+        return torch.cat([o.flatten() for o in (a, b, c, d, e)])
+
+    rows = torch.tensor([0, 1, 0, 1])
+    check_op("boolean index put", OnInput((4, 5), fn), (randn(4, 5), rows),
+             tmp_path)
+
+
 def test_scatter_add(tmp_path):
     """scatter_add along either dim, repeated indices summing (the
     routing weights of a mixture of experts: each token's chosen experts'
