@@ -109,14 +109,32 @@ static Value castFloat(OpBuilder &b, Location loc, Value value, Type type) {
   return arith::TruncFOp::create(b, loc, to, value);
 }
 
-/// The scalar adjoint contribution dOut * tangent, masked to the extremal
-/// elements for max/min reductions (dOut then each one's share), in the
-/// differentiated input's element type `type` (the body may compute in another
-/// precision).
+/// The tangent of the body's element with respect to `seed`, a body
+/// argument or captured read of type `type`, seeded with `dOut` where the
+/// types agree (then it is the adjoint contribution itself; see
+/// ScalarTangent), else with 1 (the body computes in another precision: the
+/// adjoint is not rounded to the input's type before the chain).
+static FailureOr<std::pair<Value, bool>> elementTangent(OpBuilder &nb,
+                                                        Location nloc,
+                                                        Value seed, Value dOut,
+                                                        Value element) {
+  bool seeded = seed.getType() == dOut.getType();
+  ScalarTangent tangents(nb, nloc, seed, nb.getInsertionBlock()->getParent(),
+                         seeded ? dOut : Value());
+  FailureOr<Value> tangent = tangents.get(element);
+  if (failed(tangent))
+    return failure();
+  return std::make_pair(*tangent, seeded);
+}
+
+/// The scalar adjoint contribution dOut * tangent (the tangent itself when it
+/// was `seeded` with dOut), masked to the extremal elements for max/min
+/// reductions (dOut then each one's share), in the differentiated input's
+/// element type `type` (the body may compute in another precision).
 static Value contribution(OpBuilder &b, Location loc, const BodyInfo &info,
-                          Value tangent, Value dOut, Value element,
+                          Value tangent, bool seeded, Value dOut, Value element,
                           Value result, Type type) {
-  Value c = arith::MulFOp::create(b, loc, tangent, dOut);
+  Value c = seeded ? tangent : arith::MulFOp::create(b, loc, tangent, dOut);
   if (info.combiner == Combiner::Extremum) {
     Value isExtremum = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
                                              element, result);
@@ -259,19 +277,18 @@ static FailureOr<Value> buildInputAdjoint(OpBuilder &b, linalg::GenericOp op,
         Value element =
             cloneElement(nb, body, info, args.slice(1, numInputs), mapping);
         Value acc = args.back();
-        ScalarTangent tangents(nb, nloc, args[1 + k],
-                               nb.getInsertionBlock()->getParent());
-        FailureOr<Value> tangent = tangents.get(element);
+        auto tangent = elementTangent(nb, nloc, args[1 + k], args[0], element);
         failedRule = failed(tangent);
-        isZero = succeeded(tangent) && !*tangent;
+        isZero = succeeded(tangent) && !tangent->first;
         if (failedRule || isZero) {
           linalg::YieldOp::create(nb, nloc, acc);
           return;
         }
         Value resultScalar =
             info.combiner == Combiner::Extremum ? args[1 + numInputs] : Value();
-        Value c = contribution(nb, nloc, info, *tangent, args[0], element,
-                               resultScalar, inputType.getElementType());
+        Value c = contribution(nb, nloc, info, tangent->first, tangent->second,
+                               args[0], element, resultScalar,
+                               inputType.getElementType());
         linalg::YieldOp::create(
             nb, nloc,
             accumulates ? Value(arith::AddFOp::create(nb, nloc, acc, c)) : c);
@@ -393,17 +410,17 @@ static FailureOr<Value> buildCapturedAdjoint(OpBuilder &b,
         Value acc = iterArgs[0];
         Value element = mapping.lookupOrDefault(info.element);
         for (tensor::ExtractOp read : reads) {
-          ScalarTangent tangents(nb, nloc, mapping.lookup(read.getResult()),
-                                 nb.getInsertionBlock()->getParent());
-          FailureOr<Value> tangent = tangents.get(element);
+          auto tangent = elementTangent(
+              nb, nloc, mapping.lookup(read.getResult()), dOutScalar, element);
           if (failed(tangent)) {
             failedRule = true;
             break;
           }
-          if (!*tangent)
+          if (!tangent->first)
             continue;
           Value c = contribution(
-              nb, nloc, info, *tangent, dOutScalar, element, resultScalar,
+              nb, nloc, info, tangent->first, tangent->second, dOutScalar,
+              element, resultScalar,
               cast<RankedTensorType>(table.getType()).getElementType());
           SmallVector<Value> indices;
           for (Value index : read.getIndices())

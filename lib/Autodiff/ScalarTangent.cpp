@@ -26,7 +26,7 @@ Value ScalarTangent::orZero(Value tangent, Type type) {
 
 FailureOr<Value> ScalarTangent::get(Value v) {
   if (v == seed)
-    return constant(v.getType(), 1.0);
+    return seedTangent ? seedTangent : constant(v.getType(), 1.0);
   if (auto it = memo.find(v); it != memo.end())
     return it->second;
   Operation *def = v.getDefiningOp();

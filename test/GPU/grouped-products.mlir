@@ -8,10 +8,10 @@
 // on the GPU the batched product 2 * 3 * 6 * 5 * 4 = 720, the pick of each
 // row's group 6 * 5 * 3 * 2 = 180 and the loss 60; on the CPU the grouped
 // product 2 * 6 * 5 * 4 = 240 and the loss. Backward (all W: x is data):
-// the loss's adjoint (60), then on the GPU the pick's (6 * 5 * 3 * 2 =
-// 180, a select and a multiply per point) and a batched product (720), on
-// the CPU a grouped one (240).
-// GPU: cost_b = array<f64: 0.000000e+00>, cost_f = array<f64: 9.600000e+02>, cost_w = array<f64: 9.600000e+02>
+// the loss's adjoint (60), then on the GPU the pick's (6 * 5 * 3 = 90, a
+// select per point: the adjoint where the group is picked, else 0) and a
+// batched product (720), on the CPU a grouped one (240).
+// GPU: cost_b = array<f64: 0.000000e+00>, cost_f = array<f64: 9.600000e+02>, cost_w = array<f64: 8.700000e+02>
 // GPU: tensor<3x6x5xf32>
 // CPU: cost_b = array<f64: 0.000000e+00>, cost_f = array<f64: 3.000000e+02>, cost_w = array<f64: 3.000000e+02>
 // CPU-NOT: tensor<3x6x5xf32>

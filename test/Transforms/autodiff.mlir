@@ -506,3 +506,38 @@ func.func @mixed_precision(%a: tensor<4xf64> {zb.param = "a"}, %h: tensor<4xf16>
   } -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// The adjoint flows through a select's branch as a select of the seeded
+// tangent: where the branch is not taken the contribution is an exact zero,
+// not 0 * dOut (NaN where dOut is not finite, as past an embedding's
+// padding row), as PyTorch's where gives. No product by dOut follows.
+#id = affine_map<(i, j) -> (i, j)>
+#all = affine_map<(i, j) -> ()>
+// CHECK-LABEL: func.func @where_grad(
+// CHECK: ^bb0(%[[D:[^:]*]]: f32, %[[X:[^:]*]]: f32, %{{[^:]*}}: f32, %[[K:[^:]*]]: i1, %{{[^:]*}}: f32):
+// CHECK: %[[T:.*]] = arith.mulf %[[X]], %[[D]] : f32
+// CHECK-NEXT: %[[Z:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT: %[[S:.*]] = arith.select %[[K]], %[[T]], %[[Z]] : f32
+// CHECK-NEXT: linalg.yield %[[S]] : f32
+func.func @where(%x: tensor<4x8xf32>, %keep: tensor<4x8xi1>, %w: tensor<4x8xf32> {zb.param}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %p = linalg.generic {indexing_maps = [#id, #id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %w, %keep : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xi1>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %k: i1, %o: f32):
+    %s = arith.mulf %a, %b : f32
+    %t = arith.select %k, %s, %zero : f32
+    linalg.yield %t : f32
+  } -> tensor<4x8xf32>
+  %el = tensor.empty() : tensor<f32>
+  %l0 = linalg.fill ins(%zero : f32) outs(%el : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [#id, #all], iterator_types = ["reduction", "reduction"]}
+      ins(%p : tensor<4x8xf32>) outs(%l0 : tensor<f32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -185,6 +185,29 @@ def test_embedding_padding_idx(tmp_path):
     assert "zb.range = 10" in program.mlir
 
 
+def test_padding_row_behind_a_nan_adjoint(tmp_path):
+    """Gemma 3n's pattern: the padding row is zero, so the root mean square
+    of its embedding is sqrt(0), whose adjoint is 0 * inf = NaN there; the
+    padding row takes no gradient from the lookup (PyTorch's where), so
+    only the tied head's finite one reaches it."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4, padding_idx=0)
+
+        def forward(self, ids):
+            x = self.emb(ids)
+            x = x * torch.mean(x * x, -1, keepdim=True).sqrt()
+            return F.cross_entropy((x @ self.emb.weight.t()).flatten(0, 1),
+                                   ids.flatten())
+
+    torch.manual_seed(0)
+    ids = torch.tensor([[1, 0, 3, 2, 0, 9]])
+    check_op("padding row behind NaN", Model(), (ids,), tmp_path,
+             check_grad=False)
+
+
 def test_embedding_bags(tmp_path):
     """nn.EmbeddingBag (DLRM's sparse features): fixed-size bags of a 2-d
     input in mean mode, and bags by offsets in sum mode with per-sample
