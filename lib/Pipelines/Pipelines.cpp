@@ -76,9 +76,10 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
     pm.addPass(zb::createZBLowerGemmToRuntime());
     pm.addPass(zb::createZBLowerTransposesToRuntime());
   }
-  // Row reductions as vector code in a fixed order; the rest as loops that
-  // LLVM vectorises where no order changes.
+  // Row reductions as vector code in a fixed order; other long sums in
+  // blocks; the rest as loops that LLVM vectorises where no order changes.
   pm.addPass(zb::createZBVectorizeRowReductions());
+  pm.addPass(zb::createZBSplitLongSums());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   buildLoopsToLLVMPipeline(pm);
 }

@@ -1787,12 +1787,12 @@ def _expm1_any(bb, x, t):
 
 
 def _log1p_exp_neg_abs(bb, z, t):
-    """log(1 + exp(-|z|)): what softplus adds to max(z, 0), exp's argument
-    never positive (no overflow)."""
+    """log1p(exp(-|z|)): what softplus adds to max(z, 0), exp's argument
+    never positive (no overflow), and log1p's keeps exp(-|z|)'s digits
+    where it is small (softplus(-20) = 2e-9, not the 0 of log(1 + e))."""
     e = bb.unary("math.exp", bb.unary("arith.negf",
                                       bb.unary("math.absf", z, t), t), t)
-    return bb.unary("math.log", bb.binary("arith.addf", bb.const(1.0, t), e,
-                                          t), t)
+    return _log1p(bb, e, t)
 
 
 def _relu6_of_x_plus_3(bb, x, t):

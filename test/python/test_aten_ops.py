@@ -774,6 +774,56 @@ def test_activations(tmp_path):
     check_op("activations", Model(), (randn(2, 3, 8),), tmp_path)
 
 
+def test_long_sums_in_float32(tmp_path):
+    """The mean of 2^18 alike squared errors in float32 (an image loss),
+    and its gradient, a sum as long, within 1e-6 of the exact (float64)
+    values: one accumulator adding every term would round each addition
+    the same way (about 1e-2 low here)."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(1))
+
+        def forward(self, x, y):
+            return F.mse_loss(self.scale * x, y)
+
+    x = 0.83 + 0.01 * torch.rand(
+        2, 2, 256, 256, generator=torch.Generator().manual_seed(0))
+    y = torch.zeros_like(x)
+    program = zb.from_torch(Model(), (x, y))
+    loss, grads = compiled_gradients(program, [(x, y)], tmp_path,
+                                     check_grad=False)
+    exact = x.double().square().mean().item()
+    assert loss == pytest.approx(exact, rel=1e-6)
+    assert float(grads["scale"][0]) == pytest.approx(2 * exact, rel=1e-6)
+
+
+def test_softplus_far_below_zero(tmp_path):
+    """softplus(x) = log1p(exp(x)) for x far below 0 is exp(x) to float32's
+    digits (2e-9 at -20), not the 0 of log(1 + exp(x)); log-sigmoid
+    alike."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            y = self.scale * x
+            return (F.softplus(y) - 1e-3 * F.logsigmoid(-y)).sum()
+
+    x = torch.linspace(-30.0, -16.0, 64)
+    model = Model()
+    program = zb.from_torch(model, (x,))
+    loss, grads = compiled_gradients(program, [(x,)], tmp_path,
+                                     check_grad=False)
+    ref_loss, ref_grads = torch_reference(model, [(x,)])
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    assert_close("softplus grad scale", grads["scale"], ref_grads["scale"],
+                 1e-5)
+
+
 def test_pointwise_losses(tmp_path):
     """l1, smooth L1 (beta 1, 0.5 and 0, which is L1) and Huber losses,
     each reduction; differences on both sides of each kink."""
