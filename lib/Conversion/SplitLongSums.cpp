@@ -224,15 +224,9 @@ struct SplitLongSumsPass : zb::impl::ZBSplitLongSumsBase<SplitLongSumsPass> {
       SmallVector<std::pair<linalg::GenericOp, int64_t>> found;
       getOperation()->walk([&](linalg::GenericOp op) {
         int64_t length = sumLength(op);
-        if (length <= chain || kept.contains(op))
-          return;
-        SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-        SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-        for (auto [range, iterator] : llvm::zip(ranges, iterators))
-          if (iterator == utils::IteratorType::reduction && range > 1) {
-            found.emplace_back(op, length);
-            return;
-          }
+        // More than chain >= 2 terms: some reduction loop is longer than 1.
+        if (length > chain && !kept.contains(op))
+          found.emplace_back(op, length);
       });
       if (found.empty())
         return;

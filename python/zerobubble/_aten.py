@@ -4493,8 +4493,9 @@ def _taken_place(bb, count, size):
 
 
 def _masked_put(ctx, x, dim, mask, values, accumulate):
-    """x[..., mask] = values (or +=) for a boolean ``mask`` over x's dims
-    from ``dim`` on: a value shared by every masked element is a select;
+    """x[..., mask] = values (or +=; ``values`` of x's type) for a boolean
+    ``mask`` over x's dims from ``dim`` on: a value shared by every masked
+    element is a select;
     one row of ``values`` per masked element (Kosmos-2 places its image
     embeddings so) is taken in order by the mask's running count, as
     masked_scatter does (the mask then over x's leading dims)."""
@@ -4505,10 +4506,6 @@ def _masked_put(ctx, x, dim, mask, values, accumulate):
                         f"must match the indexed dims "
                         f"{list(x.shape[dim:dim + k])}")
     after = x.shape[dim + k:]
-    values = ctx.tensor(values)
-    if values.dtype != t:
-        values = ctx.elementwise([values], lambda bb, xs: _cast(
-            bb, xs[0], t), shape=values.shape, dtype=t)
     selected = dim + 1 + len(after)  # [before..., count, after...]
     if values.rank > selected:
         ctx.unsupported(f"values of shape {list(values.shape)} for a "
@@ -4633,9 +4630,13 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     dims = [d for d, i in enumerate(indices) if i is not None]
     if not dims:
         ctx.unsupported("index_put without an index tensor")
-    if len(dims) == 1 and ctx.tensor(indices[dims[0]]).dtype == "i1":
-        return _masked_put(ctx, x, dims[0], ctx.tensor(indices[dims[0]]),
-                           values, accumulate)
+    values = ctx.tensor(values)
+    if values.dtype != t:
+        values = ctx.elementwise([values], lambda bb, xs: _cast(
+            bb, xs[0], t), shape=values.shape, dtype=t)
+    first = ctx.tensor(indices[dims[0]])
+    if len(dims) == 1 and first.dtype == "i1":
+        return _masked_put(ctx, x, dims[0], first, values, accumulate)
     index = [_index_tensor(ctx, indices[d], "an index") for d in dims]
     for i, d in zip(index, dims):
         ctx.translator.note_range(i, x.shape[d])
@@ -4648,10 +4649,6 @@ def _index_put(ctx, x, indices, values, accumulate=False):
         shape = before + list(batch) + list(x.shape[dims[-1] + 1:])
     else:
         before, shape = [], list(batch) + [x.shape[d] for d in rest]
-    values = ctx.tensor(values)
-    if values.dtype != t:
-        values = ctx.elementwise([values], lambda bb, xs: _cast(
-            bb, xs[0], t), shape=values.shape, dtype=t)
     values = ctx.expand(values, shape)
     if before:
         # [before..., B..., after...] -> [B..., before..., after...]
