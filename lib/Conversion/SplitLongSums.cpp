@@ -52,22 +52,68 @@ int64_t sumLength(linalg::GenericOp op) {
   return length;
 }
 
-/// The blocks to cut reduction loop `dim` (of `range`) into, so that each
-/// holds at most `chain` of the op's `length` elements: the smallest divisor
-/// of `range` that does, else `range` itself.
-int64_t blockCount(int64_t range, int64_t length, int64_t chain) {
+/// How reduction loop `dim` (of `range`) is cut so that each block holds at
+/// most about `chain` of the op's `length` elements: `full` blocks of
+/// `within` iterations, then `tail` < `within` iterations more (a shorter
+/// last block) where no divisor of `range` gives blocks that small.
+struct Blocks {
+  int64_t within, full, tail;
+};
+
+Blocks cutLoop(int64_t range, int64_t length, int64_t chain) {
   int64_t wanted = (length + chain - 1) / chain;
+  // The smallest divisor of `range` that gives `wanted` blocks or more.
   for (int64_t f = 2; f < range; ++f)
     if (range % f == 0 && f >= wanted)
-      return f;
-  return range;
+      return {range / f, f, 0};
+  // The loop is shorter than the blocks wanted: one block per iteration
+  // (another reduction loop is cut next).
+  if (wanted >= range)
+    return {1, range, 0};
+  // A prime length, or one whose divisors give too few blocks: blocks of
+  // ceil(range / wanted) >= 2 iterations, the last one shorter.
+  int64_t within = (range + wanted - 1) / wanted;
+  return {within, range / within, range % within};
+}
+
+/// `input` viewed along dimension `at` from `offset` for `size` elements
+/// (itself where that is all of it).
+Value viewAlong(IRRewriter &rewriter, Location loc, Value input, unsigned at,
+                int64_t offset, int64_t size) {
+  auto type = cast<MemRefType>(input.getType());
+  if (offset == 0 && size == type.getDimSize(at))
+    return input;
+  SmallVector<OpFoldResult> offsets(type.getRank(), rewriter.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes,
+      strides(type.getRank(), rewriter.getIndexAttr(1));
+  for (int64_t extent : type.getShape())
+    sizes.push_back(rewriter.getIndexAttr(extent));
+  offsets[at] = rewriter.getIndexAttr(offset);
+  sizes[at] = rewriter.getIndexAttr(size);
+  return memref::SubViewOp::create(rewriter, loc, input, offsets, sizes,
+                                   strides);
+}
+
+/// Replaces, in `op`'s body, each `linalg.index` of a loop k by the value
+/// `rebuild(k)` builds in its place (no value: left as it is).
+void rebuildIndices(IRRewriter &rewriter, linalg::GenericOp op,
+                    function_ref<Value(uint64_t)> rebuild) {
+  SmallVector<linalg::IndexOp> indices;
+  op.getBlock()->walk([&](linalg::IndexOp index) { indices.push_back(index); });
+  for (linalg::IndexOp index : indices) {
+    rewriter.setInsertionPoint(index);
+    if (Value value = rebuild(index.getDim()))
+      rewriter.replaceOp(index, value);
+  }
 }
 
 /// Rewrites `op`, a sum of `length` > `chain` elements per output element:
 /// its outermost reduction loop d of range r > 1 becomes a parallel loop j
-/// over f blocks and a reduction loop i within one (d = j * r / f + i); the
-/// op sums each block into a zeroed buffer [output..., f], and a second
-/// generic adds the f partial sums into the output, in order.
+/// over the blocks and a reduction loop i within one (d = j * within + i);
+/// the op sums each block into a zeroed buffer [output..., blocks], a
+/// shorter last block (iterations full * within to r) by a copy of the op
+/// of its own, and a second generic adds the partial sums into the output,
+/// in order.
 bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
            int64_t chain) {
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -75,26 +121,23 @@ bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
   unsigned dim = 0;
   while (iterators[dim] != utils::IteratorType::reduction || ranges[dim] < 2)
     ++dim;
-  int64_t blocks = blockCount(ranges[dim], length, chain);
-  int64_t within = ranges[dim] / blocks;
-  // One loop of a prime length: its blocks would be its elements, and their
-  // sum the same sum again.
-  if (within == 1 && length == ranges[dim])
-    return false;
+  auto [within, full, tail] = cutLoop(ranges[dim], length, chain);
+  int64_t blocks = full + (tail ? 1 : 0);
 
   Location loc = op.getLoc();
   MLIRContext *context = op.getContext();
   // Loop k of op is loop k (k < dim) or k + 1 (k > dim) of the first
   // generic; loop dim becomes j = dim (the block) and i = dim + 1 (the
-  // place in it). An input that reads along dim is viewed with that
-  // dimension expanded into [blocks, within], read at (j, i).
+  // place in it). An input that reads along dim is viewed (its first full *
+  // within elements there) with that dimension expanded into [full,
+  // within], read at (j, i).
   unsigned numLoops = ranges.size() + 1;
   auto renumber = [&](AffineExpr expr) -> AffineExpr {
     unsigned k = cast<AffineDimExpr>(expr).getPosition();
     return getAffineDimExpr(k < dim ? k : k + 1, context);
   };
-  SmallVector<Value> inputs;
   SmallVector<AffineMap> maps;
+  SmallVector<std::optional<unsigned>> along;
   SmallVector<std::pair<MemRefType, SmallVector<ReassociationIndices>>>
       expansions;
   for (OpOperand *operand : op.getDpsInputOperands()) {
@@ -111,13 +154,23 @@ bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
       results.push_back(renumber(expr));
     }
     maps.push_back(AffineMap::get(numLoops, 0, results, context));
+    along.push_back(at);
     expansions.emplace_back();
     if (!at)
       continue;
     auto type = cast<MemRefType>(operand->get().getType());
     SmallVector<int64_t> shape(type.getShape());
+    if (full * within != shape[*at])
+      type = memref::SubViewOp::inferResultType(
+          type, SmallVector<int64_t>(type.getRank(), 0),
+          [&] {
+            SmallVector<int64_t> sizes(shape);
+            sizes[*at] = full * within;
+            return sizes;
+          }(),
+          SmallVector<int64_t>(type.getRank(), 1));
     shape[*at] = within;
-    shape.insert(shape.begin() + *at, blocks);
+    shape.insert(shape.begin() + *at, full);
     SmallVector<ReassociationIndices> groups;
     for (unsigned q = 0; q < type.getRank(); ++q) {
       unsigned first = q <= *at ? q : q + 1;
@@ -131,13 +184,21 @@ bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
     expansions.back() = {*expanded, groups};
   }
   rewriter.setInsertionPoint(op);
-  for (auto [operand, expansion] :
-       llvm::zip(op.getDpsInputOperands(), expansions)) {
+  SmallVector<Value> inputs, tailInputs;
+  for (auto [operand, at, expansion] :
+       llvm::zip(op.getDpsInputOperands(), along, expansions)) {
     Value input = operand->get();
-    if (expansion.first)
-      input = memref::ExpandShapeOp::create(rewriter, loc, expansion.first,
-                                            input, expansion.second);
-    inputs.push_back(input);
+    if (!at) {
+      inputs.push_back(input);
+      tailInputs.push_back(input);
+      continue;
+    }
+    Value head = viewAlong(rewriter, loc, input, *at, 0, full * within);
+    inputs.push_back(memref::ExpandShapeOp::create(
+        rewriter, loc, expansion.first, head, expansion.second));
+    if (tail)
+      tailInputs.push_back(
+          viewAlong(rewriter, loc, input, *at, full * within, tail));
   }
   SmallVector<AffineExpr> outResults = llvm::to_vector(
       llvm::map_range(op.getIndexingMapsArray().back().getResults(), renumber));
@@ -149,6 +210,7 @@ bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
 
   Value out = op.getDpsInitOperand(0)->get();
   auto outType = cast<MemRefType>(out.getType());
+  unsigned rank = outType.getRank();
   Type element = outType.getElementType();
   SmallVector<int64_t> partialShape(outType.getShape());
   partialShape.push_back(blocks);
@@ -158,34 +220,57 @@ bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
       arith::ConstantOp::create(rewriter, loc, rewriter.getZeroAttr(element));
   linalg::FillOp::create(rewriter, loc, zero, partial);
 
-  auto blocked =
-      linalg::GenericOp::create(rewriter, loc, TypeRange(), inputs,
-                                ValueRange{partial}, maps, newIterators);
+  auto blocked = linalg::GenericOp::create(
+      rewriter, loc, TypeRange(), inputs,
+      ValueRange{viewAlong(rewriter, loc, partial, rank, 0, full)}, maps,
+      newIterators);
   rewriter.cloneRegionBefore(op.getRegion(), blocked.getRegion(),
                              blocked.getRegion().end());
   // The body's loop indices, renumbered as the loops were.
-  SmallVector<linalg::IndexOp> indices;
-  blocked.getBlock()->walk(
-      [&](linalg::IndexOp index) { indices.push_back(index); });
-  for (linalg::IndexOp index : indices) {
-    uint64_t k = index.getDim();
-    rewriter.setInsertionPoint(index);
+  rebuildIndices(rewriter, blocked, [&](uint64_t k) -> Value {
     if (k < dim)
-      continue;
-    if (k > dim) {
-      rewriter.replaceOpWithNewOp<linalg::IndexOp>(index, k + 1);
-      continue;
-    }
+      return {};
+    if (k > dim)
+      return linalg::IndexOp::create(rewriter, loc, k + 1);
     Value outer = linalg::IndexOp::create(rewriter, loc, dim);
     Value inner = linalg::IndexOp::create(rewriter, loc, dim + 1);
     Value step = arith::ConstantIndexOp::create(rewriter, loc, within);
     Value start = arith::MulIOp::create(rewriter, loc, outer, step);
-    rewriter.replaceOpWithNewOp<arith::AddIOp>(index, start, inner);
+    return arith::AddIOp::create(rewriter, loc, start, inner);
+  });
+
+  // The last, shorter block: the op itself over the rest of loop d, into
+  // the last partial sum.
+  if (tail) {
+    rewriter.setInsertionPoint(op);
+    SmallVector<int64_t> offsets(rank + 1, 0), sizes(partialShape),
+        strides(rank + 1, 1);
+    offsets.back() = full;
+    sizes.back() = 1;
+    MemRefType lastType = memref::SubViewOp::inferRankReducedResultType(
+        outType.getShape(), partialType, offsets, sizes, strides);
+    Value last =
+        memref::SubViewOp::create(rewriter, loc, lastType, partial,
+                                  getAsIndexOpFoldResult(context, offsets),
+                                  getAsIndexOpFoldResult(context, sizes),
+                                  getAsIndexOpFoldResult(context, strides));
+    auto rest = linalg::GenericOp::create(rewriter, loc, TypeRange(),
+                                          tailInputs, ValueRange{last},
+                                          op.getIndexingMapsArray(), iterators);
+    rewriter.cloneRegionBefore(op.getRegion(), rest.getRegion(),
+                               rest.getRegion().end());
+    rebuildIndices(rewriter, rest, [&](uint64_t k) -> Value {
+      if (k != dim)
+        return {};
+      Value place = linalg::IndexOp::create(rewriter, loc, dim);
+      Value start =
+          arith::ConstantIndexOp::create(rewriter, loc, full * within);
+      return arith::AddIOp::create(rewriter, loc, start, place);
+    });
   }
 
   // The partial sums, in block order, into the output.
   rewriter.setInsertionPoint(op);
-  unsigned rank = outType.getRank();
   AffineMap all = AffineMap::getMultiDimIdentityMap(rank + 1, context);
   SmallVector<AffineMap> sumMaps = {
       all, AffineMap::get(rank + 1, 0, all.getResults().drop_back(), context)};
@@ -214,9 +299,8 @@ struct SplitLongSumsPass : zb::impl::ZBSplitLongSumsBase<SplitLongSumsPass> {
       return signalPassFailure();
     }
     IRRewriter rewriter(&getContext());
-    // Sums that cannot be cut (along one loop of a prime length, or with an
-    // input whose layout expand_shape cannot view in blocks) stay as they
-    // are.
+    // Sums that cannot be cut (with an input whose layout expand_shape
+    // cannot view in blocks) stay as they are.
     llvm::DenseSet<Operation *> kept;
     // Each split leaves two shorter sums; split those again until none is
     // longer than the chain.

@@ -70,9 +70,50 @@ func.func @columns(%x: memref<100x4xf32>, %out: memref<4xf32>) {
 
 // -----
 
+// A row sum along a loop of a prime length (67), whose body reads the
+// column index: no divisor gives blocks of 16 or fewer, so 4 blocks of
+// ceil(67 / 5) = 14 columns (the first 56, viewed as [4, 14]) and a last
+// block of the 11 left, summed by a copy of the op over a view of those
+// columns into the fifth partial sum, its index counted from 56.
+// CHECK-LABEL: func.func @prime(
+// CHECK-SAME: %[[X:[^:]*]]: memref<4x67xf32>, %[[OUT:[^:]*]]: memref<4xf32>)
+// CHECK: %[[HEAD:.*]] = memref.subview %[[X]][0, 0] [4, 56] [1, 1] : memref<4x67xf32> to memref<4x56xf32, strided<[67, 1]>>
+// CHECK: %[[XB:.*]] = memref.expand_shape %[[HEAD]] {{\[}}[0], [1, 2]] output_shape [4, 4, 14] : memref<4x56xf32, strided<[67, 1]>> into memref<4x4x14xf32, strided<[67, 14, 1]>>
+// CHECK: %[[REST:.*]] = memref.subview %[[X]][0, 56] [4, 11] [1, 1] : memref<4x67xf32> to memref<4x11xf32, strided<[67, 1], offset: 56>>
+// CHECK: %[[P:.*]] = memref.alloc() : memref<4x5xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[P]] : memref<4x5xf32>)
+// CHECK: %[[FULL:.*]] = memref.subview %[[P]][0, 0] [4, 4] [1, 1]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[XB]] : {{.*}}) outs(%[[FULL]] : memref<4x4xf32, strided<[5, 1]>>)
+// CHECK: arith.constant 14 : index
+// CHECK: %[[LAST:.*]] = memref.subview %[[P]][0, 4] [4, 1] [1, 1] : memref<4x5xf32> to memref<4xf32, strided<[5], offset: 4>>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[REST]] : {{.*}}) outs(%[[LAST]] : {{.*}})
+// CHECK-NEXT: ^bb0(
+// CHECK-NEXT: %[[K:.*]] = linalg.index 1 : index
+// CHECK-NEXT: %[[START:.*]] = arith.constant 56 : index
+// CHECK-NEXT: %[[COL:.*]] = arith.addi %[[START]], %[[K]] : index
+// CHECK-NEXT: arith.index_cast %[[COL]]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%[[P]] : memref<4x5xf32>) outs(%[[OUT]] : memref<4xf32>)
+// CHECK: memref.dealloc %[[P]]
+#prow = affine_map<(m, k) -> (m, k)>
+#pone = affine_map<(m, k) -> (m)>
+func.func @prime(%x: memref<4x67xf32>, %out: memref<4xf32>) {
+  linalg.generic {indexing_maps = [#prow, #pone], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x67xf32>) outs(%out : memref<4xf32>) {
+  ^bb0(%e: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %ki = arith.index_cast %k : index to i64
+    %kf = arith.sitofp %ki : i64 to f32
+    %t = arith.mulf %e, %kf : f32
+    %s = arith.addf %acc, %t : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // Left as they are: a sum of 16 terms (the chain), a maximum (exact), an
-// f64 sum, a sum on tensors (before bufferization), a sum along one loop of
-// a prime length (67: its blocks would be its elements).
+// f64 sum, a sum on tensors (before bufferization).
 // CHECK-LABEL: func.func @kept(
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: expand_shape
@@ -80,14 +121,8 @@ func.func @columns(%x: memref<100x4xf32>, %out: memref<4xf32>) {
 #row = affine_map<(m, k) -> (m, k)>
 #one = affine_map<(m, k) -> (m)>
 func.func @kept(%x: memref<4x16xf32>, %y: memref<4x64xf32>, %z: memref<4x64xf64>, %t: tensor<4x64xf32>,
-                %p: memref<4x67xf32>, %a: memref<4xf32>, %b: memref<4xf32>, %c: memref<4xf64>,
+                %a: memref<4xf32>, %b: memref<4xf32>, %c: memref<4xf64>,
                 %d: tensor<4xf32>) -> tensor<4xf32> {
-  linalg.generic {indexing_maps = [#row, #one], iterator_types = ["parallel", "reduction"]}
-      ins(%p : memref<4x67xf32>) outs(%a : memref<4xf32>) {
-  ^bb0(%e: f32, %acc: f32):
-    %s = arith.addf %acc, %e : f32
-    linalg.yield %s : f32
-  }
   linalg.generic {indexing_maps = [#row, #one], iterator_types = ["parallel", "reduction"]}
       ins(%x : memref<4x16xf32>) outs(%a : memref<4xf32>) {
   ^bb0(%e: f32, %acc: f32):

@@ -774,11 +774,14 @@ def test_activations(tmp_path):
     check_op("activations", Model(), (randn(2, 3, 8),), tmp_path)
 
 
-def test_long_sums_in_float32(tmp_path):
-    """The mean of 2^18 alike squared errors in float32 (an image loss),
-    and its gradient, a sum as long, within 1e-6 of the exact (float64)
-    values: one accumulator adding every term would round each addition
-    the same way (about 1e-2 low here)."""
+@pytest.mark.parametrize("shape", [(2, 2, 256, 256), (1, 262147)],
+                         ids=["image", "prime-row"])
+def test_long_sums_in_float32(tmp_path, shape):
+    """The mean of 2^18 alike squared errors in float32 (an image loss; or
+    of one row of a prime length, 262147, cut into blocks with a shorter
+    last one), and its gradient, a sum as long, within 1e-6 of the exact
+    (float64) values: one accumulator adding every term would round each
+    addition the same way (about 1e-4 off here, either shape)."""
 
     class Model(nn.Module):
         def __init__(self):
@@ -789,7 +792,7 @@ def test_long_sums_in_float32(tmp_path):
             return F.mse_loss(self.scale * x, y)
 
     x = 0.83 + 0.01 * torch.rand(
-        2, 2, 256, 256, generator=torch.Generator().manual_seed(0))
+        *shape, generator=torch.Generator().manual_seed(0))
     y = torch.zeros_like(x)
     program = zb.from_torch(Model(), (x, y))
     loss, grads = compiled_gradients(program, [(x, y)], tmp_path,

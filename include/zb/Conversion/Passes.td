@@ -165,16 +165,21 @@ def ZBSplitLongSums : Pass<"zb-split-long-sums"> {
     output's block argument (which nothing else reads) yielded as it is,
     its loop ranges are static, and it adds more than `chain` terms into
     each output element (the product of its reduction loops' ranges). Its
-    outermost reduction loop d of range r > 1 is cut into f blocks (the
-    smallest divisor of r that leaves at most `chain` terms per block, else
-    r): a parallel loop j and a reduction loop i with d = j * r / f + i (the
-    body's `linalg.index` renumbered alike); the op sums each block into a
-    zeroed buffer [output..., f], and a second generic adds the f partial
-    sums into the output in order. Both are rewritten again while longer
-    than `chain`. A sum along one loop of a prime length stays as it is
-    (its blocks would be its elements). Row reductions that --zb-vectorize-row-reductions turned
-    into vector code (each lane its own accumulator) are no longer linalg
-    ops and stay as they are. The order depends only on the op's shapes, so
+    outermost reduction loop d of range r > 1 is cut into f blocks of w = r
+    / f iterations (f the smallest divisor of r that leaves at most `chain`
+    terms per block; r itself when r is too short for that, and another
+    loop is cut next): a parallel loop j and a reduction loop i with d = j *
+    w + i (the body's `linalg.index` renumbered alike); the op sums each
+    block into a zeroed buffer [output..., f], and a second generic adds the
+    f partial sums into the output in order. Where no divisor of r gives
+    blocks that small (a prime r), the blocks are w = ceil(r / n) long (n
+    the blocks wanted), f = floor(r / w) of them as above over a view of
+    the first f * w iterations, and a copy of the op over the rest (a
+    `memref.subview` of the inputs along d, the index counted from f * w)
+    sums the shorter last block into partial sum f + 1. Both sums are
+    rewritten again while longer than `chain`. Row reductions that
+    --zb-vectorize-row-reductions turned into vector code (each lane its
+    own accumulator) are no longer linalg ops and stay as they are. The order depends only on the op's shapes, so
     every rank and the unpartitioned model still compute a sum to the same
     bits.
   }];
