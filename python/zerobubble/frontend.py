@@ -20,12 +20,14 @@ the compiler's input IR.
 """
 
 import contextlib
+import inspect
 import os
 import re
 import traceback
 
 import numpy as np
 import torch
+import torch.utils._pytree as pytree
 
 from . import _aten
 from ._mlir import Builder, Value
@@ -197,7 +199,8 @@ def _module_name(module):
     return _sanitize(re.sub(r"(?<!^)(?=[A-Z][a-z])", "_", name).lower())
 
 
-def from_torch(module, example_args, *, name=None, strict=False):
+def from_torch(module, example_args, *, name=None, strict=False,
+               constants=None):
     """Export ``module`` and translate it to the compiler's input IR.
 
     ``module(*example_args)`` must return the scalar loss of one
@@ -205,7 +208,15 @@ def from_torch(module, example_args, *, name=None, strict=False):
     their PyTorch names and shapes; the data arguments come first, in
     ``example_args`` order. ``name`` names the function (default: the
     module's class name in snake case); ``strict`` is passed to
-    ``torch.export.export``. Returns a :class:`Program`.
+    ``torch.export.export``.
+
+    ``constants`` maps keyword arguments of ``module``'s forward to tensors
+    whose values are the same for every batch and decide shapes (a
+    vision-language model's ``image_grid_thw`` or ``image_sizes``): the
+    program is compiled for those values, as if the forward built them
+    with ``torch.tensor(<Python list>)``, which makes a constant of the
+    program too (up to ``CONSTANT_ELEMENTS`` elements). Returns a
+    :class:`Program`.
 
     Raises :class:`zerobubble.UnsupportedOpError` naming the ATen op and
     the module path for an op the frontend cannot translate, and
@@ -219,7 +230,8 @@ def from_torch(module, example_args, *, name=None, strict=False):
             raise FrontendError(
                 f"example argument {i} is a {type(arg).__name__}; every "
                 "data argument must be a tensor")
-    with _static_experts(module):
+    with _static_experts(module), _bound_constants(module, constants), \
+            _constant_tensors():
         exported = _export(module, example_args, strict)
     translator = _Translator(exported, name or _module_name(module))
     return translator.translate()
@@ -231,7 +243,7 @@ def _export(module, example_args, strict):
     cannot follow), a :class:`FrontendError` naming the line of the model
     that does it and the way out."""
     try:
-        return torch.export.export(module, example_args, strict=strict)
+        exported = torch.export.export(module, example_args, strict=strict)
     except Exception as error:
         where = _model_line(error)
         lines = str(error).strip().splitlines()
@@ -244,15 +256,122 @@ def _export(module, example_args, strict):
                 "runs on the example arguments in eager mode, and that its "
                 "forward neither changes its modules nor reads a tensor's "
                 "value in Python") from error
-        raise FrontendError(
-            f"cannot export {type(module).__name__}: "
-            f"{'the code at ' + where if where else 'its code'} branches on "
-            "or sizes a tensor by the values it holds "
-            f"(torch.export: {detail}). from_torch compiles one program for "
-            "every batch of the example's shapes: compute that part outside "
-            "the exported module (a transformers model's loss: return the "
-            "logits and apply the loss to them in a wrapper module), or "
-            "write it without value-dependent branches") from error
+        raise _value_dependent(module, where, detail) from error
+    _check_static_shapes(module, exported)
+    return exported
+
+
+def _value_dependent(module, where, detail):
+    """The error for a module whose branches or shapes depend on the values
+    of a tensor: what it is, the model's line, the ways out."""
+    return FrontendError(
+        f"cannot export {type(module).__name__}: "
+        f"{'the code at ' + where if where else 'its code'} branches on "
+        "or sizes a tensor by the values it holds "
+        f"(torch.export: {detail}). from_torch compiles one program for "
+        "every batch of the example's shapes: compute that part outside "
+        "the exported module (a transformers model's loss: return the "
+        "logits and apply the loss to them in a wrapper module), or "
+        "write it without value-dependent branches; values that are the "
+        "same for every batch (an image grid, position ids) can be "
+        "compiled in: pass them in from_torch(constants={...}) or build "
+        "them in forward with torch.tensor(<Python list>) (up to "
+        f"{CONSTANT_ELEMENTS} elements)")
+
+
+def _check_static_shapes(module, exported):
+    """Refuses an exported program in which a value read from a tensor
+    (.tolist(), .item(), nonzero's count: one of torch.export's unbacked
+    symbols) sizes a tensor. (One that feeds the computation is refused by
+    the translation of the op that reads it; one that feeds only runtime
+    assertions is left out with them.)"""
+    graph = exported.graph_module.graph
+    sizing = set()
+    for node in graph.nodes:
+        val = node.meta.get("val")
+        for tensor in pytree.tree_leaves(val):
+            if isinstance(tensor, torch.Tensor):
+                for size in tensor.shape:
+                    if isinstance(size, torch.SymInt):
+                        sizing |= size.node.expr.free_symbols
+    for node in graph.nodes:
+        bound = node.meta.get("unbacked_bindings") or {}
+        if sizing.intersection(bound):
+            where = _innermost_model_frame(_frames_in(
+                node.meta.get("stack_trace") or ""))
+            raise _value_dependent(
+                module, where, f"'{_aten.op_name(node)}' gives a value "
+                "that sizes a tensor")
+
+
+# The most elements a tensor the forward builds from Python data
+# (torch.tensor(list), from_torch's constants) may have for export to keep
+# its values: computations on such constants alone then yield values too,
+# so that shapes and branches may depend on them (torch's own limit is one
+# element).
+CONSTANT_ELEMENTS = 1 << 20
+
+
+@contextlib.contextmanager
+def _constant_tensors():
+    """While exporting, the tensors the forward builds from Python data of
+    up to CONSTANT_ELEMENTS elements are constants of torch's fake tensors
+    (their values known; what is computed from them alone too)."""
+    from torch._subclasses import fake_tensor
+    previous = fake_tensor.CONSTANT_NUMEL_LIMIT
+    fake_tensor.CONSTANT_NUMEL_LIMIT = max(previous, CONSTANT_ELEMENTS)
+    try:
+        yield
+    finally:
+        fake_tensor.CONSTANT_NUMEL_LIMIT = previous
+
+
+@contextlib.contextmanager
+def _bound_constants(module, constants):
+    """While exporting, ``module``'s forward called with the keyword
+    arguments ``constants`` (name to tensor), each built in the forward
+    from its values (a constant of the exported program); its signature
+    without them."""
+    if not constants:
+        yield
+        return
+    forward = module.forward
+    signature = inspect.signature(forward)
+    values = {}
+    for key, tensor in constants.items():
+        if key not in signature.parameters and not any(
+                p.kind is p.VAR_KEYWORD
+                for p in signature.parameters.values()):
+            raise FrontendError(
+                f"constants: {type(module).__name__}.forward has no "
+                f"argument '{key}'")
+        if not isinstance(tensor, torch.Tensor):
+            raise FrontendError(
+                f"constants: '{key}' is a {type(tensor).__name__}, not a "
+                "tensor")
+        if tensor.numel() > CONSTANT_ELEMENTS:
+            raise FrontendError(
+                f"constants: '{key}' has {tensor.numel()} elements; a "
+                f"constant holds at most {CONSTANT_ELEMENTS}")
+        values[key] = (tensor.detach().cpu().tolist(), tensor.dtype,
+                       tuple(tensor.shape))
+
+    def bound(*args, **kwargs):
+        for key, (data, dtype, shape) in values.items():
+            kwargs[key] = torch.tensor(data, dtype=dtype).reshape(shape)
+        return forward(*args, **kwargs)
+
+    bound.__signature__ = signature.replace(parameters=[
+        p for p in signature.parameters.values() if p.name not in values])
+    own = module.__dict__.get("forward")
+    module.forward = bound
+    try:
+        yield
+    finally:
+        if own is None:
+            del module.forward
+        else:
+            module.forward = own
 
 
 def _depends_on_values(error):
@@ -274,17 +393,27 @@ def _model_line(error):
     ``error`` arose (outside torch and this package): from the traceback,
     or from the frames Dynamo names in its message under strict=True; None
     when there is none."""
-    skip = (os.path.dirname(torch.__file__) + os.sep,
-            os.path.dirname(__file__) + os.sep)
     frames = [(f.filename, f.lineno)
               for f in traceback.extract_tb(error.__traceback__)]
-    frames += [(m.group(1), int(m.group(2))) for m in re.finditer(
-        r'File "([^"]+)", line (\d+)', str(error))]
+    # The traceback's frames run outermost first, then the message's, which
+    # lie inside the export call.
+    return _innermost_model_frame(frames + _frames_in(str(error)))
+
+
+def _frames_in(text):
+    """The (file, line) frames a traceback's text names, in order."""
+    return [(m.group(1), int(m.group(2)))
+            for m in re.finditer(r'File "([^"]+)", line (\d+)', text)]
+
+
+def _innermost_model_frame(frames):
+    """``file:line`` of the last of ``frames`` (outermost first) in the
+    model's own code (outside torch and this package), or None."""
+    skip = (os.path.dirname(torch.__file__) + os.sep,
+            os.path.dirname(__file__) + os.sep)
     ours = [f for f in frames if not f[0].startswith(skip)]
     if not ours:
         return None
-    # The traceback's frames run outermost first, then the message's, which
-    # lie inside the export call: the last of the model's own is innermost.
     filename, line = ours[-1]
     return f"{filename}:{line}"
 

@@ -251,6 +251,65 @@ def llava(count=2, seed=7):
                      "labels").eval(), batches
 
 
+class FixedLayoutLoss(nn.Module):
+    """A transformers model's own loss for ``(input_ids, pixel_values,
+    labels)``, with keyword arguments whose values are the same for every
+    batch (an image grid, position ids) built in forward from Python lists
+    (``torch.tensor``), which makes them constants of the program."""
+
+    def __init__(self, model, **fixed):
+        super().__init__()
+        self.model = model
+        self.fixed = {key: (value.tolist(), value.dtype)
+                      for key, value in fixed.items()}
+
+    def forward(self, input_ids, pixel_values, labels):
+        fixed = {key: torch.tensor(values, dtype=dtype)
+                 for key, (values, dtype) in self.fixed.items()}
+        return self.model(input_ids=input_ids, pixel_values=pixel_values,
+                          labels=labels, **fixed).loss
+
+
+def qwen2_vl(count=2, seed=7):
+    """Qwen2-VL: a vision tower over the patches of images of a given grid
+    (image_grid_thw: its rotary positions, its attention split per image
+    by the grid's values), merged 2 x 2 into the text's image tokens, and
+    the text's multimodal rotary positions (M-RoPE) from the same grid:
+    grid and position ids are the same for every batch, constants."""
+    transformers = require("transformers")
+    image_token, start_token = 63, 61
+    config = transformers.Qwen2VLConfig(
+        vision_config=dict(depth=2, embed_dim=32, hidden_size=32,
+                           num_heads=4, mlp_ratio=2, patch_size=4,
+                           spatial_merge_size=2, temporal_patch_size=2,
+                           in_chans=3),
+        text_config=dict(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         intermediate_size=64, max_position_embeddings=128,
+                         rope_scaling={"type": "mrope",
+                                       "mrope_section": [1, 1, 2]}),
+        image_token_id=image_token, video_token_id=62,
+        vision_start_token_id=start_token)
+    model = transformers.Qwen2VLForConditionalGeneration(config)
+    # Two images of 1 x 4 x 6 patches, (4 / 2) * (6 / 2) = 6 tokens each.
+    grid = torch.tensor([[1, 4, 6], [1, 4, 6]])
+    layout = torch.zeros(2, 12, dtype=torch.long)
+    layout[:, 1] = start_token
+    layout[:, 2:8] = image_token
+    positions, _ = model.model.get_rope_index(
+        layout, (layout == image_token).long(), grid)
+    gen = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(count):
+        ids = torch.randint(0, start_token, (2, 12), generator=gen)
+        ids[:, 1:8] = layout[:, 1:8]
+        batches.append((ids, torch.randn(48, 3 * 2 * 4 * 4, generator=gen),
+                        torch.randint(0, start_token, (2, 12),
+                                      generator=gen)))
+    return FixedLayoutLoss(model, image_grid_thw=grid,
+                           position_ids=positions).eval(), batches
+
+
 def xlm(count=2, seed=7):
     """XLM: sinusoidal positions, and an ``assert lengths.max().item() <=
     slen`` on the token count (a runtime check left out)."""
@@ -373,7 +432,7 @@ ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
                       "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart,
                       "llama4": llama4, "time_series": time_series,
-                      "xlm": xlm, "llava": llava}
+                      "xlm": xlm, "llava": llava, "qwen2_vl": qwen2_vl}
 
 
 def torch_reference(model, batches):

@@ -1732,7 +1732,8 @@ def test_cross_entropy_over_extra_dims(tmp_path):
 @pytest.mark.parametrize("name", ["bloom", "deberta", "gpt2", "llama", "mamba",
                                   "deepseek_v3", "whisper", "wav2vec2",
                                   "mbart", "wavlm", "llama4",
-                                  "time_series", "xlm", "llava"])
+                                  "time_series", "xlm", "llava",
+                                  "qwen2_vl"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()

@@ -305,6 +305,73 @@ def test_value_dependent_branch_names_the_line(strict):
     assert isinstance(info.value.__cause__, RuntimeError)
 
 
+class _Grid(nn.Module):
+    """Images of t x h x w patches, their rows of ``x`` one after another:
+    the split and each image's position ids follow the grid's values."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.pos = nn.Embedding(16, 4)
+
+    def forward(self, x, grid=None):
+        loss = 0
+        parts = torch.split(x, grid.prod(-1).tolist())
+        for part, (t, h, w) in zip(parts, grid.tolist()):
+            ids = torch.arange(h * w).repeat(t)
+            loss = loss + (self.proj(part) + self.pos(ids)).square().mean()
+        return loss
+
+
+def test_constants_compile_in_the_values_that_decide_shapes():
+    """from_torch(constants=...): a keyword argument whose values decide
+    shapes (an image grid) is compiled in; the program's gradients equal
+    autograd's with those values, its data arguments leave it out, and the
+    module's forward is its own again afterwards. Passed as data it is
+    refused with the way out; the same values built in forward from a
+    Python list are constants as well."""
+    torch.manual_seed(0)
+    model = _Grid()
+    grid = torch.tensor([[1, 2, 3], [2, 2, 2]])
+    batches = [(torch.randn(14, 4),), (torch.randn(14, 4),)]
+
+    class Reference(nn.Module):
+        def __init__(self, inner, values):
+            super().__init__()
+            self.inner = inner
+            self.values = values
+
+        def forward(self, x):
+            return self.inner(x, torch.tensor(self.values))
+
+    ref_loss, ref_grads = torch_reference(
+        Reference(model, grid.tolist()), batches)
+    program = zb.from_torch(model, batches[0], constants={"grid": grid})
+    assert "forward" not in model.__dict__
+    assert [a.name for a in program.data_args] == ["x"]
+    result = zb.gradients(program, microbatches=2, inputs=batches)
+    check("constants", result.loss, result.grads, ref_loss,
+          {k.removeprefix("inner."): v for k, v in ref_grads.items()})
+    # Built in forward from a Python list: the same program.
+    built = zb.from_torch(Reference(model, grid.tolist()), batches[0])
+    assert built.mlir.count("tensor.extract_slice") == \
+        program.mlir.count("tensor.extract_slice") > 0
+
+    import inspect
+    lines, first = inspect.getsourcelines(_Grid.forward)
+    line = first + next(i for i, text in enumerate(lines)
+                        if ".tolist()" in text)
+    with pytest.raises(zb.FrontendError) as info:
+        zb.from_torch(model, batches[0] + (grid,))
+    message = str(info.value)
+    assert f"test_torch_frontend.py:{line} branches on" in message, message
+    assert "from_torch(constants=" in message, message
+    with pytest.raises(zb.FrontendError, match="has no argument 'grids'"):
+        zb.from_torch(model, batches[0], constants={"grids": grid})
+    with pytest.raises(zb.FrontendError, match="'grid' is a list"):
+        zb.from_torch(model, batches[0], constants={"grid": grid.tolist()})
+
+
 def test_loss_must_be_a_scalar():
     with pytest.raises(zb.FrontendError, match="scalar loss"):
         zb.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),))
