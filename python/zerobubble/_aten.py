@@ -4099,6 +4099,48 @@ _handles("aten.upsample_linear1d.vec", "aten.upsample_bilinear2d.vec",
 _handles("aten.upsample_bicubic2d.vec")(_upsample("cubic"))
 
 
+def _antialiased(op):
+    """F.interpolate's bilinear and bicubic modes with antialias=True
+    (SigLIP 2 resizes its position embeddings so): a triangle or cubic
+    filter widened by the scale when shrinking, its weights normalised
+    over the input. Per spatial dimension a product with the matrix that
+    PyTorch's own kernel ``op`` gives for the unit vectors of that
+    dimension (the other one kept at size 2, which it leaves as it is; at
+    size 1 the kernel writes zeros)."""
+    def handler(ctx, x, output_size, align_corners, scales):
+        x = ctx.tensor(x)
+        if not is_float(x.dtype):
+            ctx.unsupported("only float inputs are supported")
+        dtype = ctx.val.dtype
+        for dim in (3, 2):
+            size_in, size_out = x.shape[dim], ctx.shape[dim]
+            unit = torch.eye(size_in, dtype=dtype)
+            shape, size, factors = [size_in, 1, 2, 2], [2, 2], [1.0, 1.0]
+            shape[dim] = size_in
+            size[dim - 2] = size_out
+            if scales:
+                factors[dim - 2] = scales[dim - 2]
+            # Unit vector i along dim, constant along the other dimension.
+            basis = unit.reshape([size_in, 1] + [
+                size_in if d == dim else 1 for d in (2, 3)]).expand(shape)
+            with torch.no_grad():
+                columns = op(basis.contiguous(), None if scales else size,
+                             align_corners, factors if scales else None)
+            weights = columns.select(5 - dim, 0).reshape(size_in,
+                                                          size_out).T
+            if size_in == size_out and torch.equal(weights, unit):
+                continue
+            x = _along(ctx, x, dim, ctx.tensor(Const(weights.contiguous())))
+        return x
+    return handler
+
+
+_handles("aten._upsample_bilinear2d_aa.vec")(
+    _antialiased(torch.ops.aten._upsample_bilinear2d_aa.vec))
+_handles("aten._upsample_bicubic2d_aa.vec")(
+    _antialiased(torch.ops.aten._upsample_bicubic2d_aa.vec))
+
+
 class Complex:
     """A complex tensor as its real and imaginary parts (Values or Consts;
     ``imag`` None where it is zero): what the FFTs, ``view_as_complex``,

@@ -513,6 +513,28 @@ def test_interpolate(tmp_path):
              tmp_path)
 
 
+def test_interpolate_antialiased(tmp_path):
+    """F.interpolate(antialias=True), bilinear and bicubic (SigLIP 2's
+    position embeddings): shrinking (filters widened by the scale, over
+    several input rows), growing, one dimension each way, by size and by
+    scale factor, with and without align_corners."""
+    def fn(m, h):
+        outs = [F.interpolate(h, size=(4, 3), mode="bilinear",
+                              antialias=True),
+                F.interpolate(h, size=(12, 5), mode="bilinear",
+                              antialias=True, align_corners=True),
+                F.interpolate(h, scale_factor=0.45, mode="bilinear",
+                              antialias=True),
+                F.interpolate(h, size=(5, 11), mode="bicubic",
+                              antialias=True),
+                F.interpolate(h, scale_factor=(0.4, 1.5), mode="bicubic",
+                              antialias=True, align_corners=True)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("interpolate antialiased", OnInput((2, 2, 9, 8), fn),
+             (randn(2, 2, 9, 8),), tmp_path)
+
+
 @pytest.mark.filterwarnings("ignore:The tensor attributes")
 def test_recurrent_layers(tmp_path):
     """nn.LSTM (two bidirectional layers, batch first, given states),
