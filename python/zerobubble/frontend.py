@@ -21,8 +21,10 @@ the compiler's input IR.
 
 import contextlib
 import inspect
+import io
 import os
 import re
+import sys
 import traceback
 
 import numpy as np
@@ -242,9 +244,18 @@ def _export(module, example_args, strict):
     shape depends on the values of a tensor (which one traced program
     cannot follow), a :class:`FrontendError` naming the line of the model
     that does it and the way out."""
+    # torch.export prints the graph traced up to a failure to stderr (a
+    # thousand lines for a transformers model); the error names the line.
+    # What else it writes there (warnings) is passed on.
+    written = io.StringIO()
     try:
-        exported = torch.export.export(module, example_args, strict=strict)
+        with contextlib.redirect_stderr(written):
+            exported = torch.export.export(module, example_args,
+                                           strict=strict)
     except Exception as error:
+        partial = getattr(error, "partial_fx_graph", None)
+        sys.stderr.write(written.getvalue().replace(f"{partial}\n", "")
+                         if partial is not None else written.getvalue())
         where = _model_line(error)
         lines = str(error).strip().splitlines()
         detail = lines[0] if lines else ""
@@ -257,6 +268,7 @@ def _export(module, example_args, strict):
                 "forward neither changes its modules nor reads a tensor's "
                 "value in Python") from error
         raise _value_dependent(module, where, detail) from error
+    sys.stderr.write(written.getvalue())
     _check_static_shapes(module, exported)
     return exported
 
