@@ -3941,15 +3941,17 @@ def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
     """F.grid_sample on [N, C, H, W] at the [N, Ho, Wo, 2] grid's (x, y)
     in [-1, 1]: bilinear (the four neighbours' lookups weighted by the
     distances, so the gradient reaches the input as a scatter-add and the
-    grid through the weights) or nearest (halves to even, no gradient to
-    the grid); zeros or border padding."""
+    grid through the weights), nearest (halves to even, no gradient to
+    the grid) or bicubic (the 4 x 4 neighbours weighted by the cubic
+    convolution, A = -0.75, of the distances: GLM-4V resamples its
+    position embeddings so); zeros or border padding."""
     x, grid = ctx.tensor(x), ctx.tensor(grid)
     _require_float(ctx, x, grid)
     if x.rank != 4:
         ctx.unsupported("only 2-d grid sampling ([N, C, H, W]) is supported")
-    if interpolation not in (0, 1) or padding not in (0, 1):
-        ctx.unsupported("only bilinear and nearest sampling with zeros or "
-                        "border padding are supported")
+    if interpolation not in (0, 1, 2) or padding not in (0, 1):
+        ctx.unsupported("only bilinear, nearest and bicubic sampling with "
+                        "zeros or border padding are supported")
     t = x.dtype
     n, c, height, width = x.shape
     out = (n, c, grid.shape[1], grid.shape[2])
@@ -3960,9 +3962,14 @@ def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
         def f(v):
             return bb.const(float(v), t)
 
-        def coordinate(g, size):
+        def clamped(p, size):
+            return bb.binary("arith.minimumf", bb.binary(
+                "arith.maximumf", p, f(0), t), f(size - 1), t)
+
+        def coordinate(g, size, clamp=True):
             # [-1, 1] to pixels: the corners' centres (align_corners) or
-            # the corners' edges; border padding clamps into the image.
+            # the corners' edges; border padding clamps into the image
+            # (bicubic: each tap's position).
             if align_corners:
                 p = bb.binary("arith.mulf", bb.binary("arith.addf", g, f(1),
                                                       t), f((size - 1) / 2),
@@ -3971,10 +3978,52 @@ def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
                 p = bb.binary("arith.subf", bb.binary(
                     "arith.mulf", bb.binary("arith.addf", g, f(1), t),
                     f(size / 2), t), f(0.5), t)
-            if padding == 1:
-                p = bb.binary("arith.minimumf", bb.binary(
-                    "arith.maximumf", p, f(0), t), f(size - 1), t)
-            return p
+            return clamped(p, size) if padding == 1 and clamp else p
+
+        def cubic(d, near):
+            # PyTorch's cubic convolution (A = -0.75) at distance d, d < 1
+            # for the near taps, 1 <= d < 2 for the far ones.
+            a = -0.75
+            if near:
+                inner = bb.binary("arith.subf", bb.binary(
+                    "arith.mulf", f(a + 2), d, t), f(a + 3), t)
+                return bb.binary("arith.addf", bb.binary(
+                    "arith.mulf", bb.binary("arith.mulf", inner, d, t), d,
+                    t), f(1), t)
+            inner = bb.binary("arith.subf", bb.binary(
+                "arith.mulf", f(a), d, t), f(5 * a), t)
+            inner = bb.binary("arith.addf", bb.binary(
+                "arith.mulf", inner, d, t), f(8 * a), t)
+            return bb.binary("arith.subf", bb.binary(
+                "arith.mulf", inner, d, t), f(4 * a), t)
+
+        def taps(p, size):
+            """The four (position, weight) taps around pixel position p."""
+            base = bb.unary("math.floor", p, t)
+            frac = bb.binary("arith.subf", p, base, t)
+            rest = bb.binary("arith.subf", f(1), frac, t)
+            weights = [cubic(bb.binary("arith.addf", frac, f(1), t), False),
+                       cubic(frac, True), cubic(rest, True),
+                       cubic(bb.binary("arith.addf", rest, f(1), t), False)]
+            result = []
+            for offset, weight in zip((-1, 0, 1, 2), weights):
+                q = bb.binary("arith.addf", base, f(offset), t)
+                result.append((clamped(q, size) if padding == 1 else q,
+                               weight))
+            return result
+
+        def bicubic(px, py):
+            total = f(0)
+            for cy, wy in taps(py, height):
+                row = f(0)
+                for cx, wx in taps(px, width):
+                    value, inside = at(cx, cy)
+                    row = bb.binary("arith.addf", row, bb.select(
+                        inside, bb.binary("arith.mulf", value, wx, t), f(0),
+                        t), t)
+                total = bb.binary("arith.addf", total, bb.binary(
+                    "arith.mulf", row, wy, t), t)
+            return total
 
         def at(ix, iy):
             """x at integer-valued float positions: (value, inside)."""
@@ -3990,6 +4039,9 @@ def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
             value = _lookup(bb, x, [bb.index(0), bb.index(1), *index])
             return value, _all_of(bb, checks)
 
+        if interpolation == 2:
+            return bicubic(coordinate(names[0], width, False),
+                           coordinate(names[1], height, False))
         px, py = coordinate(names[0], width), coordinate(names[1], height)
         if interpolation == 1:
             value, inside = at(bb.unary("math.roundeven", px, t),

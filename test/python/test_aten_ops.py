@@ -564,9 +564,10 @@ def test_recurrent_layers(tmp_path):
 
 def test_grid_sample_and_affine_grid(tmp_path):
     """A spatial transformer: affine_grid of a learnt theta (both corner
-    conventions), then grid_sample bilinear and nearest, zeros and border
-    padding, points inside, on the edges and outside the image; the
-    gradient reaches the image and theta (through the bilinear weights)."""
+    conventions), then grid_sample bilinear, nearest and bicubic, zeros
+    and border padding, points inside, on the edges and outside the image;
+    the gradient reaches the image and theta (through the bilinear and
+    bicubic weights)."""
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
@@ -587,7 +588,8 @@ def test_grid_sample_and_affine_grid(tmp_path):
 
     model = Model()
     model.modes = [("bilinear", "zeros"), ("bilinear", "border"),
-                   ("nearest", "zeros"), ("nearest", "border")]
+                   ("nearest", "zeros"), ("nearest", "border"),
+                   ("bicubic", "zeros"), ("bicubic", "border")]
     # Against autograd alone: sampling is piecewise linear (nearest:
     # constant) in theta, and with hundreds of sampled points some cross a
     # pixel boundary within a finite-difference step.
