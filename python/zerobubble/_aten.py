@@ -4993,6 +4993,8 @@ def _index(ctx, x, indices):
     where = [d for d, i in enumerate(indices) if i is not None]
     if not where:
         return x
+    if len(where) == 1 and ctx.tensor(indices[where[0]]).dtype == "i1":
+        return _masked_rows(ctx, x, where[0], ctx.tensor(indices[where[0]]))
     tensors = [_index_tensor(ctx, indices[d], "an index") for d in where]
     for d, index in zip(where, tensors):
         ctx.translator.note_range(index, x.shape[d])
@@ -5029,6 +5031,54 @@ def _index(ctx, x, indices):
         return _lookup(bb, x, at)
 
     return ctx.b.generic(shape, x.dtype, inputs, body, hint=ctx.hint)
+
+
+def _masked_rows(ctx, x, dim, mask):
+    """x[..., mask, ...]: the elements of x's dims from ``dim`` on where
+    the boolean ``mask`` holds, in order, as one dimension. Its length
+    depends on the mask's values; export knows it where a runtime
+    assertion fixes it (transformers checks that the image tokens match
+    the image features: Qwen3-VL adds its deepstack features at
+    ``hidden[mask]``), else the program is refused before this. The k-th
+    selected element's place is the number of elements whose running
+    count is at most k (a reduction over the mask); its gradient
+    goes back through the lookup."""
+    k = mask.rank
+    if mask.shape != x.shape[dim:dim + k]:
+        ctx.unsupported(f"a boolean index of shape {list(mask.shape)} "
+                        f"must match the indexed dims "
+                        f"{list(x.shape[dim:dim + k])}")
+    count = ctx.shape[dim]
+    size = mask.size
+    counts = ctx.b.reshape(_running_mask_count(ctx, mask, mask.shape),
+                           (size,))
+
+    def place(bb, names, acc):
+        # The elements whose running count is at most n lie before the
+        # n-th selected one (counted from 0).
+        nth = bb.op(f"arith.index_cast {bb.index(0)} : index to i64")
+        before = bb.op(f"arith.cmpi sle, {names[0]}, {nth} : i64")
+        return bb.binary("arith.addi", acc, bb.select(
+            before, bb.const(1, "i64"), bb.const(0, "i64"), "i64"), "i64")
+
+    places = ctx.b.generic((count,), "i64", [(counts, [1])], place,
+                           reductions=1,
+                           init=ctx.b.filled((count,), "i64", 0),
+                           hint="places")
+    rows = ctx.b.reshape(x, x.shape[:dim] + (size,) + x.shape[dim + k:])
+    shape = x.shape[:dim] + (count,) + x.shape[dim + k:]
+
+    def body(bb, names, acc):
+        # Kept inside x should fewer elements be selected than asserted
+        # (the assertion is left out).
+        place = bb.binary("arith.minsi", names[0], bb.const(size - 1, "i64"),
+                          "i64")
+        at = [bb.index(d) for d in range(rows.rank)]
+        at[dim] = _to_index(bb, place, "i64")
+        return _lookup(bb, rows, at)
+
+    return ctx.b.generic(shape, x.dtype, [(places, [dim])], body,
+                         hint=ctx.hint)
 
 
 @_handles("aten.logcumsumexp.default")

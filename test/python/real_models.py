@@ -270,27 +270,42 @@ class FixedLayoutLoss(nn.Module):
                           labels=labels, **fixed).loss
 
 
-def qwen2_vl(count=2, seed=7):
-    """Qwen2-VL: a vision tower over the patches of images of a given grid
-    (image_grid_thw: its rotary positions, its attention split per image
-    by the grid's values), merged 2 x 2 into the text's image tokens, and
-    the text's multimodal rotary positions (M-RoPE) from the same grid:
-    grid and position ids are the same for every batch, constants."""
+def qwen_vl(version, count=2, seed=7):
+    """Qwen2-VL (``version`` 2) or Qwen3-VL (3): a vision tower over the
+    patches of images of a given grid (image_grid_thw: its rotary
+    positions, its attention split per image by the grid's values; Qwen3:
+    its position embeddings resized to the grid), merged 2 x 2 into the
+    text's image tokens (Qwen3 also adds a vision layer's features to the
+    first text layer's image tokens: hidden[mask], the count asserted),
+    and the text's multimodal rotary positions (M-RoPE) from the same
+    grid: grid and position ids are the same for every batch,
+    constants."""
     transformers = require("transformers")
     image_token, start_token = 63, 61
-    config = transformers.Qwen2VLConfig(
-        vision_config=dict(depth=2, embed_dim=32, hidden_size=32,
-                           num_heads=4, mlp_ratio=2, patch_size=4,
-                           spatial_merge_size=2, temporal_patch_size=2,
-                           in_chans=3),
-        text_config=dict(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2,
-                         intermediate_size=64, max_position_embeddings=128,
-                         rope_scaling={"type": "mrope",
-                                       "mrope_section": [1, 1, 2]}),
-        image_token_id=image_token, video_token_id=62,
-        vision_start_token_id=start_token)
-    model = transformers.Qwen2VLForConditionalGeneration(config)
+    vision = dict(depth=2, hidden_size=32, num_heads=4, patch_size=4,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    text = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=64, max_position_embeddings=128)
+    tokens = dict(image_token_id=image_token, video_token_id=62,
+                  vision_start_token_id=start_token)
+    if version == 2:
+        config = transformers.Qwen2VLConfig(
+            vision_config=dict(vision, embed_dim=32, mlp_ratio=2,
+                               in_chans=3),
+            text_config=dict(text, rope_scaling={
+                "type": "mrope", "mrope_section": [1, 1, 2]}), **tokens)
+        model = transformers.Qwen2VLForConditionalGeneration(config)
+    else:
+        config = transformers.Qwen3VLConfig(
+            vision_config=dict(vision, intermediate_size=64, in_channels=3,
+                               out_hidden_size=32, num_position_embeddings=16,
+                               deepstack_visual_indexes=[0]),
+            text_config=dict(text, head_dim=8, rope_parameters={
+                "rope_type": "default", "rope_theta": 10000.0,
+                "mrope_section": [1, 1, 2], "mrope_interleaved": True}),
+            **tokens)
+        model = transformers.Qwen3VLForConditionalGeneration(config)
     # Two images of 1 x 4 x 6 patches, (4 / 2) * (6 / 2) = 6 tokens each.
     grid = torch.tensor([[1, 4, 6], [1, 4, 6]])
     layout = torch.zeros(2, 12, dtype=torch.long)
@@ -432,7 +447,9 @@ ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
                       "wav2vec2": wav2vec2, "wavlm": wavlm, "mbart": mbart,
                       "llama4": llama4, "time_series": time_series,
-                      "xlm": xlm, "llava": llava, "qwen2_vl": qwen2_vl}
+                      "xlm": xlm, "llava": llava,
+                      "qwen2_vl": lambda **kw: qwen_vl(2, **kw),
+                      "qwen3_vl": lambda **kw: qwen_vl(3, **kw)}
 
 
 def torch_reference(model, batches):

@@ -1279,6 +1279,38 @@ def test_boolean_index_put(tmp_path):
              tmp_path)
 
 
+def test_boolean_index_read(tmp_path):
+    """x[mask] where a runtime assertion fixes how many elements the mask
+    selects (transformers checks that the image tokens match the image
+    features; Qwen3-VL adds its deepstack features at hidden[mask]): the
+    selected rows in order, over the leading dim or an inner one (a
+    constant mask), and x[mask] = x[mask] + v through it. Without the
+    assertion the count sizes a tensor by the values: refused, naming the
+    line."""
+    def fn(m, h, rows):
+        rows = rows.bool()
+        torch._check(rows.sum().item() == 2)
+        picked = h[rows] * h[rows].flip(0)
+        a = h * 1.0
+        a[rows] = a[rows] + h[:2] ** 2
+        columns = torch.tensor([1, 0, 1, 1, 0]).bool()
+        return torch.cat([o.flatten() for o in (picked, a, h[:, columns])])
+
+    rows = torch.tensor([0, 1, 0, 1])
+    check_op("boolean index read", OnInput((4, 5), fn), (randn(4, 5), rows),
+             tmp_path)
+
+    class Unchecked(nn.Module):
+        def forward(self, h, rows):
+            return h[rows.bool()].square().sum()  # the line named
+
+    import inspect
+    first = inspect.getsourcelines(Unchecked.forward)[1]
+    with pytest.raises(zb.FrontendError) as info:
+        zb.from_torch(Unchecked(), (randn(4, 5), rows))
+    assert f"test_aten_ops.py:{first + 1} branches on" in str(info.value)
+
+
 def test_scatter_add(tmp_path):
     """scatter_add along either dim, repeated indices summing (the
     routing weights of a mixture of experts: each token's chosen experts'
@@ -1757,7 +1789,7 @@ def test_cross_entropy_over_extra_dims(tmp_path):
                                   "deepseek_v3", "whisper", "wav2vec2",
                                   "mbart", "wavlm", "llama4",
                                   "time_series", "xlm", "llava",
-                                  "qwen2_vl"])
+                                  "qwen2_vl", "qwen3_vl"])
 def test_model_matches_autograd(name):
     torch.manual_seed(0)
     model, batches = {**MODELS, **ONE_PROCESS_MODELS}[name]()
