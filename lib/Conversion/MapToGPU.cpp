@@ -735,6 +735,79 @@ static bool columnReductionPays(linalg::LinalgOp op, const RowReduction &match,
   });
 }
 
+/// The reassociation that collapses, in the operand `map` reads, the dims
+/// of each run of `runs` (loops of the op, adjacent in the map where it
+/// reads them) into one.
+static SmallVector<ReassociationIndices>
+operandReassociation(AffineMap map, ArrayRef<ReassociationIndices> runs) {
+  auto runOf = [&](unsigned loop) -> int {
+    for (auto [i, run] : llvm::enumerate(runs))
+      if (llvm::is_contained(run, loop))
+        return i;
+    return -1;
+  };
+  SmallVector<ReassociationIndices> groups;
+  int previous = -1;
+  for (auto [position, expr] : llvm::enumerate(map.getResults())) {
+    int run = runOf(cast<AffineDimExpr>(expr).getPosition());
+    if (run >= 0 && run == previous)
+      groups.back().push_back(position);
+    else
+      groups.push_back({static_cast<int64_t>(position)});
+    previous = run;
+  }
+  return groups;
+}
+
+/// Each run of two or more adjacent reduction loops of a linalg op (a
+/// loss's mean over [batch, tokens], a bias gradient's sum over them) as
+/// one loop, where every operand reads the run's dims adjacent, in order,
+/// in a buffer that collapses without a copy: the reduction then takes the
+/// row-kernel or the two-kernel form (lowerLinalgToParallelLoops) instead
+/// of one thread per output element summing every term.
+static void collapseReductionLoops(RewriterBase &rewriter, func::FuncOp fn) {
+  for (auto op : collectHostOps<linalg::LinalgOp>(fn)) {
+    if (!op.hasPureBufferSemantics() || op.getNumReductionLoops() < 2 ||
+        op->getParentOfType<LoopLikeOpInterface>())
+      continue;
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    SmallVector<ReassociationIndices> runs;
+    for (unsigned d = 0; d < iterators.size(); ++d) {
+      unsigned end = d;
+      while (end < iterators.size() &&
+             iterators[end] == utils::IteratorType::reduction)
+        ++end;
+      if (end - d >= 2)
+        runs.push_back(llvm::to_vector(llvm::seq<int64_t>(d, end)));
+      d = std::max(d, end);
+    }
+    if (runs.empty() ||
+        !linalg::areDimSequencesPreserved(op.getIndexingMapsArray(), runs))
+      continue;
+    if (!llvm::all_of(op->getOpOperands(), [&](OpOperand &operand) {
+          auto type = dyn_cast<MemRefType>(operand.get().getType());
+          return !type ||
+                 memref::CollapseShapeOp::isGuaranteedCollapsible(
+                     type, operandReassociation(
+                               op.getMatchingIndexingMap(&operand), runs));
+        }))
+      continue;
+    rewriter.setInsertionPoint(op);
+    linalg::LinalgOp generic = op;
+    if (!isa<linalg::GenericOp>(op)) {
+      FailureOr<linalg::GenericOp> generalized =
+          linalg::generalizeNamedOp(rewriter, op);
+      if (failed(generalized))
+        continue;
+      generic = *generalized;
+    }
+    FailureOr<linalg::CollapseResult> collapsed =
+        linalg::collapseOpIterationDims(generic, runs, rewriter);
+    if (succeeded(collapsed))
+      rewriter.eraseOp(generic);
+  }
+}
+
 /// Lowers each long row reduction, with the row-wise ops around it, to a
 /// kernel of a block per row (collectRowKernels, lowerRowKernel); a
 /// reduction of many rows into few elements to two kernels
@@ -744,6 +817,7 @@ static bool columnReductionPays(linalg::LinalgOp op, const RowReduction &match,
 static LogicalResult lowerLinalgToParallelLoops(RewriterBase &rewriter,
                                                 func::FuncOp fn,
                                                 int64_t blockSize) {
+  collapseReductionLoops(rewriter, fn);
   for (const RowKernel &kernel : collectRowKernels(
            collectHostOps<linalg::LinalgOp>(fn), kMinBlockRowLength))
     lowerRowKernel(rewriter, kernel, blockSize);

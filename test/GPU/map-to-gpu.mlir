@@ -51,22 +51,58 @@ func.func @elementwise(%x: memref<64x300xf32>, %y: memref<64x300xf32>) {
 
 // -----
 
-// Without parallel dimensions the op runs in a one-iteration loop.
+// A reduction over several adjacent loops is one loop over the buffer
+// collapsed along them: a total is a row kernel of one row (the strided
+// shares of a block's threads, then their tree), not one thread.
 // CHECK-LABEL: func.func @total(
-// CHECK: scf.parallel
-// CHECK: scf.parallel
-// CHECK: scf.if
-// CHECK: scf.for
-// CHECK: scf.for
-// CHECK: arith.addf
-// CHECK: processor = thread_x
-// CHECK: processor = block_x
+// CHECK: %[[X:.*]] = memref.collapse_shape %{{.*}} {{\[}}[0, 1]] : memref<64x300xf32> into memref<19200xf32>
+// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}} = %c1{{.*}}) threads(%[[T:.*]], %{{.*}}, %{{.*}}) in (%{{.*}} = %c256
+// CHECK: scf.for %[[I:.*]] = %[[T]] to %c19200 step %c256
+// CHECK: memref.load %[[X]][%[[I]]]
+// CHECK: gpu.all_reduce
+// CHECK-NOT: scf.parallel
 func.func @total(%x: memref<64x300xf32>, %s: memref<f32>) {
   linalg.reduce ins(%x : memref<64x300xf32>) outs(%s : memref<f32>) dimensions = [0, 1]
     (%a: f32, %acc: f32) {
       %r = arith.addf %a, %acc : f32
       linalg.yield %r : f32
     }
+  return
+}
+
+// -----
+
+// A bias gradient's sum over [batch, tokens]: the two loops are one of 200
+// iterations, a row kernel of a block per output element. Where an operand
+// reads the loops apart (@apart: [b, c, t]) they stay two, in one thread
+// per output element.
+// CHECK-LABEL: func.func @bias(
+// CHECK: memref.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : memref<4x50x5xf32> into memref<200x5xf32>
+// CHECK: gpu.launch blocks(%{{.*}}) in (%{{.*}} = %c5
+// CHECK: gpu.all_reduce
+// CHECK-LABEL: func.func @apart(
+// CHECK-NOT: collapse_shape
+// CHECK: scf.parallel
+// CHECK: scf.for
+// CHECK: scf.for
+func.func @bias(%dy: memref<4x50x5xf32>, %db: memref<5xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(c, b, t) -> (b, t, c)>, affine_map<(c, b, t) -> (c)>],
+                  iterator_types = ["parallel", "reduction", "reduction"]}
+      ins(%dy : memref<4x50x5xf32>) outs(%db : memref<5xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @apart(%x: memref<4x5x50xf32>, %out: memref<5xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(c, b, t) -> (b, c, t)>, affine_map<(c, b, t) -> (c)>],
+                  iterator_types = ["parallel", "reduction", "reduction"]}
+      ins(%x : memref<4x5x50xf32>) outs(%out : memref<5xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %a, %acc : f32
+    linalg.yield %s : f32
+  }
   return
 }
 

@@ -50,6 +50,12 @@ def ZBMapToGPU : Pass<"zb-map-to-gpu", "mlir::ModuleOp"> {
       host code loads from (a step function's action table, read by its
       loop of calls): that stays in host memory;
     - `memref.copy` becomes `linalg.copy`, so that it runs as a kernel;
+    - a linalg op (outside loops) with a run of two or more adjacent
+      reduction loops (a loss's mean over [batch, tokens], a bias
+      gradient's sum over them) that every operand reads as adjacent dims,
+      in order, of a buffer that collapses without a copy, reduces one loop
+      over the buffers collapsed along them (`memref.collapse_shape`), so
+      that it takes one of the two forms below;
     - a linalg op that reduces its innermost loop, of 32 elements or more,
       into one output as `out = combine(out, element)` with `addf`, `mulf`,
       or a float max or min (a softmax's row maximum and sum, a norm's
