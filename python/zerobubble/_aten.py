@@ -5040,8 +5040,8 @@ def _masked_rows(ctx, x, dim, mask):
     assertion fixes it (transformers checks that the image tokens match
     the image features: Qwen3-VL adds its deepstack features at
     ``hidden[mask]``), else the program is refused before this. The k-th
-    selected element's place is the number of elements whose running
-    count is at most k (a reduction over the mask); its gradient
+    selected element's place is the first whose running count reaches
+    k + 1 (a binary search over the counts, k log n steps); its gradient
     goes back through the lookup."""
     k = mask.rank
     if mask.shape != x.shape[dim:dim + k]:
@@ -5053,28 +5053,35 @@ def _masked_rows(ctx, x, dim, mask):
     counts = ctx.b.reshape(_running_mask_count(ctx, mask, mask.shape),
                            (size,))
 
-    def place(bb, names, acc):
-        # The elements whose running count is at most n lie before the
-        # n-th selected one (counted from 0).
-        nth = bb.op(f"arith.index_cast {bb.index(0)} : index to i64")
-        before = bb.op(f"arith.cmpi sle, {names[0]}, {nth} : i64")
-        return bb.binary("arith.addi", acc, bb.select(
-            before, bb.const(1, "i64"), bb.const(0, "i64"), "i64"), "i64")
+    steps = max(size - 1, 0).bit_length()
 
-    places = ctx.b.generic((count,), "i64", [(counts, [1])], place,
-                           reductions=1,
-                           init=ctx.b.filled((count,), "i64", 0),
-                           hint="places")
+    def place(bb, names, acc):
+        # The first element whose running count reaches n + 1 (the n-th
+        # selected, counted from 0): a binary search over the running
+        # counts, which never decrease, in ceil(log2(size)) halvings.
+        wanted = bb.binary("arith.addi", _as_i64(bb, bb.index(0)),
+                           bb.const(1, "i64"), "i64")
+        low, high = _index_const(bb, 0), _index_const(bb, size - 1)
+        for _ in range(steps):
+            middle = _index_op(bb, "divui", _index_op(bb, "addi", low, high),
+                               _index_const(bb, 2))
+            short = bb.op(f"arith.cmpi slt, {_lookup(bb, counts, [middle])}"
+                          f", {wanted} : i64")
+            low = bb.select(short, _index_op(bb, "addi", middle,
+                                             _index_const(bb, 1)), low,
+                            "index")
+            high = bb.select(short, high, middle, "index")
+        return _as_i64(bb, low)
+
+    places = ctx.b.generic((count,), "i64", [], place, hint="places")
     rows = ctx.b.reshape(x, x.shape[:dim] + (size,) + x.shape[dim + k:])
     shape = x.shape[:dim] + (count,) + x.shape[dim + k:]
 
     def body(bb, names, acc):
-        # Kept inside x should fewer elements be selected than asserted
-        # (the assertion is left out).
-        place = bb.binary("arith.minsi", names[0], bb.const(size - 1, "i64"),
-                          "i64")
+        # The search stays inside x should fewer elements be selected than
+        # asserted (the assertion is left out): the last one is read.
         at = [bb.index(d) for d in range(rows.rank)]
-        at[dim] = _to_index(bb, place, "i64")
+        at[dim] = _to_index(bb, names[0], "i64")
         return _lookup(bb, rows, at)
 
     return ctx.b.generic(shape, x.dtype, [(places, [dim])], body,
