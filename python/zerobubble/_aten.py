@@ -3721,6 +3721,27 @@ def _source_ratio(size_in, size_out, align_corners, scale, real):
     return real(1) / real(scale) if scale else real(size_in) / real(size_out)
 
 
+# PyTorch's cubic convolution (A = -0.75: upsample_bicubic2d and
+# grid_sample's bicubic mode) as polynomials in the distance d, highest
+# power first: for the near taps (d < 1) and the far ones (1 <= d < 2).
+_CUBIC_A = -0.75
+_CUBIC_NEAR = (_CUBIC_A + 2, -(_CUBIC_A + 3), 0.0, 1.0)
+_CUBIC_FAR = (_CUBIC_A, -5 * _CUBIC_A, 8 * _CUBIC_A, -4 * _CUBIC_A)
+
+
+def _cubic_convolution(d, near, mul, add, const):
+    """The cubic convolution's weight at distance ``d`` (Horner's rule) in
+    the arithmetic ``mul``, ``add`` and ``const`` give: NumPy scalars for
+    interpolation weights at export, IR values in a kernel."""
+    coefficients = _CUBIC_NEAR if near else _CUBIC_FAR
+    value = const(coefficients[0])
+    for c in coefficients[1:]:
+        value = mul(value, d)
+        if c:
+            value = add(value, const(c))
+    return value
+
+
 def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
                            real):
     """The (size_out, size_in) matrix A of one spatial dimension, out = A
@@ -3734,13 +3755,14 @@ def _interpolation_weights(size_in, size_out, mode, align_corners, scale,
         # -0.75) around floor(src), indices clamped to the edges, the
         # source index not clamped at 0.
         ratio = _source_ratio(size_in, size_out, align_corners, scale, real)
-        a = real(-0.75)
 
         def near(x):
-            return ((a + 2) * x - (a + 3)) * x * x + 1
+            return _cubic_convolution(x, True, operator.mul, operator.add,
+                                      real)
 
         def far(x):
-            return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+            return _cubic_convolution(x, False, operator.mul, operator.add,
+                                      real)
 
         for i in range(size_out):
             src = ratio * real(i) if align_corners else \
@@ -3981,21 +4003,9 @@ def _grid_sampler(ctx, x, grid, interpolation, padding, align_corners):
             return clamped(p, size) if padding == 1 and clamp else p
 
         def cubic(d, near):
-            # PyTorch's cubic convolution (A = -0.75) at distance d, d < 1
-            # for the near taps, 1 <= d < 2 for the far ones.
-            a = -0.75
-            if near:
-                inner = bb.binary("arith.subf", bb.binary(
-                    "arith.mulf", f(a + 2), d, t), f(a + 3), t)
-                return bb.binary("arith.addf", bb.binary(
-                    "arith.mulf", bb.binary("arith.mulf", inner, d, t), d,
-                    t), f(1), t)
-            inner = bb.binary("arith.subf", bb.binary(
-                "arith.mulf", f(a), d, t), f(5 * a), t)
-            inner = bb.binary("arith.addf", bb.binary(
-                "arith.mulf", inner, d, t), f(8 * a), t)
-            return bb.binary("arith.subf", bb.binary(
-                "arith.mulf", inner, d, t), f(4 * a), t)
+            return _cubic_convolution(
+                d, near, lambda a, b: bb.binary("arith.mulf", a, b, t),
+                lambda a, b: bb.binary("arith.addf", a, b, t), f)
 
         def taps(p, size):
             """The four (position, weight) taps around pixel position p."""
@@ -4586,6 +4596,17 @@ def _taken_place(bb, count, size):
     return _to_index(bb, place, "i64")
 
 
+def _mask_rank(ctx, x, dim, mask):
+    """The rank of boolean index ``mask`` over x's dims from ``dim`` on,
+    whose shape it must have."""
+    k = mask.rank
+    if mask.shape != x.shape[dim:dim + k]:
+        ctx.unsupported(f"a boolean index of shape {list(mask.shape)} "
+                        f"must match the indexed dims "
+                        f"{list(x.shape[dim:dim + k])}")
+    return k
+
+
 def _masked_put(ctx, x, dim, mask, values, accumulate):
     """x[..., mask] = values (or +=; ``values`` of x's type) for a boolean
     ``mask`` over x's dims from ``dim`` on: a value shared by every masked
@@ -4594,11 +4615,7 @@ def _masked_put(ctx, x, dim, mask, values, accumulate):
     embeddings so) is taken in order by the mask's running count, as
     masked_scatter does (the mask then over x's leading dims)."""
     t = x.dtype
-    k = mask.rank
-    if mask.shape != x.shape[dim:dim + k]:
-        ctx.unsupported(f"a boolean index of shape {list(mask.shape)} "
-                        f"must match the indexed dims "
-                        f"{list(x.shape[dim:dim + k])}")
+    k = _mask_rank(ctx, x, dim, mask)
     after = x.shape[dim + k:]
     selected = dim + 1 + len(after)  # [before..., count, after...]
     if values.rank > selected:
@@ -4993,8 +5010,9 @@ def _index(ctx, x, indices):
     where = [d for d, i in enumerate(indices) if i is not None]
     if not where:
         return x
-    if len(where) == 1 and ctx.tensor(indices[where[0]]).dtype == "i1":
-        return _masked_rows(ctx, x, where[0], ctx.tensor(indices[where[0]]))
+    first = ctx.tensor(indices[where[0]])
+    if len(where) == 1 and first.dtype == "i1":
+        return _masked_rows(ctx, x, where[0], first)
     tensors = [_index_tensor(ctx, indices[d], "an index") for d in where]
     for d, index in zip(where, tensors):
         ctx.translator.note_range(index, x.shape[d])
@@ -5043,11 +5061,7 @@ def _masked_rows(ctx, x, dim, mask):
     selected element's place is the first whose running count reaches
     k + 1 (a binary search over the counts, k log n steps); its gradient
     goes back through the lookup."""
-    k = mask.rank
-    if mask.shape != x.shape[dim:dim + k]:
-        ctx.unsupported(f"a boolean index of shape {list(mask.shape)} "
-                        f"must match the indexed dims "
-                        f"{list(x.shape[dim:dim + k])}")
+    k = _mask_rank(ctx, x, dim, mask)
     count = ctx.shape[dim]
     size = mask.size
     counts = ctx.b.reshape(_running_mask_count(ctx, mask, mask.shape),
