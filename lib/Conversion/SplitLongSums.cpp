@@ -76,22 +76,44 @@ Blocks cutLoop(int64_t range, int64_t length, int64_t chain) {
   return {within, range / within, range % within};
 }
 
-/// `input` viewed along dimension `at` from `offset` for `size` elements
-/// (itself where that is all of it).
+/// The offsets, sizes and strides of the view of a `type` buffer along
+/// dimension `at` from `offset` for `size` elements.
+struct View {
+  SmallVector<int64_t> offsets, sizes, strides;
+};
+
+View viewAlong(MemRefType type, unsigned at, int64_t offset, int64_t size) {
+  View view{SmallVector<int64_t>(type.getRank(), 0),
+            SmallVector<int64_t>(type.getShape()),
+            SmallVector<int64_t>(type.getRank(), 1)};
+  view.offsets[at] = offset;
+  view.sizes[at] = size;
+  return view;
+}
+
+/// The type of that view (`type` itself where it is all of it).
+MemRefType viewTypeAlong(MemRefType type, unsigned at, int64_t offset,
+                         int64_t size) {
+  if (offset == 0 && size == type.getDimSize(at))
+    return type;
+  View view = viewAlong(type, at, offset, size);
+  return memref::SubViewOp::inferResultType(type, view.offsets, view.sizes,
+                                            view.strides);
+}
+
+/// `input` viewed so (itself where that is all of it).
 Value viewAlong(IRRewriter &rewriter, Location loc, Value input, unsigned at,
                 int64_t offset, int64_t size) {
   auto type = cast<MemRefType>(input.getType());
   if (offset == 0 && size == type.getDimSize(at))
     return input;
-  SmallVector<OpFoldResult> offsets(type.getRank(), rewriter.getIndexAttr(0));
-  SmallVector<OpFoldResult> sizes,
-      strides(type.getRank(), rewriter.getIndexAttr(1));
-  for (int64_t extent : type.getShape())
-    sizes.push_back(rewriter.getIndexAttr(extent));
-  offsets[at] = rewriter.getIndexAttr(offset);
-  sizes[at] = rewriter.getIndexAttr(size);
-  return memref::SubViewOp::create(rewriter, loc, input, offsets, sizes,
-                                   strides);
+  View view = viewAlong(type, at, offset, size);
+  MLIRContext *context = rewriter.getContext();
+  return memref::SubViewOp::create(
+      rewriter, loc, viewTypeAlong(type, at, offset, size), input,
+      getAsIndexOpFoldResult(context, view.offsets),
+      getAsIndexOpFoldResult(context, view.sizes),
+      getAsIndexOpFoldResult(context, view.strides));
 }
 
 /// Replaces, in `op`'s body, each `linalg.index` of a loop k by the value
@@ -158,17 +180,10 @@ bool split(IRRewriter &rewriter, linalg::GenericOp op, int64_t length,
     expansions.emplace_back();
     if (!at)
       continue;
-    auto type = cast<MemRefType>(operand->get().getType());
+    // The expansion of the view viewAlong() takes below.
+    auto type = viewTypeAlong(cast<MemRefType>(operand->get().getType()), *at,
+                              0, full * within);
     SmallVector<int64_t> shape(type.getShape());
-    if (full * within != shape[*at])
-      type = memref::SubViewOp::inferResultType(
-          type, SmallVector<int64_t>(type.getRank(), 0),
-          [&] {
-            SmallVector<int64_t> sizes(shape);
-            sizes[*at] = full * within;
-            return sizes;
-          }(),
-          SmallVector<int64_t>(type.getRank(), 1));
     shape[*at] = within;
     shape.insert(shape.begin() + *at, full);
     SmallVector<ReassociationIndices> groups;
@@ -302,8 +317,9 @@ struct SplitLongSumsPass : zb::impl::ZBSplitLongSumsBase<SplitLongSumsPass> {
     // Sums that cannot be cut (with an input whose layout expand_shape
     // cannot view in blocks) stay as they are.
     llvm::DenseSet<Operation *> kept;
-    // Each split leaves two shorter sums; split those again until none is
-    // longer than the chain.
+    // Each split leaves shorter sums (the blocks, a shorter last block,
+    // the partial sums); split those again until none is longer than the
+    // chain.
     while (true) {
       SmallVector<std::pair<linalg::GenericOp, int64_t>> found;
       getOperation()->walk([&](linalg::GenericOp op) {
