@@ -1349,40 +1349,69 @@ def _div(ctx, a, b, rounding_mode=None):
         _cast(bb, xs[1], ctx.dtype), ctx.dtype))
 
 
+def _larger(bb, a, b, t, op="arith.maximumf"):
+    """max(a, b) (``op``: arith.maximumf, NaN propagating, or
+    arith.maxnumf, NaN ignored) whose gradient at a tie is half to each, as
+    PyTorch's: there it is (a + b) / 2, which equals a unless a + b
+    overflows (then the plain max, its gradient to b)."""
+    mid = bb.binary("arith.mulf", bb.binary("arith.addf", a, b, t),
+                    bb.const(0.5, t), t)
+    tie = bb.op(f"arith.andi {bb.op(f'arith.cmpf oeq, {a}, {b} : {t}')}, "
+                f"{bb.op(f'arith.cmpf oeq, {mid}, {a} : {t}')} : i1")
+    return bb.select(tie, mid, bb.binary(op, a, b, t), t)
+
+
+def _smaller(bb, a, b, t, op="arith.maximumf"):
+    """min(a, b) as -max(-a, -b) (see _larger): the same ties, and -0 below
+    +0."""
+    neg = lambda v: bb.unary("arith.negf", v, t)  # noqa: E731
+    return neg(_larger(bb, neg(a), neg(b), t, op))
+
+
 @_handles("aten.maximum.default", "aten.minimum.default",
-          "aten.max.other", "aten.min.other")
+          "aten.max.other", "aten.min.other", "aten.fmax.default",
+          "aten.fmin.default")
 def _max_min(ctx, a, b):
-    """Elementwise maximum or minimum (NaN propagates, as in PyTorch);
-    torch.max(a, b) is the same op as torch.maximum."""
+    """Elementwise maximum or minimum (NaN propagates, as in PyTorch; fmax
+    and fmin ignore it); torch.max(a, b) is the same op as torch.maximum.
+    At a tie each operand gets half the gradient."""
     if not is_float(ctx.dtype):
         ctx.unsupported("only float operands are supported")
     name = op_name(ctx.node)
-    op = "arith.maximumf" if name.startswith(("aten.maximum.", "aten.max.")) \
-        else "arith.minimumf"
-    return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
-        op, _cast(bb, xs[0], ctx.dtype), _cast(bb, xs[1], ctx.dtype),
-        ctx.dtype))
+    pick = _larger if name.startswith(("aten.maximum.", "aten.max.",
+                                       "aten.fmax.")) else _smaller
+    op = "arith.maxnumf" if name.startswith(("aten.fmax.", "aten.fmin.")) \
+        else "arith.maximumf"
+    return ctx.elementwise([a, b], lambda bb, xs: pick(
+        bb, _cast(bb, xs[0], ctx.dtype), _cast(bb, xs[1], ctx.dtype),
+        ctx.dtype, op))
 
 
 def _clamp(ctx, x, low=None, high=None):
     """min(max(x, low), high), either bound optional (a scalar or a
-    tensor)."""
+    tensor). At a scalar bound x gets no gradient; at a tensor bound's tie
+    half (then the bound the other half), as in PyTorch."""
     t = ctx.dtype
-    if is_float(t):
-        ops = ("arith.maximumf", "arith.minimumf")
-    elif t != "i1":
-        ops = ("arith.maxsi", "arith.minsi")
-    else:
+    if not is_float(t) and t == "i1":
         ctx.unsupported("boolean operands are not supported")
     operands = [x] + [v for v in (low, high) if v is not None]
+
+    def bound(bb, y, v, given, lower):
+        if not is_float(t):
+            return bb.binary("arith.maxsi" if lower else "arith.minsi", y, v,
+                             t)
+        if isinstance(given, (int, float)):
+            return bb.binary("arith.maximumf" if lower else "arith.minimumf",
+                             y, v, t)
+        return (_larger if lower else _smaller)(bb, y, v, t)
 
     def fn(bb, xs):
         xs = [_cast(bb, v, t) for v in xs]
         y, rest = xs[0], xs[1:]
         if low is not None:
-            y = bb.binary(ops[0], y, rest.pop(0), t)
+            y = bound(bb, y, rest.pop(0), low, True)
         if high is not None:
-            y = bb.binary(ops[1], y, rest.pop(0), t)
+            y = bound(bb, y, rest.pop(0), high, False)
         return y
 
     return ctx.elementwise(operands, fn)
@@ -1459,14 +1488,27 @@ def _modulo(bb, a, b, t, rounding):
         "arith.mulf", _rounded_quotient(bb, a, b, t, rounding), b, t), t)
 
 
+def _minus_abs(bb, x, positive, t):
+    """-|x| as ``-x if positive else x``, ``positive`` the caller's own test
+    of x's sign (x >= 0 or x > 0), so that at x = 0 its derivative is that
+    of the side the caller's other selects take there: a smooth function
+    written with it (sigmoid, softplus, logaddexp) keeps its derivative at
+    0, where math.absf's subgradient 0 would lose it."""
+    return bb.select(positive, bb.unary("arith.negf", x, t), x, t)
+
+
 def _logaddexp(bb, a, b, t):
-    """max(a, b) + log1p(exp(-|a - b|)) (a or b where both are -inf)."""
-    m = bb.binary("arith.maximumf", a, b, t)
-    d = bb.unary("math.absf", bb.binary("arith.subf", a, b, t), t)
+    """max(a, b) + log1p(exp(-|a - b|)) (a or b where both are -inf); at a
+    = b each gets half the gradient, as in PyTorch."""
+    d = bb.binary("arith.subf", a, b, t)
+    first = bb.op(f"arith.cmpf ogt, {d}, {bb.const(0.0, t)} : {t}")
+    m = bb.select(first, a, b, t)
+    minus = _minus_abs(bb, d, first, t)
     both = _is_finite(bb, d, t)
-    tail = _log1p(bb, bb.unary("math.exp", bb.unary("arith.negf", bb.select(
-        both, d, bb.const(0.0, t), t), t), t), t)
-    return bb.select(both, bb.binary("arith.addf", m, tail, t), m, t)
+    tail = _log1p(bb, bb.unary("math.exp", bb.select(
+        both, minus, bb.const(0.0, t), t), t), t)
+    return bb.select(both, bb.binary("arith.addf", m, tail, t),
+                     bb.binary("arith.maximumf", a, b, t), t)
 
 
 _handles("aten.hypot.default")(_float_binary(lambda bb, a, b, t: bb.unary(
@@ -1492,11 +1534,10 @@ def _sigmoid(bb, x, t):
     (0, 1]: no overflow, so the derivative is finite everywhere (at x =
     -inf too, where a router's masked scores are: there 1 / (1 + exp(-x))
     has the derivative inf / inf)."""
-    e = bb.unary("math.exp", bb.unary("arith.negf", bb.unary(
-        "math.absf", x, t), t), t)
+    positive = bb.op(f"arith.cmpf oge, {x}, {bb.const(0.0, t)} : {t}")
+    e = bb.unary("math.exp", _minus_abs(bb, x, positive, t), t)
     one = bb.const(1.0, t)
     denominator = bb.binary("arith.addf", one, e, t)
-    positive = bb.op(f"arith.cmpf oge, {x}, {bb.const(0.0, t)} : {t}")
     return bb.binary("arith.divf", bb.select(positive, one, e, t),
                      denominator, t)
 
@@ -1786,13 +1827,16 @@ def _expm1_any(bb, x, t):
     return bb.select(near, small, large, t)
 
 
-def _log1p_exp_neg_abs(bb, z, t):
-    """log1p(exp(-|z|)): what softplus adds to max(z, 0), exp's argument
-    never positive (no overflow), and log1p's keeps exp(-|z|)'s digits
-    where it is small (softplus(-20) = 2e-9, not the 0 of log(1 + e))."""
-    e = bb.unary("math.exp", bb.unary("arith.negf",
-                                      bb.unary("math.absf", z, t), t), t)
-    return _log1p(bb, e, t)
+def _softplus_tail(bb, z, t):
+    """log1p(exp(-|z|)), what softplus adds to max(z, 0) (and log_sigmoid
+    subtracts from min(z, 0)), with the test z >= 0 whose side it takes at
+    0: exp's argument is never positive (no overflow), and log1p keeps
+    exp(-|z|)'s digits where it is small (softplus(-20) = 2e-9, not the 0
+    of log(1 + e)). The caller's max or min takes the same side, so that
+    the derivatives at 0 add up to 1/2."""
+    positive = bb.op(f"arith.cmpf oge, {z}, {bb.const(0.0, t)} : {t}")
+    return positive, _log1p(bb, bb.unary(
+        "math.exp", _minus_abs(bb, z, positive, t), t), t)
 
 
 def _relu6_of_x_plus_3(bb, x, t):
@@ -1838,12 +1882,19 @@ def _softplus(bb, x, t, beta=1.0, threshold=20.0):
     """x where beta * x > threshold, else log(1 + exp(beta * x)) / beta,
     as max(z, 0) + log(1 + exp(-|z|)) for z = beta * x."""
     z = bb.binary("arith.mulf", x, bb.const(beta, t), t)
-    smooth = bb.binary("arith.addf", bb.binary(
-        "arith.maximumf", z, bb.const(0.0, t), t),
-        _log1p_exp_neg_abs(bb, z, t), t)
+    positive, tail = _softplus_tail(bb, z, t)
+    smooth = bb.binary("arith.addf", bb.select(positive, z, bb.const(
+        0.0, t), t), tail, t)
     smooth = bb.binary("arith.divf", smooth, bb.const(beta, t), t)
     linear = bb.op(f"arith.cmpf ogt, {z}, {bb.const(threshold, t)} : {t}")
     return bb.select(linear, x, smooth, t)
+
+
+def _log_sigmoid(bb, x, t):
+    """min(x, 0) - log1p(exp(-|x|))."""
+    positive, tail = _softplus_tail(bb, x, t)
+    return bb.binary("arith.subf", bb.select(positive, bb.const(0.0, t), x,
+                                             t), tail, t)
 
 
 _ACTIVATIONS = {
@@ -1857,9 +1908,7 @@ _ACTIVATIONS = {
     "softplus": _softplus,
     "mish": lambda bb, x, t: bb.binary("arith.mulf", x, bb.unary(
         "math.tanh", _softplus(bb, x, t), t), t),
-    "log_sigmoid": lambda bb, x, t: bb.binary("arith.subf", bb.binary(
-        "arith.minimumf", x, bb.const(0.0, t), t),
-        _log1p_exp_neg_abs(bb, x, t), t),
+    "log_sigmoid": _log_sigmoid,
 }
 def _shrink(bb, x, t, lambd=0.5, soft=False):
     """Hard shrink (x where |x| > lambd, else 0) or soft (x - lambd or x +

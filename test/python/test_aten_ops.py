@@ -768,6 +768,43 @@ def test_in_place_ops_and_clamps(tmp_path):
     check_op("in-place", model, (randn(2, 3, 4),), tmp_path)
 
 
+def test_derivatives_at_zero_and_at_ties(tmp_path):
+    """PyTorch's gradients where the inputs sit exactly at 0 or tie (a
+    zero-initialised gate or head gives exact zeros: sigmoid(0) has the
+    derivative 1/4, not the 0 a stable form built on |x| would give):
+    sigmoid, softplus, log-sigmoid and BCE with logits at 0; logaddexp,
+    maximum, minimum, fmax, fmin and a clamp to tensor bounds at ties
+    (half the gradient to each side), a clamp to a scalar bound (none to
+    x), also at a tie of numbers so large that their sum overflows. Against
+    autograd only: finite differences at a tie or a kink give the mean of
+    the two sides' slopes, not PyTorch's conventions."""
+    x0 = [0.0, 0.0, 1.0, -1.0, 2.0, -0.5, 1.5e308, 0.0]
+    y0 = [0.0, 1.0, 1.0, -1.0, 0.5, -0.5, 1.5e308, 0.0]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.tensor(x0))
+            self.y = nn.Parameter(torch.tensor(y0))
+
+        def forward(self, w):
+            x, y = self.x, self.y
+            small, ys = x[:6], y[:6]
+            outs = [torch.sigmoid(small), F.softplus(small),
+                    F.softplus(small, 2.0), F.logsigmoid(small),
+                    F.binary_cross_entropy_with_logits(
+                        small, torch.sigmoid(ys), reduction="none"),
+                    torch.logaddexp(small, ys), torch.maximum(x, y),
+                    torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
+                    torch.max(x, y), torch.clamp(x, min=y),
+                    torch.clamp(x, max=y), torch.clamp(small, 0.0, 1.0),
+                    torch.clamp(small, ys - 1.0, ys)]
+            return (torch.cat([o.flatten() for o in outs]) * w).sum()
+
+    w = torch.linspace(0.5, 1.5, 6 * 6 + 7 * 8 + 2 * 6)
+    check_op("ties", Model(), (w,), tmp_path, check_grad=False)
+
+
 def test_activations(tmp_path):
     """The piecewise and smooth activations of torch.nn beyond ReLU and
     GELU (MobileNetV3's hard swish and sigmoid, leaky ReLU, the ELU family,
