@@ -14,15 +14,16 @@ carrying the diagnostics.
 
 from .compiler import (Gradients, RunResult, compile, evaluate, gradients,
                        run)
-from .errors import (CompilerError, FrontendError, ToolNotFoundError,
-                     UnsupportedOpError, ZeroBubbleError)
+from .errors import (CompilerError, FrontendError, FrontendWarning,
+                     ToolNotFoundError, UnsupportedOpError, ZeroBubbleError)
 from .plot import plot_schedule
 from .schedule import Action, Schedule, schedule
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Action", "CompilerError", "FrontendError", "Gradients", "Program",
+    "Action", "CompilerError", "FrontendError", "FrontendWarning",
+    "Gradients", "Program",
     "RunResult", "Schedule", "ToolNotFoundError", "UnsupportedOpError",
     "ZeroBubbleError", "compile", "evaluate", "from_torch", "gradients",
     "pipe_cut", "plot_schedule", "run", "schedule",

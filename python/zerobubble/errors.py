@@ -53,3 +53,8 @@ class UnsupportedOpError(FrontendError):
         if detail:
             message += f": {detail}"
         super().__init__(message)
+
+
+class FrontendWarning(UserWarning):
+    """A PyTorch program was translated, but what it trains may differ from
+    PyTorch's own training of the module (the message says how)."""

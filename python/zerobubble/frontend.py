@@ -26,6 +26,7 @@ import os
 import re
 import sys
 import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -33,7 +34,7 @@ import torch.utils._pytree as pytree
 
 from . import _aten
 from ._mlir import Builder, Value
-from .errors import FrontendError
+from .errors import FrontendError, FrontendWarning
 
 # The element types of the program's arguments: what zb-run reads from and
 # writes to .npz files.
@@ -232,9 +233,11 @@ def from_torch(module, example_args, *, name=None, strict=False,
             raise FrontendError(
                 f"example argument {i} is a {type(arg).__name__}; every "
                 "data argument must be a tensor")
+    applied = {}
     with _static_experts(module), _bound_constants(module, constants), \
-            _constant_tensors():
+            _constant_tensors(), _custom_functions(applied):
         exported = _export(module, example_args, strict)
+    _warn_custom_backwards(applied)
     translator = _Translator(exported, name or _module_name(module))
     return translator.translate()
 
@@ -336,6 +339,54 @@ def _constant_tensors():
         yield
     finally:
         fake_tensor.CONSTANT_NUMEL_LIMIT = previous
+
+
+@contextlib.contextmanager
+def _custom_functions(applied):
+    """While exporting, records in ``applied`` each subclass of
+    torch.autograd.Function the forward calls (torch.export keeps only
+    what their forward computes), and runs a reentrant checkpoint's
+    function as it is: the checkpoint's forward runs it without gradients
+    (its backward runs it again with them), which the exported program
+    would keep as a gradient of zero."""
+    from torch.utils.checkpoint import CheckpointFunction
+    function = torch.autograd.Function
+    original = function.__dict__["apply"]
+
+    def apply(cls, *args, **kwargs):
+        if cls is CheckpointFunction:
+            run_function, _, *inputs = args
+            return run_function(*inputs)
+        applied.setdefault(cls, None)
+        return original.__get__(None, cls)(*args, **kwargs)
+
+    function.apply = classmethod(apply)
+    try:
+        yield
+    finally:
+        function.apply = original
+
+
+def _warn_custom_backwards(applied):
+    """A FrontendWarning for each autograd.Function of the model's own (not
+    PyTorch's, whose backwards are their forwards' derivatives): its
+    backward is not what the compiled program runs."""
+    for cls in applied:
+        if cls.__module__.split(".")[0] == "torch":
+            continue
+        try:
+            where = (f" ({inspect.getsourcefile(cls)}:"
+                     f"{inspect.getsourcelines(cls)[1]})")
+        except (OSError, TypeError):
+            where = ""
+        warnings.warn(
+            f"{cls.__qualname__}{where} is a torch.autograd.Function: "
+            "torch.export keeps what its forward computes, and the compiled "
+            f"backward differentiates that, not {cls.__qualname__}.backward; "
+            "where that backward is not the forward's derivative (a "
+            "straight-through estimator, a gradient reversal, a surrogate "
+            "gradient) the gradients differ from PyTorch's",
+            FrontendWarning, stacklevel=4)
 
 
 @contextlib.contextmanager

@@ -243,6 +243,54 @@ def test_unsupported_op_names_op_and_module():
     assert info.value.module_path == "enc.inner"
 
 
+class _ReverseGradient(torch.autograd.Function):
+    """Doubles x; its backward negates the gradient instead (a gradient
+    reversal, not the forward's derivative)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return 2.0 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return -grad
+
+
+def test_custom_autograd_function_warns_that_its_backward_is_not_run():
+    """torch.export keeps only what an autograd.Function's forward
+    computes: from_torch says so with a FrontendWarning naming the class
+    and where it is defined, and the compiled gradient is the forward's
+    derivative (2 w, not PyTorch's -w). A reentrant checkpoint (what
+    transformers' gradient checkpointing uses) gives no warning and its
+    function's true gradient: its forward runs the function without
+    gradients, which exported as it is would give a gradient of 0."""
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor([1.0, -2.0, 3.0]))
+
+        def forward(self, x):
+            h = torch.utils.checkpoint.checkpoint(
+                torch.sin, x * self.w, use_reentrant=True)
+            return (_ReverseGradient.apply(self.w) * h).sum()
+
+    model, data = Model(), [(torch.tensor([0.5, 1.0, 2.0]),)]
+    with pytest.warns(zb.FrontendWarning) as caught:
+        program = zb.from_torch(model, data[0])
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert message.startswith("_ReverseGradient (")
+    assert f"{__file__}:" in message and "_ReverseGradient.backward" in message
+    assert caught[0].filename == __file__
+    grads = zb.gradients(program, microbatches=1, inputs=data).grads
+    w, x = model.w.detach(), data[0][0]
+    derivative = 2.0 * torch.sin(x * w) + 2.0 * w * torch.cos(x * w) * x
+    assert_close("w", grads["w"], derivative.numpy(), 1e-6)
+    _, ref = torch_reference(model, data)
+    assert not np.allclose(ref["w"], derivative.numpy())
+
+
 @pytest.mark.parametrize("draw", ["multinomial", "exponential_", "rrelu"])
 def test_random_ops_say_what_to_do(draw):
     """Random ops without a rule for their draws (multinomial, exponential_
