@@ -2956,13 +2956,18 @@ def _two_norm(ctx, x, dims):
     squares = ctx.reduce(x, dims, 0.0, lambda bb, e, acc: _add_acc(
         bb, bb.binary("arith.mulf", e, e, t), acc, t))
 
-    def root(bb, xs):
-        s = xs[0][0]
-        positive = bb.op(f"arith.cmpf ogt, {s}, {bb.const(0.0, t)} : {t}")
-        return bb.select(positive, bb.unary("math.sqrt", s, t),
-                         bb.const(0.0, t), t)
+    return ctx.elementwise([squares], lambda bb, xs: _root(bb, xs[0][0], t),
+                           shape=squares.shape)
 
-    return ctx.elementwise([squares], root, shape=squares.shape)
+
+def _root(bb, s, t):
+    """sqrt(s) for a sum of squares, whose gradient is 0 where s is 0 (as
+    PyTorch's for norms and the standard deviation; sqrt's derivative
+    there is infinite, and the chain rule would give inf * 0); NaN stays
+    NaN."""
+    nonzero = bb.op(f"arith.cmpf une, {s}, {bb.const(0.0, t)} : {t}")
+    return bb.select(nonzero, bb.unary("math.sqrt", s, t), bb.const(0.0, t),
+                     t)
 
 
 @_handles("aten._weight_norm.default")
@@ -3044,8 +3049,9 @@ def _moments(ctx, x, dim, correction, keepdim):
 
 
 def _std(ctx, var):
-    return ctx.elementwise([var], lambda bb, xs: bb.unary(
-        "math.sqrt", xs[0][0], var.dtype), shape=var.shape, dtype=var.dtype)
+    return ctx.elementwise([var], lambda bb, xs: _root(bb, xs[0][0],
+                                                      var.dtype),
+                           shape=var.shape, dtype=var.dtype)
 
 
 def _correction(unbiased=True, correction=None):

@@ -775,7 +775,9 @@ def test_derivatives_at_zero_and_at_ties(tmp_path):
     sigmoid, softplus, log-sigmoid and BCE with logits at 0; logaddexp,
     maximum, minimum, fmax, fmin and a clamp to tensor bounds at ties
     (half the gradient to each side), a clamp to a scalar bound (none to
-    x), also at a tie of numbers so large that their sum overflows. Against
+    x), also at a tie of numbers so large that their sum overflows; the
+    standard deviation and the norm of zeros (0, where sqrt's derivative
+    is infinite). Against
     autograd only: finite differences at a tie or a kink give the mean of
     the two sides' slopes, not PyTorch's conventions."""
     x0 = [0.0, 0.0, 1.0, -1.0, 2.0, -0.5, 1.5e308, 0.0]
@@ -798,10 +800,11 @@ def test_derivatives_at_zero_and_at_ties(tmp_path):
                     torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
                     torch.max(x, y), torch.clamp(x, min=y),
                     torch.clamp(x, max=y), torch.clamp(small, 0.0, 1.0),
-                    torch.clamp(small, ys - 1.0, ys)]
+                    torch.clamp(small, ys - 1.0, ys), torch.std(small[:2]),
+                    torch.linalg.vector_norm(small[:2])]
             return (torch.cat([o.flatten() for o in outs]) * w).sum()
 
-    w = torch.linspace(0.5, 1.5, 6 * 6 + 7 * 8 + 2 * 6)
+    w = torch.linspace(0.5, 1.5, 6 * 6 + 7 * 8 + 2 * 6 + 2)
     check_op("ties", Model(), (w,), tmp_path, check_grad=False)
 
 
