@@ -1666,20 +1666,29 @@ def _atan(bb, x, t):
 
 
 def _atan2(bb, y, x, t):
-    """The angle of (x, y): atan(y / x) turned by pi into the left half
-    plane; +-pi/2 on the vertical axis (0 at the origin, as PyTorch's)."""
-    zero = bb.const(0.0, t)
-    x_zero = bb.op(f"arith.cmpf oeq, {x}, {zero} : {t}")
-    safe = bb.select(x_zero, bb.const(1.0, t), x, t)
-    angle = _atan(bb, bb.binary("arith.divf", y, safe, t), t)
-    left = bb.op(f"arith.cmpf olt, {x}, {zero} : {t}")
-    below = bb.op(f"arith.cmpf olt, {y}, {zero} : {t}")
-    turn = bb.select(below, bb.const(-math.pi, t), bb.const(math.pi, t), t)
-    angle = bb.select(left, bb.binary("arith.addf", angle, turn, t), angle,
-                      t)
-    vertical = bb.binary("arith.mulf", _sign(bb, y, t),
-                         bb.const(math.pi / 2, t), t)
-    return bb.select(x_zero, vertical, angle, t)
+    """The angle of (x, y): where |y| > |x|, +-pi/2 - atan(x / y); else
+    atan(y / x), turned by pi into the left half plane; 0 at the origin, as
+    PyTorch's. Each quotient is at most 1 in size, and its derivatives hold
+    on the axes too (d/dx at x = 0 is -1/y)."""
+    zero, one = bb.const(0.0, t), bb.const(1.0, t)
+
+    def cmp(pred, a, b):
+        return bb.op(f"arith.cmpf {pred}, {a}, {b} : {t}")
+
+    steep = cmp("ogt", bb.unary("math.absf", y, t), bb.unary("math.absf", x,
+                                                             t))
+    near_axis = bb.binary("arith.subf", bb.binary(
+        "arith.mulf", _sign(bb, y, t), bb.const(math.pi / 2, t), t),
+        _atan(bb, bb.binary("arith.divf", x, bb.select(steep, y, one, t), t),
+              t), t)
+    origin = cmp("oeq", x, zero)
+    angle = _atan(bb, bb.binary("arith.divf", y, bb.select(
+        bb.op(f"arith.ori {steep}, {origin} : i1"), one, x, t), t), t)
+    turn = bb.select(cmp("olt", y, zero), bb.const(-math.pi, t),
+                     bb.const(math.pi, t), t)
+    angle = bb.select(cmp("olt", x, zero), bb.binary("arith.addf", angle,
+                                                     turn, t), angle, t)
+    return bb.select(steep, near_axis, bb.select(origin, zero, angle, t), t)
 
 
 def _cosine_side(bb, x, t):
