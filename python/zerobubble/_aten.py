@@ -1392,7 +1392,7 @@ def _clamp(ctx, x, low=None, high=None):
     tensor). At a scalar bound x gets no gradient; at a tensor bound's tie
     half (then the bound the other half), as in PyTorch."""
     t = ctx.dtype
-    if not is_float(t) and t == "i1":
+    if t == "i1":
         ctx.unsupported("boolean operands are not supported")
     operands = [x] + [v for v in (low, high) if v is not None]
 
