@@ -1560,6 +1560,10 @@ def _gelu(bb, x, t, approximate="none"):
 
 
 def _pow_scalar(bb, x, t, exponent):
+    if exponent == 0:
+        # 1 everywhere (NaN and 0 included), with PyTorch's gradient 0 (0 *
+        # x^-1 would be NaN at 0).
+        return bb.const(1.0, t)
     if exponent == 2:
         return bb.binary("arith.mulf", x, x, t)
     if exponent == 1:

@@ -777,9 +777,9 @@ def test_derivatives_at_zero_and_at_ties(tmp_path):
     (half the gradient to each side), a clamp to a scalar bound (none to
     x), also at a tie of numbers so large that their sum overflows; the
     standard deviation and the norm of zeros (0, where sqrt's derivative
-    is infinite); atan2 on the vertical axis, acos and asin at 0. Against
-    autograd only: finite differences at a tie or a kink give the mean of
-    the two sides' slopes, not PyTorch's conventions."""
+    is infinite); atan2 on the vertical axis, acos and asin at 0; x^0 at 0.
+    Against autograd only: finite differences at a tie or a kink give the
+    mean of the two sides' slopes, not PyTorch's conventions."""
     x0 = [0.0, 0.0, 1.0, -1.0, 2.0, -0.5, 1.5e308, 0.0]
     y0 = [0.0, 1.0, 1.0, -1.0, 0.5, -0.5, 1.5e308, 0.0]
 
@@ -803,10 +803,10 @@ def test_derivatives_at_zero_and_at_ties(tmp_path):
                     torch.clamp(small, ys - 1.0, ys), torch.std(small[:2]),
                     torch.linalg.vector_norm(small[:2]),
                     torch.atan2(ys + 1.0, small), torch.acos(0.4 * small),
-                    torch.asin(0.4 * small)]
+                    torch.asin(0.4 * small), small.pow(0.0)]
             return (torch.cat([o.flatten() for o in outs]) * w).sum()
 
-    w = torch.linspace(0.5, 1.5, 6 * 6 + 7 * 8 + 2 * 6 + 2 + 3 * 6)
+    w = torch.linspace(0.5, 1.5, 6 * 6 + 7 * 8 + 2 * 6 + 2 + 4 * 6)
     check_op("ties", Model(), (w,), tmp_path, check_grad=False)
 
 
