@@ -1515,6 +1515,11 @@ _handles("aten.hypot.default")(_float_binary(lambda bb, a, b, t: bb.unary(
     "math.sqrt", bb.binary("arith.addf", bb.binary("arith.mulf", a, a, t),
                            bb.binary("arith.mulf", b, b, t), t), t)))
 _handles("aten.logaddexp.default")(_float_binary(_logaddexp))
+_handles("aten.logaddexp2.default")(_float_binary(
+    lambda bb, a, b, t: bb.binary("arith.divf", _logaddexp(
+        bb, bb.binary("arith.mulf", a, bb.const(math.log(2.0), t), t),
+        bb.binary("arith.mulf", b, bb.const(math.log(2.0), t), t), t),
+        bb.const(math.log(2.0), t), t)))
 _handles("aten.fmod.Tensor", "aten.fmod.Scalar")(_float_binary(
     lambda bb, a, b, t: _modulo(bb, a, b, t, "trunc")))
 
@@ -2017,10 +2022,13 @@ def _log_sigmoid_forward(ctx, x):
 
 
 @_handles("aten.xlogy.Tensor", "aten.xlogy.Scalar_Other",
-          "aten.xlogy.Scalar_Self")
+          "aten.xlogy.Scalar_Self", "aten.special_xlog1py.default",
+          "aten.special_xlog1py.self_scalar",
+          "aten.special_xlog1py.other_scalar")
 def _xlogy(ctx, a, b):
-    """a log b, 0 where a is 0 (and b not NaN)."""
+    """a log b (xlog1py: a log1p b), 0 where a is 0 (and b not NaN)."""
     t = ctx.dtype
+    one_plus = op_name(ctx.node).startswith("aten.special_xlog1py.")
 
     def fn(bb, xs):
         x, y = _cast(bb, xs[0], t), _cast(bb, xs[1], t)
@@ -2028,9 +2036,11 @@ def _xlogy(ctx, a, b):
         at_zero = bb.binary("arith.andi", bb.op(
             f"arith.cmpf oeq, {x}, {zero} : {t}"), bb.op(
             f"arith.cmpf ord, {y}, {y} : {t}"), "i1")
-        safe = bb.select(at_zero, bb.const(1.0, t), y, t)
-        return bb.select(at_zero, zero, bb.binary(
-            "arith.mulf", x, bb.unary("math.log", safe, t), t), t)
+        safe = bb.select(at_zero, bb.const(0.0 if one_plus else 1.0, t), y,
+                         t)
+        log = _log1p(bb, safe, t) if one_plus else bb.unary("math.log", safe,
+                                                             t)
+        return bb.select(at_zero, zero, bb.binary("arith.mulf", x, log, t), t)
 
     return ctx.elementwise([a, b], fn)
 

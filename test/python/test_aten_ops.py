@@ -914,8 +914,8 @@ def test_more_elementwise_ops(tmp_path):
     """Hyperbolic functions (sinh and asinh near 0 too), tan, atan, atan2
     (every quadrant), asin, acos, sign, sinc,
     degrees, frac, fmod and the float remainder (their signs), rounded
-    division, hypot, logaddexp (with -inf), logit, xlogy (at 0), entr,
-    shrinks, threshold, nan_to_num."""
+    division, hypot, logaddexp (with -inf) and logaddexp2, logit, xlogy and
+    xlog1py (at 0), entr, shrinks, threshold, nan_to_num."""
     def fn(m, h):
         small = h * 1e-3
         unit = torch.tanh(h) * 0.9
@@ -934,11 +934,14 @@ def test_more_elementwise_ops(tmp_path):
                 torch.div(h * 3, 0.7, rounding_mode="trunc") * h,
                 torch.hypot(h, h.flip(0) + 1),
                 torch.logaddexp(h, h.flip(0) * 2),
+                torch.logaddexp2(h * 3, h.flip(0)),
                 torch.logaddexp(h.new_full((3,), float("-inf")),
                                 h.new_full((3,), float("-inf"))).exp(),
                 torch.logit(torch.sigmoid(h)), torch.logit(unit.abs(), 0.1),
                 torch.xlogy(h, h.abs() + 1),
                 torch.xlogy(torch.zeros_like(h), h.abs()),
+                torch.special.xlog1py(h, h.abs() * 0.5),
+                torch.special.xlog1py(torch.zeros_like(h), h),
                 torch.special.entr(h.abs()), F.hardshrink(h, 0.3),
                 F.softshrink(h, 0.3), F.threshold(h, 0.1, -2.0),
                 torch.nan_to_num(torch.log(h)), torch.nan_to_num(
