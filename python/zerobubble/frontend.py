@@ -237,7 +237,11 @@ def from_torch(module, example_args, *, name=None, strict=False,
     with _static_experts(module), _bound_constants(module, constants), \
             _constant_tensors(), _custom_functions(applied):
         exported = _export(module, example_args, strict)
-    _warn_custom_backwards(applied)
+    custom = [cls for cls in applied
+              if cls.__module__.split(".")[0] != "torch"]
+    if custom:
+        with _static_experts(module), _bound_constants(module, constants):
+            _warn_custom_backwards(module, example_args, custom)
     translator = _Translator(exported, name or _module_name(module))
     return translator.translate()
 
@@ -367,12 +371,40 @@ def _custom_functions(applied):
         function.apply = original
 
 
-def _warn_custom_backwards(applied):
-    """A FrontendWarning for each autograd.Function of the model's own (not
-    PyTorch's, whose backwards are their forwards' derivatives): its
-    backward is not what the compiled program runs."""
-    for cls in applied:
-        if cls.__module__.split(".")[0] == "torch":
+def _warn_custom_backwards(module, example_args, classes):
+    """A FrontendWarning for each autograd.Function in ``classes`` (the
+    model's own) whose backward is not its forward's derivative (which is
+    what the compiled program computes), checked at the arguments of its
+    first call in an eager run of ``module`` on ``example_args``; the
+    module's buffers and the random state are left as they were."""
+    calls = {}
+    function = torch.autograd.Function
+    original = function.__dict__["apply"]
+
+    def apply(cls, *args, **kwargs):
+        if cls in classes and cls not in calls:
+            calls[cls] = pytree.tree_map(
+                lambda x: x.detach().clone()
+                if isinstance(x, torch.Tensor) else x, (args, kwargs))
+        return original.__get__(None, cls)(*args, **kwargs)
+
+    buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
+    function.apply = classmethod(apply)
+    try:
+        # Its warnings were the export's too (or concern no_grad).
+        with torch.random.fork_rng(), torch.no_grad(), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module(*example_args)
+    except Exception:
+        pass  # the classes not reached get the warning
+    finally:
+        function.apply = original
+        with torch.no_grad():
+            for name, b in module.named_buffers():
+                b.copy_(buffers[name])
+    for cls in classes:
+        if cls in calls and _backward_is_derivative(cls, *calls[cls]):
             continue
         try:
             where = (f" ({inspect.getsourcefile(cls)}:"
@@ -380,13 +412,83 @@ def _warn_custom_backwards(applied):
         except (OSError, TypeError):
             where = ""
         warnings.warn(
-            f"{cls.__qualname__}{where} is a torch.autograd.Function: "
-            "torch.export keeps what its forward computes, and the compiled "
-            f"backward differentiates that, not {cls.__qualname__}.backward; "
-            "where that backward is not the forward's derivative (a "
-            "straight-through estimator, a gradient reversal, a surrogate "
-            "gradient) the gradients differ from PyTorch's",
+            f"{cls.__qualname__}{where} is a torch.autograd.Function whose "
+            "backward is not its forward's derivative (a straight-through "
+            "estimator, a gradient reversal, a surrogate gradient): "
+            "torch.export keeps what its forward computes, so the compiled "
+            f"program trains with that derivative, not {cls.__qualname__}"
+            ".backward, and its gradients differ from PyTorch's",
             FrontendWarning, stacklevel=4)
+
+
+class _FunctionContext:
+    """What an autograd.Function's forward may ask of its ``ctx``, for
+    running that forward with gradients, outside its Function."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def save_for_forward(self, *tensors):
+        pass
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+    def mark_dirty(self, *tensors):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+def _backward_is_derivative(cls, args, kwargs):
+    """Whether ``cls.backward`` gives the derivative of ``cls.forward`` at
+    ``args`` (within 1e-4 of the largest gradient), for one random
+    cotangent; False when it cannot tell."""
+    floats = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)
+              and a.is_floating_point()]
+
+    def inputs():
+        return [a.detach().clone().requires_grad_() if i in floats else a
+                for i, a in enumerate(args)]
+
+    def gradients(outputs, xs, cotangents):
+        return torch.autograd.grad(outputs, [xs[i] for i in floats],
+                                   cotangents, allow_unused=True)
+
+    try:
+        with torch.enable_grad():
+            xs = inputs()
+            custom = pytree.tree_leaves(cls.apply(*xs, **kwargs))
+            picked = [i for i, o in enumerate(custom)
+                      if isinstance(o, torch.Tensor) and o.requires_grad]
+            if not picked:
+                return True
+            gen = torch.Generator().manual_seed(0)
+            cotangents = [torch.randn(custom[i].shape, generator=gen,
+                                      dtype=custom[i].dtype) for i in picked]
+            expected = gradients([custom[i] for i in picked], xs, cotangents)
+            xs = inputs()
+            if cls.setup_context is torch.autograd.Function.setup_context:
+                ctx = _FunctionContext(
+                    tuple(i in floats for i in range(len(xs))))
+                derived = cls.forward(ctx, *xs, **kwargs)
+            else:
+                derived = cls.forward(*xs, **kwargs)
+            derived = pytree.tree_leaves(derived)
+            got = gradients([derived[i] for i in picked], xs, cotangents)
+    except Exception:
+        return False
+    pairs = [(torch.zeros_like(args[i]) if e is None else e,
+              torch.zeros_like(args[i]) if g is None else g)
+             for i, e, g in zip(floats, expected, got)]
+    scale = max([float(e.abs().max()) for e, _ in pairs if e.numel()] + [0.0])
+    return all(torch.allclose(g, e, rtol=0.0, atol=1e-4 * scale + 1e-12)
+               for e, g in pairs)
 
 
 @contextlib.contextmanager

@@ -256,14 +256,30 @@ class _ReverseGradient(torch.autograd.Function):
         return -grad
 
 
+class _Double(torch.autograd.Function):
+    """Doubles x, with the backward that is its derivative."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 2.0 * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2.0 * grad
+
+
 def test_custom_autograd_function_warns_that_its_backward_is_not_run():
     """torch.export keeps only what an autograd.Function's forward
-    computes: from_torch says so with a FrontendWarning naming the class
-    and where it is defined, and the compiled gradient is the forward's
-    derivative (2 w, not PyTorch's -w). A reentrant checkpoint (what
-    transformers' gradient checkpointing uses) gives no warning and its
-    function's true gradient: its forward runs the function without
-    gradients, which exported as it is would give a gradient of 0."""
+    computes: where its backward is not that forward's derivative (checked
+    at the arguments of its first call, in an eager run), from_torch says
+    so with a FrontendWarning naming the class and where it is defined, and
+    the compiled gradient is the forward's derivative (2 w, not PyTorch's
+    -w). A Function whose backward is the derivative gives no warning, nor
+    does a reentrant checkpoint (what transformers' gradient checkpointing
+    uses), which compiles with its function's true gradient: its forward
+    runs the function without gradients, which exported as it is would
+    give a gradient of 0."""
 
     class Model(nn.Module):
         def __init__(self):
@@ -273,7 +289,7 @@ def test_custom_autograd_function_warns_that_its_backward_is_not_run():
         def forward(self, x):
             h = torch.utils.checkpoint.checkpoint(
                 torch.sin, x * self.w, use_reentrant=True)
-            return (_ReverseGradient.apply(self.w) * h).sum()
+            return (_ReverseGradient.apply(self.w) * _Double.apply(h)).sum()
 
     model, data = Model(), [(torch.tensor([0.5, 1.0, 2.0]),)]
     with pytest.warns(zb.FrontendWarning) as caught:
@@ -285,7 +301,7 @@ def test_custom_autograd_function_warns_that_its_backward_is_not_run():
     assert caught[0].filename == __file__
     grads = zb.gradients(program, microbatches=1, inputs=data).grads
     w, x = model.w.detach(), data[0][0]
-    derivative = 2.0 * torch.sin(x * w) + 2.0 * w * torch.cos(x * w) * x
+    derivative = 4.0 * torch.sin(x * w) + 4.0 * w * torch.cos(x * w) * x
     assert_close("w", grads["w"], derivative.numpy(), 1e-6)
     _, ref = torch_reference(model, data)
     assert not np.allclose(ref["w"], derivative.numpy())
