@@ -346,6 +346,23 @@ def _constant_tensors():
 
 
 @contextlib.contextmanager
+def _function_apply(wrap):
+    """While active, ``F.apply(*args, **kwargs)`` of a subclass F of
+    torch.autograd.Function returns ``wrap(F, apply, args, kwargs)``, where
+    ``apply`` is F's own."""
+    function = torch.autograd.Function
+    original = function.__dict__["apply"]
+
+    def apply(cls, *args, **kwargs):
+        return wrap(cls, original.__get__(None, cls), args, kwargs)
+
+    function.apply = classmethod(apply)
+    try:
+        yield
+    finally:
+        function.apply = original
+
+
 def _custom_functions(applied):
     """While exporting, records in ``applied`` each subclass of
     torch.autograd.Function the forward calls (torch.export keeps only
@@ -354,21 +371,15 @@ def _custom_functions(applied):
     (its backward runs it again with them), which the exported program
     would keep as a gradient of zero."""
     from torch.utils.checkpoint import CheckpointFunction
-    function = torch.autograd.Function
-    original = function.__dict__["apply"]
 
-    def apply(cls, *args, **kwargs):
+    def wrap(cls, apply, args, kwargs):
         if cls is CheckpointFunction:
             run_function, _, *inputs = args
             return run_function(*inputs)
         applied.setdefault(cls, None)
-        return original.__get__(None, cls)(*args, **kwargs)
+        return apply(*args, **kwargs)
 
-    function.apply = classmethod(apply)
-    try:
-        yield
-    finally:
-        function.apply = original
+    return _function_apply(wrap)
 
 
 def _warn_custom_backwards(module, example_args, classes):
@@ -378,28 +389,24 @@ def _warn_custom_backwards(module, example_args, classes):
     first call in an eager run of ``module`` on ``example_args``; the
     module's buffers and the random state are left as they were."""
     calls = {}
-    function = torch.autograd.Function
-    original = function.__dict__["apply"]
 
-    def apply(cls, *args, **kwargs):
+    def wrap(cls, apply, args, kwargs):
         if cls in classes and cls not in calls:
             calls[cls] = pytree.tree_map(
                 lambda x: x.detach().clone()
                 if isinstance(x, torch.Tensor) else x, (args, kwargs))
-        return original.__get__(None, cls)(*args, **kwargs)
+        return apply(*args, **kwargs)
 
     buffers = {name: b.detach().clone() for name, b in module.named_buffers()}
-    function.apply = classmethod(apply)
     try:
         # Its warnings were the export's too (or concern no_grad).
-        with torch.random.fork_rng(), torch.no_grad(), \
-                warnings.catch_warnings():
+        with _function_apply(wrap), torch.random.fork_rng(), \
+                torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             module(*example_args)
     except Exception:
         pass  # the classes not reached get the warning
     finally:
-        function.apply = original
         with torch.no_grad():
             for name, b in module.named_buffers():
                 b.copy_(buffers[name])
