@@ -1488,6 +1488,17 @@ def _modulo(bb, a, b, t, rounding):
         "arith.mulf", _rounded_quotient(bb, a, b, t, rounding), b, t), t)
 
 
+def _copysign(bb, a, b, t):
+    """|a| with the sign bit of b (-0 and a NaN's sign included): the
+    gradient to a is +-1 (0 at a = 0, as PyTorch's), none to b."""
+    bits = {"f64": "i64", "f32": "i32", "f16": "i16", "bf16": "i16"}[t]
+    word = bb.op(f"arith.bitcast {b} : {t} to {bits}")
+    negative = bb.op(f"arith.cmpi slt, {word}, {bb.const(0, bits)} : {bits}")
+    magnitude = bb.unary("math.absf", a, t)
+    return bb.select(negative, bb.unary("arith.negf", magnitude, t),
+                     magnitude, t)
+
+
 def _minus_abs(bb, x, positive, t):
     """-|x| as ``-x if positive else x``, ``positive`` the caller's own test
     of x's sign (x >= 0 or x > 0), so that at x = 0 its derivative is that
@@ -1515,6 +1526,8 @@ _handles("aten.hypot.default")(_float_binary(lambda bb, a, b, t: bb.unary(
     "math.sqrt", bb.binary("arith.addf", bb.binary("arith.mulf", a, a, t),
                            bb.binary("arith.mulf", b, b, t), t), t)))
 _handles("aten.logaddexp.default")(_float_binary(_logaddexp))
+_handles("aten.copysign.Tensor", "aten.copysign.Scalar")(_float_binary(
+    lambda bb, a, b, t: _copysign(bb, a, b, t)))
 _handles("aten.logaddexp2.default")(_float_binary(
     lambda bb, a, b, t: bb.binary("arith.divf", _logaddexp(
         bb, bb.binary("arith.mulf", a, bb.const(math.log(2.0), t), t),

@@ -914,8 +914,9 @@ def test_more_elementwise_ops(tmp_path):
     """Hyperbolic functions (sinh and asinh near 0 too), tan, atan, atan2
     (every quadrant), asin, acos, sign, sinc,
     degrees, frac, fmod and the float remainder (their signs), rounded
-    division, hypot, logaddexp (with -inf) and logaddexp2, logit, xlogy and
-    xlog1py (at 0), entr, shrinks, threshold, nan_to_num."""
+    division, hypot, logaddexp (with -inf) and logaddexp2, copysign (of
+    -0 too), logit, xlogy and xlog1py (at 0), entr, shrinks, threshold,
+    nan_to_num."""
     def fn(m, h):
         small = h * 1e-3
         unit = torch.tanh(h) * 0.9
@@ -935,6 +936,7 @@ def test_more_elementwise_ops(tmp_path):
                 torch.hypot(h, h.flip(0) + 1),
                 torch.logaddexp(h, h.flip(0) * 2),
                 torch.logaddexp2(h * 3, h.flip(0)),
+                torch.copysign(h, h.flip(0)), torch.copysign(h, -0.0),
                 torch.logaddexp(h.new_full((3,), float("-inf")),
                                 h.new_full((3,), float("-inf"))).exp(),
                 torch.logit(torch.sigmoid(h)), torch.logit(unit.abs(), 0.1),
