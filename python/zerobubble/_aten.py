@@ -667,9 +667,15 @@ def _stop_gradient(bb, x, t):
     integer of the same width (autodiff gives an op whose operands are not
     floats a zero tangent). A canonicalization before autodiff would fold
     the pair away; the pipelines run none."""
-    bits = {"f64": "i64", "f32": "i32", "f16": "i16", "bf16": "i16"}[t]
-    word = bb.op(f"arith.bitcast {x} : {t} to {bits}", "bits")
+    word, bits = _as_bits(bb, x, t)
     return bb.op(f"arith.bitcast {word} : {bits} to {t}", "nograd")
+
+
+def _as_bits(bb, x, t):
+    """Float scalar ``x``'s bits as the integer of the same width, and that
+    integer type."""
+    bits = {"f64": "i64", "f32": "i32", "f16": "i16", "bf16": "i16"}[t]
+    return bb.op(f"arith.bitcast {x} : {t} to {bits}", "bits"), bits
 
 
 def _no_grad(ctx, value):
@@ -1491,8 +1497,7 @@ def _modulo(bb, a, b, t, rounding):
 def _copysign(bb, a, b, t):
     """|a| with the sign bit of b (-0 and a NaN's sign included): the
     gradient to a is +-1 (0 at a = 0, as PyTorch's), none to b."""
-    bits = {"f64": "i64", "f32": "i32", "f16": "i16", "bf16": "i16"}[t]
-    word = bb.op(f"arith.bitcast {b} : {t} to {bits}")
+    word, bits = _as_bits(bb, b, t)
     negative = bb.op(f"arith.cmpi slt, {word}, {bb.const(0, bits)} : {bits}")
     magnitude = bb.unary("math.absf", a, t)
     return bb.select(negative, bb.unary("arith.negf", magnitude, t),
