@@ -116,6 +116,11 @@ FailureOr<Value> ScalarTangent::get(Value v) {
     Value x = def->getOperand(0);
     Value e = math::ExpOp::create(b, loc, neg(mul(x, x)));
     result = mul(t[0], mul(constant(type, 2.0 / std::sqrt(M_PI)), e));
+  } else if (isa<math::ErfcOp>(def)) {
+    // d erfc(x) = -2/sqrt(pi) exp(-x^2) dx
+    Value x = def->getOperand(0);
+    Value e = math::ExpOp::create(b, loc, neg(mul(x, x)));
+    result = mul(t[0], mul(constant(type, -2.0 / std::sqrt(M_PI)), e));
   } else if (isa<math::PowFOp>(def)) {
     // d x^y = y x^(y-1) dx + r log(x) dy
     Value x = def->getOperand(0), y = def->getOperand(1);

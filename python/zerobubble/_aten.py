@@ -8,6 +8,7 @@ the defaults of the ATen schema. A node whose inputs are all constants is
 evaluated by PyTorch instead (``arange``, ``tril``, buffers sliced...).
 """
 
+import functools
 import math
 import operator
 import re
@@ -1615,45 +1616,101 @@ def _log1p(bb, x, t):
         "arith.mulf", bb.unary("math.log", u, t), ratio, t), t)
 
 
+def _arith(bb, t):
+    """Shorthands for scalar formulas in ``t``: a constant, and a binary
+    arith op by name (``op("mulf", a, b)``)."""
+    return (lambda v: bb.const(v, t),
+            lambda name, a, b: bb.binary(f"arith.{name}", a, b, t))
+
+
+def _shifted_and_reflected(bb, x, t, asymptotic, shift, reflected):
+    """lgamma and digamma's common form: with y = x, or 1 - x below 1/2,
+    ``asymptotic(z, 1/z)`` at z >= 8 (z = y + 8 for y < 8, less
+    ``shift([y, y + 1, ..., y + 7])``); below 1/2 ``reflected(x, f(1 -
+    x))``. Unselected
+    branches stay finite (their adjoints are multiplied by 0)."""
+    c, _ = _arith(bb, t)
+
+    reflect = bb.op(f"arith.cmpf olt, {x}, {c(0.5)} : {t}")
+    y = bb.select(reflect, bb.binary("arith.subf", c(1.0), x, t), x, t)
+    small = bb.op(f"arith.cmpf olt, {y}, {c(8.0)} : {t}")
+    w = bb.select(small, y, c(1.0), t)
+    z = bb.select(small, bb.binary("arith.addf", y, c(8.0), t), y, t)
+    inverse = bb.binary("arith.divf", c(1.0), z, t)
+    steps = [w] + [bb.binary("arith.addf", w, c(float(i)), t)
+                   for i in range(1, 8)]
+    main = bb.binary("arith.subf", asymptotic(z, inverse), bb.select(
+        small, shift(steps), c(0.0), t), t)
+    return bb.select(reflect, reflected(bb.select(reflect, x, c(0.25), t),
+                                        main), main, t)
+
+
+def _series_in_square(bb, coefficients, x, t):
+    """x * (c0 + c1 x^2 + c2 x^4 + ...) by Horner's rule in x^2."""
+    square = bb.binary("arith.mulf", x, x, t)
+    series = bb.const(coefficients[-1], t)
+    for k in reversed(coefficients[:-1]):
+        series = bb.binary("arith.addf", bb.binary(
+            "arith.mulf", series, square, t), bb.const(k, t), t)
+    return bb.binary("arith.mulf", series, x, t)
+
+
 def _lgamma(bb, x, t):
     """log |Gamma(x)|: Stirling's series at z >= 8 (z = y + 8 for y < 8,
     less the log of y (y + 1) ... (y + 7)); below 1/2 by reflection,
     log(pi / |sin(pi x)|) - lgamma(1 - x). Elementary ops, so the
     derivative (digamma) is the expression's."""
-    def c(v):
-        return bb.const(v, t)
+    c, op = _arith(bb, t)
 
-    def op(name, a, b):
-        return bb.binary(f"arith.{name}", a, b, t)
-
-    reflect = bb.op(f"arith.cmpf olt, {x}, {c(0.5)} : {t}")
-    y = bb.select(reflect, op("subf", c(1.0), x), x, t)
-    small = bb.op(f"arith.cmpf olt, {y}, {c(8.0)} : {t}")
-    # Unselected branches stay finite (their adjoints are multiplied by 0).
-    w = bb.select(small, y, c(1.0), t)
-    product = w
-    for i in range(1, 8):
-        product = op("mulf", product, op("addf", w, c(float(i))))
-    shift = bb.select(small, bb.unary("math.log", product, t), c(0.0), t)
-    z = bb.select(small, op("addf", y, c(8.0)), y, t)
-    inv = op("divf", c(1.0), z)
-    inv2 = op("mulf", inv, inv)
-    # 1/(12z) - 1/(360z^3) + 1/(1260z^5) - 1/(1680z^7) + 1/(1188z^9), by
-    # Horner in 1/z^2 (the next term is below 2e-13 at z = 8).
-    series = c(1.0 / 1188)
-    for k in (-1.0 / 1680, 1.0 / 1260, -1.0 / 360, 1.0 / 12):
-        series = op("addf", op("mulf", series, inv2), c(k))
-    series = op("mulf", series, inv)
-    stirling = op("addf", op("subf", op("mulf", op("subf", z, c(0.5)),
+    def stirling(z, inverse):
+        # 1/(12z) - 1/(360z^3) + 1/(1260z^5) - 1/(1680z^7) + 1/(1188z^9)
+        # (the next term is below 2e-13 at z = 8).
+        series = _series_in_square(bb, (1.0 / 12, -1.0 / 360, 1.0 / 1260,
+                                        -1.0 / 1680, 1.0 / 1188), inverse, t)
+        return op("addf", op("subf", op("mulf", op("subf", z, c(0.5)),
                                          bb.unary("math.log", z, t)), z),
                   op("addf", c(0.5 * math.log(2 * math.pi)), series))
-    main = op("subf", stirling, shift)
-    sine = bb.unary("math.absf", bb.unary(
-        "math.sin", op("mulf", c(math.pi), bb.select(reflect, x, c(0.5), t)),
-        t), t)
-    reflected = op("subf", bb.unary("math.log", op("divf", c(math.pi), sine),
-                                    t), main)
-    return bb.select(reflect, reflected, main, t)
+
+    def shift(steps):
+        return bb.unary("math.log", functools.reduce(
+            lambda a, b: op("mulf", a, b), steps), t)
+
+    def reflected(x, mirrored):
+        sine = bb.unary("math.absf", bb.unary(
+            "math.sin", op("mulf", c(math.pi), x), t), t)
+        return op("subf", bb.unary("math.log", op("divf", c(math.pi), sine),
+                                   t), mirrored)
+
+    return _shifted_and_reflected(bb, x, t, stirling, shift, reflected)
+
+
+def _digamma(bb, x, t):
+    """psi(x), the derivative of lgamma: the asymptotic series at z >= 8
+    (z = y + 8 for y < 8, less 1/y + 1/(y + 1) + ... + 1/(y + 7)); below
+    1/2 by reflection, psi(1 - x) - pi / tan(pi x) (-inf at 0, as
+    PyTorch's). Elementary ops, so the derivative (trigamma) is the
+    expression's."""
+    c, op = _arith(bb, t)
+
+    def asymptotic(z, inverse):
+        # log z - 1/(2z) - (1/(12z^2) - 1/(120z^4) + 1/(252z^6) -
+        # 1/(240z^8) + 1/(132z^10)) (the next term is below 4e-13 at z = 8).
+        series = _series_in_square(bb, (1.0 / 12, -1.0 / 120, 1.0 / 252,
+                                        -1.0 / 240, 1.0 / 132), inverse, t)
+        return op("subf", op("subf", bb.unary("math.log", z, t), op(
+            "mulf", c(0.5), inverse)), op("mulf", series, inverse))
+
+    def shift(steps):
+        return functools.reduce(lambda a, b: op("addf", a, b), [
+            op("divf", c(1.0), step) for step in steps])
+
+    def reflected(x, mirrored):
+        angle = op("mulf", c(math.pi), x)
+        cotangent = op("divf", bb.unary("math.cos", angle, t),
+                       bb.unary("math.sin", angle, t))
+        return op("subf", mirrored, op("mulf", c(math.pi), cotangent))
+
+    return _shifted_and_reflected(bb, x, t, asymptotic, shift, reflected)
 
 
 def _atan(bb, x, t):
@@ -1661,11 +1718,7 @@ def _atan(bb, x, t):
     above tan(pi/12) through pi/6 + atan((sqrt(3) a - 1) / (sqrt(3) + a)),
     then the odd Taylor series to a^17 (|a| <= 0.27: below 1e-11), the sign
     restored. Each branch reads a safe value where it is not taken."""
-    def c(v):
-        return bb.const(v, t)
-
-    def op(name, a, b):
-        return bb.binary(f"arith.{name}", a, b, t)
+    c, op = _arith(bb, t)
 
     def cmp(pred, a, b):
         return bb.op(f"arith.cmpf {pred}, {a}, {b} : {t}")
@@ -1764,6 +1817,7 @@ def _scaled(factor):
 
 _UNARY = {
     "lgamma": _lgamma,
+    "digamma": _digamma,
     "atan": _atan,
     "asin": lambda bb, x, t: _atan2(bb, x, _cosine_side(bb, x, t), t),
     "acos": lambda bb, x, t: _atan2(bb, _cosine_side(bb, x, t), x, t),
@@ -1805,6 +1859,7 @@ _UNARY = {
     "sqrt": lambda bb, x, t: bb.unary("math.sqrt", x, t),
     "rsqrt": lambda bb, x, t: bb.unary("math.rsqrt", x, t),
     "erf": lambda bb, x, t: bb.unary("math.erf", x, t),
+    "erfc": lambda bb, x, t: bb.unary("math.erfc", x, t),
     "abs": lambda bb, x, t: bb.unary("math.absf", x, t),
     "relu": lambda bb, x, t: bb.binary("arith.maximumf", x,
                                        bb.const(0.0, t), t),

@@ -352,7 +352,8 @@ def test_rounding(tmp_path):
 def test_special_functions(tmp_path):
     """lgamma (Stirling's series, shifted up to 8, reflected below 1/2:
     values on both sides of each switch, negative ones, large ones) with
-    its derivative, digamma; log1p and expm1 near 0, where the plain forms
+    its derivative, digamma, and digamma itself (the same shift and
+    reflection) with its derivative; erfc, in its tail too; log1p and expm1 near 0, where the plain forms
     cancel, and far from it; log2, log10, exp2. torch.distributions'
     Student's t log-density (transformers' time-series heads) is built of
     them."""
@@ -366,11 +367,17 @@ def test_special_functions(tmp_path):
         return [torch.lgamma(x), torch.log1p(x.abs() - 0.5),
                 torch.log1p(tiny) * 1e9, torch.expm1(x.clamp(-30.0, 30.0)),
                 torch.expm1(tiny) * 1e9, torch.log2(x.abs()),
-                torch.log10(x.abs()), torch.exp2(x.clamp(max=40.0))]
+                torch.log10(x.abs()), torch.exp2(x.clamp(max=40.0)),
+                torch.digamma(x), torch.erfc(x),
+                # erfc's tail to its relative precision (1 - erf(x) is 0
+                # from x = 6 on).
+                torch.erfc(x.clamp(-3.0, 9.0)) * torch.exp(
+                    x.clamp(-3.0, 9.0) ** 2)]
 
     # Each value divided by its size at the points (fixed), so that small
-    # and large values weigh alike in the comparison.
-    sizes = [1.0 / (1.0 + v.double().abs())
+    # and large values weigh alike in the comparison; at a pole (digamma's
+    # NaN at -3) as the values 1e-4 from it.
+    sizes = [1.0 / (1.0 + v.double().nan_to_num(1e4).abs())
              for v in values(points.double(), 1e-9 * points.double())]
 
     def fn(m, h):

@@ -1,4 +1,5 @@
-// math.erf in an elementwise body (exact GELU, as in examples/gpt.mlir).
+// math.erf in an elementwise body (exact GELU, as in examples/gpt.mlir), and
+// math.erfc.
 #id = affine_map<(i, j) -> (i, j)>
 func.func @math_erf(%a: tensor<3x4xf64> {zb.param = "a"},
                     %b: tensor<3x4xf64> {zb.param = "b"}) -> tensor<f64> {
@@ -16,7 +17,9 @@ func.func @math_erf(%a: tensor<3x4xf64> {zb.param = "a"},
     %hu = arith.mulf %u, %half : f64
     %g = arith.mulf %hu, %e1 : f64
     %eq = math.erf %q : f64
-    %r = arith.addf %g, %eq : f64
+    %ec = math.erfc %p : f64
+    %gq = arith.addf %g, %eq : f64
+    %r = arith.addf %gq, %ec : f64
     linalg.yield %r : f64
   } -> tensor<3x4xf64>
   // Loss = sum over all entries of 0.5 * y^2 + w * y, with the fixed
