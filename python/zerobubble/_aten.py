@@ -173,6 +173,14 @@ def translate(translator, node):
         translator.env[node.args[0]] = result
         translator.count_forwards(node.args[0])
         return result
+    if name == "aten.embedding_renorm_.default":
+        raise UnsupportedOpError(
+            name, *module_of(node),
+            detail="nn.Embedding(max_norm=...) rescales rows of its weight "
+            "in place in every forward, a change to the parameter that "
+            "the compiled step (which changes parameters only in its "
+            "optimizer update) does not make; build the Embedding without "
+            "max_norm")
     functional = _functional_name(name)
     if functional is not None:
         chain = None

@@ -1797,6 +1797,22 @@ def test_in_place_update_of_other_read_views_is_unsupported(write):
         zb.from_torch(OnInput((3, 4), fn), (randn(3, 4),))
 
 
+def test_embedding_max_norm_is_refused_by_name():
+    """nn.Embedding(max_norm=...) rescales its weight in place in the
+    forward: refused, naming the module and the argument to drop."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = nn.Embedding(10, 4, max_norm=1.0)
+
+        def forward(self, ids):
+            return self.table(ids).square().sum()
+
+    with pytest.raises(zb.UnsupportedOpError,
+                       match=r"'table' \(Embedding\).*max_norm"):
+        zb.from_torch(Model(), (torch.tensor([[1, 2, 3]]),))
+
+
 # -- attention and losses -----------------------------------------------
 
 
