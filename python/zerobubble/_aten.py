@@ -183,6 +183,8 @@ def translate(translator, node):
             "max_norm")
     functional = _functional_name(name)
     if functional is not None:
+        if node.args and isinstance(node.args[0], torch.fx.Node):
+            translator.change(_view_base(node.args[0]), node)
         chain = None
         if _updates_a_read_view(node):
             chain = _slice_chain(node)
@@ -361,6 +363,14 @@ def _copied(node):
     layout = node.kwargs.get("memory_format", node.args[1] if len(
         node.args) > 1 else torch.contiguous_format)
     return not source.is_contiguous(memory_format=layout)
+
+
+def _view_base(node):
+    """The tensor that ``node`` is a view of (through views of views), or
+    ``node``."""
+    while isinstance(node, torch.fx.Node) and _is_view(node):
+        node = node.args[0]  # split(x)[i]: split(x), then x
+    return node
 
 
 def _updates_a_read_view(node):
@@ -6234,16 +6244,60 @@ def _fused_rms_norm(ctx, x, normalized_shape, weight=None, eps=None):
 @_handles("wrap_with_set_grad_enabled")
 def _set_grad_enabled(ctx, enabled, graph_module, *args):
     """A region run under torch.no_grad() (or enable_grad): its graph is
-    translated inline; without grad its float results get no gradient."""
-    results = _inline(ctx.translator, graph_module, args)
-    if not enabled:
-        results = pytree.tree_map(lambda v: _no_grad(ctx, v), results)
-    return results
+    translated inline. Without grad, what it computes gets no gradient,
+    but a tensor it changes in place keeps its own (PyTorch records no
+    change, so the gradient reaches the tensor as if unchanged): the new
+    values with the old tensor's gradient. The parameters and buffers it
+    changes are noted (``change``)."""
+    if enabled:
+        return _inline(ctx.translator, graph_module, args)
+    placeholders = [n for n in graph_module.graph.nodes
+                    if n.op == "placeholder"]
+    for node in graph_module.graph.nodes:
+        if node.op != "call_function" or not node.args or \
+                _functional_name(op_name(node)) is None or \
+                _view_base(node.args[0]) not in placeholders:
+            continue
+        ctx.translator.change(_view_base(ctx.node.args[
+            2 + placeholders.index(_view_base(node.args[0]))]), node)
+    results, changed = _inline(ctx.translator, graph_module, args,
+                               changed_inputs=True)
+    return tuple(
+        _straight_through(ctx, args[index], result) if index is not None
+        else pytree.tree_map(lambda v: _no_grad(ctx, v), result)
+        for result, index in zip(results, changed))
 
 
-def _inline(translator, graph_module, args):
+def _straight_through(ctx, before, after):
+    """``after``'s values with ``before``'s gradient passed through as it
+    is: after (no gradient) - (before (no gradient) - before), the
+    difference an exact 0 (which keeps after's -0) where before is finite,
+    a constant 0 elsewhere."""
+    if isinstance(after, Complex):
+        return Complex(_straight_through(ctx, before.real, after.real),
+                       _straight_through(ctx, before.imag, after.imag))
+    if not isinstance(after, Value) or not is_float(after.dtype):
+        return after
+    t = after.dtype
+
+    def body(bb, xs):
+        old, new = xs[0][0], xs[1][0]
+        zero = bb.const(0.0, t)
+        difference = bb.binary("arith.subf", _stop_gradient(bb, old, t), old,
+                               t)
+        exact = bb.op(f"arith.cmpf oeq, {difference}, {zero} : {t}")
+        return bb.binary("arith.subf", _stop_gradient(bb, new, t), bb.select(
+            exact, difference, zero, t), t)
+
+    return ctx.elementwise([before, after], body, shape=after.shape, dtype=t,
+                           hint="changed")
+
+
+def _inline(translator, graph_module, args, changed_inputs=False):
     """Translate ``graph_module``'s graph with its placeholders bound to
-    ``args``; returns its outputs."""
+    ``args``; returns its outputs (with ``changed_inputs``, also, for each
+    output, the index of the input it is after in-place changes, or
+    None)."""
     env = translator.env
     placeholders = [n for n in graph_module.graph.nodes
                     if n.op == "placeholder"]
@@ -6260,9 +6314,22 @@ def _inline(translator, graph_module, args):
             env[node] = Const(value) if isinstance(value, torch.Tensor) \
                 else value
         elif node.op == "output":
-            return pytree.tree_map(
+            results = pytree.tree_map(
                 lambda n: env[n] if isinstance(n, torch.fx.Node) else n,
                 node.args[0])
+            if not changed_inputs:
+                return results
+            return results, [_changed_input(n, placeholders)
+                             for n in node.args[0]]
         elif node.op != "placeholder":
             raise FrontendError(f"unsupported subgraph node '{node.op}'")
     raise FrontendError("a subgraph without an output")
+
+
+def _changed_input(node, placeholders):
+    """The index of the placeholder that ``node`` is, after in-place ops
+    (``clamp_`` of it), or None."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" \
+            and node.args and _functional_name(op_name(node)) is not None:
+        node = node.args[0]
+    return placeholders.index(node) if node in placeholders else None

@@ -33,6 +33,13 @@ class FrontendError(ZeroBubbleError):
     """A PyTorch program could not be turned into the compiler's input IR."""
 
 
+def describe_module(module_path, module_type=""):
+    """``module 'h.0.attn' (GPT2Attention)``, or ``the root module
+    (Model)``."""
+    where = f"module '{module_path}'" if module_path else "the root module"
+    return where + (f" ({module_type})" if module_type else "")
+
+
 class UnsupportedOpError(FrontendError):
     """An ATen op (or a form of one) that the PyTorch frontend cannot emit.
 
@@ -46,10 +53,8 @@ class UnsupportedOpError(FrontendError):
         self.module_path = module_path
         self.module_type = module_type
         self.detail = detail
-        where = f"module '{module_path}'" if module_path else "the root module"
-        if module_type:
-            where += f" ({module_type})"
-        message = f"unsupported aten op '{op}' in {where}"
+        message = f"unsupported aten op '{op}' in " + \
+            describe_module(module_path, module_type)
         if detail:
             message += f": {detail}"
         super().__init__(message)

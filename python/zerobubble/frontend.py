@@ -22,6 +22,7 @@ the compiler's input IR.
 import contextlib
 import inspect
 import io
+import operator
 import os
 import re
 import sys
@@ -34,7 +35,8 @@ import torch.utils._pytree as pytree
 
 from . import _aten
 from ._mlir import Builder, Value
-from .errors import FrontendError, FrontendWarning
+from .errors import (FrontendError, FrontendWarning, UnsupportedOpError,
+                     describe_module)
 
 # The element types of the program's arguments: what zb-run reads from and
 # writes to .npz files.
@@ -695,6 +697,33 @@ def _static_experts(module, implementation=_GROUPED_EXPERTS):
             del interface[_GROUPED_EXPERTS]
 
 
+def _loss_inputs(output):
+    """The graph nodes that the exported graph's ``output`` depends on. A
+    torch.no_grad() region's output depends on what that output reads in
+    the region, not on all of the region's inputs."""
+    seen, stack = set(), [output]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        inputs = node.all_input_nodes
+        region = node.args[0] if node.target is operator.getitem else None
+        if isinstance(region, torch.fx.Node) and \
+                _aten.op_name(region) == "wrap_with_set_grad_enabled":
+            # getitem(region, k): region's output k, then its inputs.
+            seen.add(region)
+            module = getattr(region.graph.owning_module,
+                             region.args[1].target)
+            inner = _loss_inputs(module.graph.output_node().args[0][
+                node.args[1]])
+            inputs = [arg for arg, placeholder in zip(region.args[2:], (
+                n for n in module.graph.nodes if n.op == "placeholder"))
+                      if placeholder in inner]
+        stack.extend(inputs)
+    return seen
+
+
 class _Translator:
     """Translates one ExportedProgram into a Program."""
 
@@ -712,6 +741,11 @@ class _Translator:
         # Buffer placeholders by node, their names and values; the names of
         # the running statistics and counters met so far.
         self.buffer_names = {}
+        # Parameter placeholders (trainable or frozen) by node: their names.
+        self.parameter_names = {}
+        # Buffer placeholders changed in place: the first node changing
+        # each.
+        self.changed_buffers = {}
         self.buffer_values = {}
         self.running_stats = []
         self.counters = []
@@ -734,6 +768,7 @@ class _Translator:
                 data.append(node)
             elif spec.kind == InputKind.PARAMETER:
                 params.append((node, spec.target))
+                self.parameter_names[node] = spec.target
             elif spec.kind in (InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 self.env[node] = _aten.Const(state[spec.target].detach())
                 if spec.kind == InputKind.BUFFER:
@@ -781,6 +816,7 @@ class _Translator:
                 self._call(node)
             elif node.op == "output":
                 loss = self._output(node)
+                self._check_changed_buffers(node)
             elif node.op == "get_attr":
                 # A submodule of a higher-order op (a torch.no_grad()
                 # region, as Llama's rotary embedding has).
@@ -911,6 +947,49 @@ class _Translator:
             f'pipe.running_stat {value.name} {{buffer = "{name}", '
             f"init = {float(init)!r} : f64, "
             f"momentum = {float(momentum)!r} : f64}} : {value.type}")
+
+    def change(self, node, where):
+        """Notes that graph node ``where`` changes ``node`` in place when it
+        is a buffer; refuses it when it is a parameter (the compiled step
+        changes parameters only in its optimizer update)."""
+        if node in self.buffer_names:
+            self.changed_buffers.setdefault(node, where)
+        name = self.parameter_names.get(node)
+        if name is not None:
+            raise UnsupportedOpError(
+                _aten.op_name(where), *_aten.module_of(where),
+                detail=f"parameter '{name}' is changed in place in the "
+                "forward, a change that the compiled step (which changes "
+                "parameters only in its optimizer update) does not make; "
+                "change it between steps instead")
+
+    def _check_changed_buffers(self, output):
+        """A buffer that the forward changes in place (batch norm's running
+        statistics and counters aside, which a run updates) is refused
+        where the loss depends on it: the compiled step runs microbatches
+        alike, each on the buffers as they were before the step, and keeps
+        no change (PyTorch's microbatches read their predecessors'
+        changes). Where the loss does not depend on it, a warning that the
+        change is not kept."""
+        read = _loss_inputs(output)
+        for node, where in self.changed_buffers.items():
+            name = self.buffer_names[node]
+            if name in self.counters or name in self.running_stats:
+                continue
+            place = describe_module(*_aten.module_of(where))
+            if node in read:
+                raise FrontendError(
+                    f"buffer '{name}' is changed in place in the forward "
+                    f"(in {place}) and the loss depends on it: the compiled "
+                    "step runs every microbatch on the buffers as they were "
+                    "before the step and keeps no change (batch norm's "
+                    "running statistics aside); keep the state out of the "
+                    "forward, or update it between steps")
+            warnings.warn(
+                f"buffer '{name}' is changed in place in the forward (in "
+                f"{place}); the loss does not depend on it, and the "
+                "compiled program does not keep the change",
+                FrontendWarning, stacklevel=5)
 
     def count_forwards(self, buffer_node):
         """A batch norm's ``num_batches_tracked`` updated in place in

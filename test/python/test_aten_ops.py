@@ -1697,6 +1697,49 @@ def test_no_grad_region_stops_the_gradient(tmp_path):
     check_op("no_grad", model, (randn(3, 4),), tmp_path, check_grad=False)
 
 
+def test_no_grad_in_place_change_keeps_the_gradient(tmp_path):
+    """A tensor changed in place under torch.no_grad() (clamp_, an indexed
+    write of -0): later reads see the new values, and its gradient passes
+    through as if unchanged, as PyTorch's (autograd records no change);
+    what the region computes gets none. A tensor with infinities too."""
+    def fn(m, h):
+        y = h * 2
+        z = torch.where(h > 0.5, float("inf"), h)
+        with torch.no_grad():
+            y.clamp_(-1.0, 1.0)
+            y[:, 0] = -0.0
+            z.clamp_(max=1.0)
+            scale = y.abs().sum()
+        return torch.cat([(y * 3).flatten(), (y * h * scale).flatten(),
+                          torch.copysign(h, y).flatten(), (z * h).flatten()])
+
+    # No finite-difference check: the gradient is not the derivative.
+    check_op("no_grad in place", OnInput((3, 4), fn), (randn(3, 4),),
+             tmp_path, check_grad=False)
+
+
+@pytest.mark.parametrize("how", ["no_grad", "detach"])
+def test_parameter_changed_in_place_is_refused(how):
+    """PyTorch keeps the change in the parameter; the compiled step
+    changes parameters only in its optimizer update."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(4, 4))
+
+        def forward(self, x):
+            if how == "no_grad":
+                with torch.no_grad():
+                    self.weight.clamp_(-1.0, 1.0)
+            else:
+                self.weight.detach()[0].zero_()
+            return (x @ self.weight).sum()
+
+    with pytest.raises(zb.UnsupportedOpError,
+                       match="parameter 'weight' is changed in place"):
+        zb.from_torch(Model(), (torch.randn(2, 4),))
+
+
 def test_in_place_update_through_slices_and_indices(tmp_path):
     """Writes through x[i] and x[a:b] views (nested too) reach the base
     tensor, which is read afterwards: T5's shift of the labels to the

@@ -307,6 +307,57 @@ def test_custom_autograd_function_warns_that_its_backward_is_not_run():
     assert not np.allclose(ref["w"], derivative.numpy())
 
 
+class _Tracker(nn.Module):
+    """A layer keeping a running mean of its outputs in a buffer (changed
+    in place under no_grad) and counting its calls (changed in place
+    outside it); with ``centred`` the loss reads the running mean."""
+
+    def __init__(self, centred):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.centred = centred
+        self.register_buffer("mean", torch.zeros(4))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        y = self.lin(x)
+        with torch.no_grad():
+            self.mean.mul_(0.9).add_(0.1 * y.mean(0))
+            scale = y.abs().mean()
+        self.calls += 1
+        return ((y - self.mean if self.centred else y) ** 2).sum() * scale
+
+
+def test_buffer_changed_in_the_forward():
+    """A buffer changed in place in the forward (other than batch norm's):
+    refused where the loss depends on it (each microbatch of PyTorch reads
+    its predecessors' changes; the compiled ones all read the buffer as it
+    was), a warning naming it where the loss does not (the change is not
+    kept), the gradient then PyTorch's."""
+    model = nn.Sequential(_Tracker(centred=True))
+    with pytest.raises(zb.FrontendError,
+                       match=r"buffer '0.mean' is changed in place in the "
+                       r"forward \(in module '0' \(_Tracker\)\) and the loss "
+                       r"depends on it"):
+        zb.from_torch(model, (torch.randn(2, 4),))
+
+    model = _Tracker(centred=False)
+    data = [(torch.randn(2, 4, generator=torch.Generator().manual_seed(s)),)
+            for s in (1, 2)]
+    with pytest.warns(zb.FrontendWarning) as caught:
+        program = zb.from_torch(model, data[0])
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2, messages
+    assert messages[0].startswith("buffer 'calls' is changed in place")
+    assert messages[1].startswith("buffer 'mean' is changed in place")
+    assert all(w.filename == __file__ for w in caught)
+    result = zb.gradients(program, microbatches=2, inputs=data)
+    ref_loss, ref = torch_reference(model, data)
+    assert result.loss == pytest.approx(ref_loss, rel=1e-5)
+    for name, grad in ref.items():
+        assert_close(name, result.grads[name], grad, 1e-5)
+
+
 @pytest.mark.parametrize("draw", ["multinomial", "exponential_", "rrelu"])
 def test_random_ops_say_what_to_do(draw):
     """Random ops without a rule for their draws (multinomial, exponential_
