@@ -7,6 +7,7 @@ parameters).
 """
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -210,7 +211,9 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         for name, value in getattr(model, "counters", {}).items():
             buffers[name] = np.asarray(value) + steps * microbatches
         return RunResult(
-            losses=[float(x) for x in metrics.get("loss", [])],
+            # A skipped step's loss is null in the metrics: NaN here.
+            losses=[math.nan if x is None else float(x)
+                    for x in metrics.get("loss", [])],
             microbatches_per_s=[float(x) for x in
                                 metrics.get("microbatches_per_s", [])],
             params={k: v for k, v in dumped.items() if k not in buffers},

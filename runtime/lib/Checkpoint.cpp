@@ -37,6 +37,30 @@ static std::string jsonString(const std::string &text) {
   return out + "\"";
 }
 
+/// Whether `name` is the name of a folder writeCheckpoint makes:
+/// state-<step>-<pid>-<nonce>, each part decimal digits.
+static bool isStateName(const std::string &name) {
+  std::string_view rest(name);
+  if (rest.substr(0, 6) != "state-")
+    return false;
+  rest.remove_prefix(6);
+  for (int part = 0; part < 3; ++part) {
+    size_t digits = 0;
+    while (digits < rest.size() &&
+           std::isdigit(static_cast<unsigned char>(rest[digits])))
+      ++digits;
+    if (digits == 0)
+      return false;
+    rest.remove_prefix(digits);
+    if (part < 2) {
+      if (rest.empty() || rest.front() != '-')
+        return false;
+      rest.remove_prefix(1);
+    }
+  }
+  return rest.empty();
+}
+
 bool zbrt::writeCheckpoint(const std::string &dir, const Checkpoint &checkpoint,
                            std::string &error) {
   std::error_code ec;
@@ -65,10 +89,15 @@ bool zbrt::writeCheckpoint(const std::string &dir, const Checkpoint &checkpoint,
     fs::remove_all(state, ec);
     return false;
   }
-  // The new state is in place: drop the older ones.
+  // The new state is in place: drop the older ones, the folders this
+  // writer made and finished alone (state-<step>-<pid>-<nonce> holding a
+  // state.json; not what else the folder holds, nor a state that another
+  // process is still writing).
   for (const fs::directory_entry &entry : fs::directory_iterator(dir, ec)) {
     std::string other = entry.path().filename().string();
-    if (other != name && other.rfind("state-", 0) == 0 && entry.is_directory())
+    if (other != name && isStateName(other) && !entry.is_symlink() &&
+        entry.is_directory() &&
+        fs::is_regular_file(entry.path() / "state.json", ec))
       fs::remove_all(entry.path(), ec);
   }
   return true;

@@ -92,6 +92,25 @@ def test_run_with_bf16_stashes(mlp):
         zb.run(mlp, dtype="f8", **common)
 
 
+def test_run_reports_a_skipped_step(mlp):
+    """A step whose gradient is not finite is skipped (the parameters keep
+    their values); its loss is NaN in ``losses``, the next one trains."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 2, 8, 16)).astype(np.float32)
+    x[0, 1, 3, 5] = np.nan
+    inputs = {"arg0": x, "arg1": rng.integers(0, 10, (2, 2, 8))}
+    result = zb.run(mlp, microbatches=2, steps=2, lr=0.1, inputs=inputs,
+                    seed=5)
+    assert np.isnan(result.losses[0]) and np.isfinite(result.losses[1])
+    assert result.metrics["skipped_steps"] == [1]
+    second = {"arg0": x[1:], "arg1": inputs["arg1"][1:]}
+    alone = zb.run(mlp, microbatches=2, steps=1, lr=0.1, inputs=second,
+                   seed=5)
+    assert result.losses[1] == pytest.approx(alone.losses[0], rel=1e-6)
+    for name, value in alone.params.items():
+        assert_close(name, result.params[name], value, 1e-6)
+
+
 def test_run_errors_carry_the_diagnostics(mlp):
     with pytest.raises(zb.CompilerError, match="zb-run"):
         zb.run(mlp, params={"nope": np.zeros(3, np.float32)})

@@ -64,6 +64,32 @@ TEST_F(CheckpointTest, AStateReadsBackAsWritten) {
   EXPECT_EQ(back.params["w"].data, std::vector<char>(8, '\1'));
 }
 
+/// A new state drops the older states the writer made, and nothing else in
+/// the folder: folders whose names only start like a state's, a state
+/// without its state.json (another process may be writing it), a link.
+TEST_F(CheckpointTest, ANewStateDropsOnlyOlderStates) {
+  writeSample();
+  std::ifstream latest(fs::path(dir) / "latest");
+  std::string older;
+  latest >> older;
+  ASSERT_TRUE(fs::is_directory(fs::path(dir) / older));
+  const std::vector<std::string> kept = {"state-important", "state-1-2",
+                                         "state-1-2-3x", "state-4-5-6"};
+  for (const std::string &name : kept) {
+    fs::create_directories(fs::path(dir) / name);
+    std::ofstream(fs::path(dir) / name / "data.txt") << "keep";
+  }
+  fs::create_directories(fs::path(dir) / "user");
+  std::ofstream(fs::path(dir) / "user" / "state.json") << "{}";
+  fs::create_directory_symlink("user", fs::path(dir) / "state-7-8-9");
+  writeSample();
+  EXPECT_FALSE(fs::exists(fs::path(dir) / older));
+  for (const std::string &name : kept)
+    EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / name / "data.txt")) << name;
+  EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / "user" / "state.json"));
+  EXPECT_TRUE(fs::is_symlink(fs::path(dir) / "state-7-8-9"));
+}
+
 /// What any JSON writer may do differently (spacing, key order, escapes) is
 /// read; each damage is an error saying what is wrong.
 TEST_F(CheckpointTest, AStateFileIsReadStrictly) {
