@@ -71,6 +71,16 @@ std::string RunOptions::check() const {
   if ((!checkpointDir.empty() || !resumeDir.empty()) && !training())
     return message("--checkpoint and --resume are for training, not --eval or "
                    "--grads");
+  if (!(learningRate >= 0) || !std::isfinite(learningRate))
+    return message("--lr must be a finite number, 0 or more, got " +
+                   llvm::formatv("{0}", learningRate).str());
+  if (!(gradTol >= 0) || !std::isfinite(gradTol))
+    return message("--grad-tol must be a positive number (0: the default), "
+                   "got " +
+                   llvm::formatv("{0}", gradTol).str());
+  if (gradSamples < 1)
+    return message("--grad-samples must be at least 1, got " +
+                   llvm::Twine(gradSamples));
   if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
     return message("--clip-grad-norm must be a positive number, got " +
                    llvm::formatv("{0}", clipGradNorm).str());

@@ -400,11 +400,21 @@ static int checkGradients(zb::ModelData &data, zb::ModelProgram &program,
   options.seed = opts.seed;
   zb::GradCheckResult r = zb::checkGradients(
       data, params, grads, [&] { return program.meanLoss(0); }, options);
+  if (r.checked == 0)
+    return fail("check-grad: every entry tried (" + std::to_string(r.kinked) +
+                ") is near a point where the loss is not smooth (its "
+                "difference quotients with the step and half of it "
+                "disagree); try another --seed or more --grad-samples");
   llvm::outs() << "zb-run: check-grad: worst relative error "
                << llvm::format("%.3e", r.worst) << " at " << r.at
                << " (analytic " << llvm::format("%.9g", r.analytic)
                << ", finite difference " << llvm::format("%.9g", r.numeric)
-               << "), tolerance " << llvm::format("%.1e", r.tolerance) << "\n";
+               << "), tolerance " << llvm::format("%.1e", r.tolerance) << "; "
+               << r.checked << " entries compared";
+  if (r.kinked)
+    llvm::outs() << ", " << r.kinked
+                 << " passed over where the loss is not smooth";
+  llvm::outs() << "\n";
   if (!r.passed())
     return fail("check-grad: gradient error " +
                 llvm::formatv("{0:e}", r.worst).str() + " above tolerance");

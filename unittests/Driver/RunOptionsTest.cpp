@@ -6,6 +6,7 @@
 
 #include "zb/Driver/RunOptions.h"
 
+#include <cmath>
 #include <gtest/gtest.h>
 
 using namespace zb;
@@ -47,6 +48,23 @@ TEST(RunOptions, NamesTheFlagThatIsWrong) {
   EXPECT_NE(problem([](RunOptions &o) {
               o.clipGradNorm = -1;
             }).find("--clip-grad-norm must be a positive number"),
+            std::string::npos);
+  // A NaN or infinite rate would write NaN into every parameter (the
+  // step's check reads gradients, not updates).
+  for (double lr : {std::nan(""), double(INFINITY), -1e-3})
+    EXPECT_NE(problem([&](RunOptions &o) {
+                o.learningRate = lr;
+              }).find("--lr must be a finite number, 0 or more"),
+              std::string::npos)
+        << lr;
+  EXPECT_EQ(problem([](RunOptions &o) { o.learningRate = 0; }), "");
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.gradTol = std::nan("");
+            }).find("--grad-tol must be a positive number"),
+            std::string::npos);
+  EXPECT_NE(problem([](RunOptions &o) {
+              o.gradSamples = 0;
+            }).find("--grad-samples must be at least 1, got 0"),
             std::string::npos);
   EXPECT_NE(problem([](RunOptions &o) {
               o.ranks = 2;
