@@ -10,7 +10,9 @@
 #include "zb/Schedule/Generators.h"
 
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 
 #include <cmath>
@@ -114,6 +116,54 @@ std::string RunOptions::check() const {
   if (pipelined() && !zb::schedule::lookupSchedule(schedule))
     return message("unknown --schedule '" + schedule +
                    "'; known: " + zb::schedule::knownScheduleNames());
+  return "";
+}
+
+/// The folder `path` would be written in: its parent, "." for a bare name.
+static std::string folderOf(llvm::StringRef path) {
+  llvm::StringRef parent = llvm::sys::path::parent_path(path);
+  return parent.empty() ? "." : parent.str();
+}
+
+/// Why `folder` (a folder to write in) cannot be written, or "".
+static std::string unwritableFolder(const std::string &folder) {
+  if (!llvm::sys::fs::is_directory(folder))
+    return llvm::sys::fs::exists(folder)
+               ? "'" + folder + "' is not a folder"
+               : "folder '" + folder + "' does not exist";
+  if (llvm::sys::fs::access(folder, llvm::sys::fs::AccessMode::Write))
+    return "folder '" + folder + "' is not writable";
+  return "";
+}
+
+std::string RunOptions::checkOutputs() const {
+  for (auto [flag, path] : {std::pair{"--metrics", &metricsPath},
+                            {"--dump-params", &dumpParamsPath},
+                            {"--dump-grads", &dumpGradsPath},
+                            {"--trace", &tracePath},
+                            {"--profile", &profilePath}}) {
+    if (path->empty())
+      continue;
+    if (llvm::sys::fs::is_directory(*path))
+      return std::string(flag) + " '" + *path +
+             "' is a folder; name a file to write";
+    if (std::string why = unwritableFolder(folderOf(*path)); !why.empty())
+      return std::string(flag) + " '" + *path + "' cannot be written: " + why;
+  }
+  if (!checkpointDir.empty()) {
+    if (llvm::sys::fs::exists(checkpointDir)) {
+      if (std::string why = unwritableFolder(checkpointDir); !why.empty())
+        return "--checkpoint '" + checkpointDir + "' cannot be written: " + why;
+    } else {
+      // The nearest folder that exists, where the checkpoint's are made.
+      std::string above = checkpointDir;
+      do
+        above = folderOf(above);
+      while (!llvm::sys::fs::exists(above) && above != ".");
+      if (std::string why = unwritableFolder(above); !why.empty())
+        return "--checkpoint '" + checkpointDir + "' cannot be made: " + why;
+    }
+  }
   return "";
 }
 

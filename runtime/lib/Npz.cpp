@@ -471,7 +471,42 @@ bool zbrt::readNpzHeaders(const std::string &path, NpzArchive &archive,
 bool zbrt::writeFileAtomically(const std::string &path,
                                const std::string &contents,
                                std::string &error) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  // A link is written through: the file it names is replaced, the link
+  // kept (up to 40 links deep, as the kernel follows them).
+  std::string target = path;
+  char link[4096];
+  for (int depth = 0; depth < 40; ++depth) {
+    ssize_t n = readlink(target.c_str(), link, sizeof(link) - 1);
+    if (n < 0)
+      break;
+    std::string next(link, n);
+    size_t slash = target.rfind('/');
+    if (next.front() != '/' && slash != std::string::npos)
+      next = target.substr(0, slash + 1) + next;
+    target = next;
+  }
+  struct stat info;
+  if (stat(target.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    if (S_ISDIR(info.st_mode)) {
+      error = "cannot write '" + path + "': it is a directory";
+      return false;
+    }
+    // A device, a pipe or a socket (/dev/stdout, /dev/null): written as
+    // it is, in place.
+    FILE *f = std::fopen(target.c_str(), "wb");
+    bool ok = f &&
+              std::fwrite(contents.data(), 1, contents.size(), f) ==
+                  contents.size() &&
+              std::fflush(f) == 0;
+    int cause = errno;
+    ok = (f && std::fclose(f) == 0) && ok;
+    if (!ok) {
+      error = "cannot write '" + path + "': " + std::strerror(cause);
+      return false;
+    }
+    return true;
+  }
+  std::string tmp = target + ".tmp." + std::to_string(getpid());
   FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f) {
     error = "cannot write '" + tmp + "': " + std::strerror(errno);
@@ -481,7 +516,7 @@ bool zbrt::writeFileAtomically(const std::string &path,
                 contents.size() &&
             std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;

@@ -14,6 +14,14 @@
 // RUN: not zb-opt %t/huge.mlir --zb-pipeline="stages=2 microbatches=2" 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: zb-run %t/range-fits.mlir --eval | FileCheck %s --check-prefix=FITS
 // RUN: env ZB_SGEMM=fast not zb-run %t/loss.mlir --eval 2>&1 | FileCheck %s --check-prefix=SGEMM
+// Refused before any rank starts or anything runs: more stages than ops, a
+// model on standard input for many ranks, outputs that cannot be written.
+// RUN: not zb-run %t/range-fits.mlir --np 1000 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: cat %t/range-fits.mlir | not zb-run - --np 2 2>&1 | FileCheck %s --check-prefix=STDIN
+// RUN: not zb-run %t/range-fits.mlir --metrics %t/missing/m.json 2>&1 | FileCheck %s --check-prefix=METRICS
+// RUN: not zb-run %t/range-fits.mlir --dump-params %t 2>&1 | FileCheck %s --check-prefix=FOLDER
+// RUN: not zb-run %t/range-fits.mlir --checkpoint %t/range-fits.mlir 2>&1 | FileCheck %s --check-prefix=CHECKPOINT
+// RUN: not zb-run %t/range-fits.mlir --lr nan 2>&1 | FileCheck %s --check-prefix=LR
 
 // DYNAMIC: error: argument #0 ('arg0') has the dynamic shape 'tensor<?x4xf32>'; models need static shapes
 // OUTSIDE: error: op 'memref.alloc' is not supported by the ZeroBubble backends
@@ -29,6 +37,12 @@
 // FITS: loss
 // HUGE: huge.mlir:3:8: error: result of type 'tensor<2305843009213693952xf32>' holds more than 2^50 bytes (1 PiB), past what the compiler counts
 // SGEMM: zb-run: error: ZB_SGEMM must be 'zbrt' or 'openblas', got 'fast'
+// STAGES: zb-run: error: --np 1000 with 1 chunks per rank needs 1000 stages, but the model has {{[0-9]+}} ops to cut
+// STDIN: zb-run: error: --np or --dp above 1 runs a process per rank, each reading the model: give it as a file, not standard input
+// METRICS: zb-run: error: --metrics '{{.*}}missing/m.json' cannot be written: folder '{{.*}}missing' does not exist
+// FOLDER: zb-run: error: --dump-params '{{.*}}' is a folder; name a file to write
+// CHECKPOINT: zb-run: error: --checkpoint '{{.*}}range-fits.mlir' cannot be written: '{{.*}}range-fits.mlir' is not a folder
+// LR: zb-run: error: --lr must be a finite number, 0 or more, got nan
 
 //--- dynamic.mlir
 func.func @f(%x: tensor<?x4xf32>) -> tensor<f32> {

@@ -778,6 +778,9 @@ int main(int argc, char **argv) {
 
   if (std::string problem = opts.check(); !problem.empty())
     return failOnce(problem, &argc, &argv);
+  if (!opts.compileOnly)
+    if (std::string problem = opts.checkOutputs(); !problem.empty())
+      return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::sgemmChoiceProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::lendingProblem(); !problem.empty())
@@ -816,6 +819,22 @@ int main(int argc, char **argv) {
             zb::ModelData::checkFiles(model->signature(), opts.data(0));
         !problem.empty())
       return failOnce(problem, &argc, &argv);
+  if (opts.worldSize() > 1 && !zbrt::isMPIWorker()) {
+    // Each rank reads the model again: a stream would be empty there.
+    if (opts.modelPath == "-" || opts.modelPath == "/dev/stdin")
+      return fail("--np or --dp above 1 runs a process per rank, each "
+                  "reading the model: give it as a file, not standard input");
+    // Every stage holds an op, as the partition requires: refused before
+    // the ranks start.
+    mlir::func::FuncOp fn = model->signature().func;
+    int64_t ops = static_cast<int64_t>(fn.front().getOperations().size()) - 1;
+    if (opts.ranks * opts.chunksForSchedule() > ops)
+      return fail(
+          "--np " + std::to_string(opts.ranks) + " with " +
+          std::to_string(opts.chunksForSchedule()) + " chunks per rank needs " +
+          std::to_string(opts.ranks * opts.chunksForSchedule()) +
+          " stages, but the model has " + std::to_string(ops) + " ops to cut");
+  }
   if (opts.worldSize() > 1 && !opts.compileOnly && !zbrt::isMPIWorker()) {
     int rc = zbrt::relaunchUnderMPI(static_cast<int>(opts.worldSize()), argc,
                                     argv, error);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -223,6 +224,39 @@ TEST_F(NpzTest, ANameOfAnyBytesIsPrintable) {
   EXPECT_FALSE(readNpzHeaders(path, archive, error));
   EXPECT_EQ(error, "array 'w\\xff\\x0a' in '" + path +
                        "': malformed .npy header (no shape)");
+}
+
+} // namespace
+
+namespace {
+
+/// A link is written through (the file it names replaced, the link kept),
+/// a device in place (it stays a device), a directory refused.
+TEST_F(NpzTest, WritesGoThroughLinksAndIntoDevices) {
+  std::string target = path + ".target", link = path + ".link";
+  std::remove(link.c_str());
+  ASSERT_EQ(symlink(target.substr(target.rfind('/') + 1).c_str(), link.c_str()),
+            0);
+  std::string error;
+  ASSERT_TRUE(writeFileAtomically(link, "first", error)) << error;
+  ASSERT_TRUE(writeFileAtomically(link, "second", error)) << error;
+  char buffer[64];
+  ssize_t n = readlink(link.c_str(), buffer, sizeof(buffer));
+  EXPECT_GT(n, 0) << "the link was replaced";
+  std::ifstream in(target);
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "second");
+  std::remove(link.c_str());
+  std::remove(target.c_str());
+
+  ASSERT_TRUE(writeFileAtomically("/dev/null", "x", error)) << error;
+  struct stat info;
+  ASSERT_EQ(stat("/dev/null", &info), 0);
+  EXPECT_TRUE(S_ISCHR(info.st_mode));
+
+  EXPECT_FALSE(writeFileAtomically(::testing::TempDir(), "x", error));
+  EXPECT_NE(error.find("it is a directory"), std::string::npos) << error;
 }
 
 } // namespace

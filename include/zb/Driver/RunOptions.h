@@ -78,6 +78,13 @@ struct RunOptions {
   /// The first problem with the options, as a message; empty when there is
   /// none.
   std::string check() const;
+  /// The first output the run could not write (--metrics, --dump-params,
+  /// --dump-grads, --trace, --profile: a folder, or in a folder that does
+  /// not exist or is not writable; --checkpoint: not a folder, or none can
+  /// be made there), as a message; empty when there is none. Checked
+  /// before anything runs, so that a long run does not end in a write that
+  /// fails.
+  std::string checkOutputs() const;
 
   /// The message for a run started as one of `world` processes by an
   /// outside launcher when the options need another number; empty when
