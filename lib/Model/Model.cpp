@@ -171,6 +171,10 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
     if (arg.isParam() && !isa<FloatType>(elt))
       return fn.emitError("parameter '")
              << arg.name << "' must have a float element type, got " << elt;
+    // Gradient files (--dump-grads) hold the step's loss under this name.
+    if (arg.isParam() && arg.name == "loss")
+      return fn.emitError("parameter 'loss' has the name gradient files give "
+                          "the step's loss; rename it");
     if (!arg.isParam() && arg.type.getRank() == 0)
       return fn.emitError("data argument #")
              << i << " ('" << arg.name

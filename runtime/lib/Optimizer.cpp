@@ -209,6 +209,13 @@ bool Optimizer::importState(const NpzArchive &state, std::string &error,
     error = std::string("optimizer state '") + names.step + "' is negative";
     return false;
   }
+  // Past 2^53 the step count would not count on (AdamW's bias correction
+  // reads it as a double).
+  if (newStep > (int64_t(1) << 53)) {
+    error = std::string("optimizer state '") + names.step + "' is " +
+            std::to_string(newStep) + ", past 2^53 steps";
+    return false;
+  }
 
   bool adam = config.kind == OptimizerConfig::Kind::AdamW;
   bool needsFirst = adam || config.momentum != 0.0;
@@ -221,6 +228,22 @@ bool Optimizer::importState(const NpzArchive &state, std::string &error,
       error = "optimizer state '" + prefix + name + "' is " +
               dtypeDescr(array.dtype) + ", not a float array";
       return false;
+    }
+    // What an update would turn into NaN everywhere: a value that is not
+    // finite, a negative second moment (its square root).
+    bool second = names.second && prefix == names.second;
+    for (int64_t i = 0, e = array.numElements(); i < e; ++i) {
+      double v = array.dtype == DType::F64 ? array.as<double>()[i]
+                                           : array.as<float>()[i];
+      if (!std::isfinite(v) || (second && v < 0)) {
+        error = "optimizer state '" + prefix + name + "' holds " +
+                (std::isfinite(v) ? "a negative value"
+                                  : "a value that is not "
+                                    "finite") +
+                " (" + std::to_string(v) + " at element " + std::to_string(i) +
+                ")";
+        return false;
+      }
     }
     if (params) {
       const NpyArray &param = params->at(name);

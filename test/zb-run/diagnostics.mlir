@@ -22,6 +22,7 @@
 // RUN: not zb-run %t/range-fits.mlir --dump-params %t 2>&1 | FileCheck %s --check-prefix=FOLDER
 // RUN: not zb-run %t/range-fits.mlir --checkpoint %t/range-fits.mlir 2>&1 | FileCheck %s --check-prefix=CHECKPOINT
 // RUN: not zb-run %t/range-fits.mlir --lr nan 2>&1 | FileCheck %s --check-prefix=LR
+// RUN: not zb-run %t/named-loss.mlir --grads 2>&1 | FileCheck %s --check-prefix=NAMEDLOSS
 
 // DYNAMIC: error: argument #0 ('arg0') has the dynamic shape 'tensor<?x4xf32>'; models need static shapes
 // OUTSIDE: error: op 'memref.alloc' is not supported by the ZeroBubble backends
@@ -43,6 +44,7 @@
 // FOLDER: zb-run: error: --dump-params '{{.*}}' is a folder; name a file to write
 // CHECKPOINT: zb-run: error: --checkpoint '{{.*}}range-fits.mlir' cannot be written: '{{.*}}range-fits.mlir' is not a folder
 // LR: zb-run: error: --lr must be a finite number, 0 or more, got nan
+// NAMEDLOSS: named-loss.mlir:1:1: error: parameter 'loss' has the name gradient files give the step's loss; rename it
 
 //--- dynamic.mlir
 func.func @f(%x: tensor<?x4xf32>) -> tensor<f32> {
@@ -150,4 +152,10 @@ func.func @f(%x: tensor<2xf32>, %w: tensor<2xf32> {zb.param = "w"}) -> tensor<f3
       linalg.yield %a : f32
     }
   return %sum : tensor<f32>
+}
+
+//--- named-loss.mlir
+func.func @f(%w: tensor<4xf32> {zb.param = "loss"}) -> tensor<f32> {
+  %c = arith.constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
 }

@@ -8,6 +8,10 @@
 
 #include "gtest/gtest.h"
 
+#include <limits>
+
+#include <cmath>
+
 #include <cstring>
 #include <vector>
 
@@ -176,6 +180,41 @@ TEST(OptimizerTest, ErrorsNameTheParameter) {
   Optimizer fresh = Optimizer::adamw(0.1);
   EXPECT_FALSE(fresh.importState(state, error, &params));
   EXPECT_EQ(error, "optimizer state has no 'adam.v.w'");
+}
+
+/// State that an update would turn into NaN (a value that is not finite, a
+/// negative second moment) or whose step would not count on is refused,
+/// named.
+TEST(OptimizerTest, ImportedStateIsChecked) {
+  std::string error;
+  NpzArchive params = {{"w", f32({1.0f, 2.0f})}};
+  NpzArchive grads = {{"w", f32({0.5f, -0.5f})}};
+  Optimizer adam = Optimizer::adamw(0.1);
+  ASSERT_TRUE(adam.apply(params, grads, error)) << error;
+  NpzArchive good = adam.exportState();
+  auto refused = [&](NpzArchive state) {
+    Optimizer fresh = Optimizer::adamw(0.1);
+    EXPECT_FALSE(fresh.importState(state, error, &params));
+    return error;
+  };
+  NpzArchive state = good;
+  state["adam.v.w"].as<float>()[1] = -1.0f;
+  EXPECT_EQ(refused(state), "optimizer state 'adam.v.w' holds a negative "
+                            "value (-1.000000 at element 1)");
+  state = good;
+  state["adam.m.w"].as<float>()[0] = NAN;
+  EXPECT_NE(refused(state).find("optimizer state 'adam.m.w' holds a value "
+                                "that is not finite"),
+            std::string::npos)
+      << error;
+  state = good;
+  *state["adam.t"].as<int64_t>() = std::numeric_limits<int64_t>::max();
+  EXPECT_NE(refused(state).find("past 2^53 steps"), std::string::npos) << error;
+  // A negative first moment is a moment like any other.
+  state = good;
+  state["adam.m.w"].as<float>()[0] = -3.0f;
+  Optimizer fresh = Optimizer::adamw(0.1);
+  EXPECT_TRUE(fresh.importState(state, error, &params)) << error;
 }
 
 } // namespace
