@@ -1040,6 +1040,17 @@ struct MapToGPUPass : zb::impl::ZBMapToGPUBase<MapToGPUPass> {
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      // A copy becomes a kernel of its shape: unranked ones have none.
+      WalkResult unranked = fn.walk([](memref::CopyOp copy) {
+        if (isa<MemRefType>(copy.getSource().getType()) &&
+            isa<MemRefType>(copy.getTarget().getType()))
+          return WalkResult::advance();
+        copy.emitOpError("zb-map-to-gpu: a copy of unranked memrefs has no "
+                         "kernel form; copy ranked buffers");
+        return WalkResult::interrupt();
+      });
+      if (unranked.wasInterrupted())
+        return signalPassFailure();
       moveBuffersToDevice(rewriter, fn);
       if (failed(lowerLinalgToParallelLoops(rewriter, fn, blockSize)))
         return signalPassFailure();

@@ -95,12 +95,28 @@ void zb::declareRuntimeFunction(OpBuilder &builder, ModuleOp module,
 }
 
 /// Checks the chain the lowering assumes of `model`'s stages, in order:
-/// stage s is numbered s, takes as inputs exactly stage s - 1's results
-/// (stage 0 none), its data from the model's data arguments and its
-/// parameters from its zb.param arguments.
+/// the model's arguments are ranked tensors, stage s is numbered s, takes
+/// as inputs exactly stage s - 1's results (stage 0 none), its data from
+/// the model's data arguments and its parameters from its zb.param
+/// arguments, and the last stage yields the loss first.
 static LogicalResult verifyStageChain(func::FuncOp model,
                                       ArrayRef<pipe::StageOp> stages) {
   Block &body = model.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (!isa<RankedTensorType>(arg.getType()))
+      return model.emitOpError("argument #")
+             << arg.getArgNumber() << " has type " << arg.getType()
+             << "; the model's arguments must be ranked tensors";
+  // The last stage's first result is the loss, one float.
+  if (!stages.empty()) {
+    pipe::StageOp last = stages.back();
+    auto loss = last.getNumResults()
+                    ? dyn_cast<RankedTensorType>(last.getResult(0).getType())
+                    : RankedTensorType();
+    if (!loss || loss.getRank() != 0 || !isa<FloatType>(loss.getElementType()))
+      return last.emitOpError("is the last stage, whose first result must be "
+                              "the loss, a 0-d float tensor");
+  }
   auto argument = [&](Value v) -> std::optional<unsigned> {
     auto arg = dyn_cast<BlockArgument>(v);
     if (!arg || arg.getOwner() != &body)

@@ -20,12 +20,18 @@ using namespace mlir;
 
 namespace {
 
-/// A generic on buffers summing floats of at most 32 bits: its one output's
-/// block argument read by one arith.addf alone, whose result the yield
-/// alone reads; static loop ranges. Returns the number of elements each
-/// output element adds (the product of the reduction loops' ranges), or 0.
+/// A generic on static buffers summing floats of at most 32 bits: its one
+/// output's block argument read by one arith.addf alone, whose result the
+/// yield alone reads. Returns the number of elements each output element
+/// adds (the product of the reduction loops' ranges), or 0.
 int64_t sumLength(linalg::GenericOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInits() != 1)
+    return 0;
+  // The blocks are views of static shapes.
+  if (!llvm::all_of(op->getOperandTypes(), [](Type type) {
+        auto shaped = dyn_cast<ShapedType>(type);
+        return !shaped || shaped.hasStaticShape();
+      }))
     return 0;
   auto type = dyn_cast<FloatType>(
       getElementTypeOrSelf(op.getDpsInitOperand(0)->get().getType()));

@@ -102,16 +102,26 @@ differentiateFunction(func::FuncOp fn, SymbolTable &symbols, bool accumulate) {
   grad->setAttr(ZBDialect::kGradientOfAttrName, FlatSymbolRefAttr::get(fn));
   symbols.insert(grad, std::next(Block::iterator(fn)));
 
+  if (!grad.getBody().hasOneBlock()) {
+    grad.erase();
+    return fn.emitError("cannot differentiate '")
+           << fn.getSymName() << "': its body must be one block";
+  }
   Block &body = grad.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
-  if (ret.getNumOperands() != 1)
+  if (ret.getNumOperands() != 1) {
+    grad.erase();
     return fn.emitError("cannot differentiate '")
            << fn.getSymName() << "': it must return one scalar loss";
+  }
   Value loss = ret.getOperand(0);
   auto lossType = dyn_cast<RankedTensorType>(loss.getType());
-  if (!lossType || lossType.getRank() != 0)
+  if (!lossType || lossType.getRank() != 0 ||
+      !isa<FloatType>(lossType.getElementType())) {
+    grad.erase();
     return fn.emitError("cannot differentiate '")
-           << fn.getSymName() << "': its result is not a scalar tensor";
+           << fn.getSymName() << "': its result is not a scalar float tensor";
+  }
   SmallVector<Value> params;
   for (unsigned i = 0, e = grad.getNumArguments(); i < e; ++i) {
     if (!grad.getArgAttr(i, kParamAttr))

@@ -149,3 +149,23 @@ func.func @kept(%x: memref<4x16xf32>, %y: memref<4x64xf32>, %z: memref<4x64xf64>
   } -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A dynamic buffer is left as it is (the blocks are static views).
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK-NOT: expand_shape
+// CHECK: linalg.generic
+// CHECK-NOT: expand_shape
+// CHECK: return
+#dyn_row = affine_map<(m, k) -> (m, k)>
+#dyn_one = affine_map<(m, k) -> (m)>
+func.func @dynamic_rows(%x: memref<?x67xf32>, %out: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#dyn_row, #dyn_one], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<?x67xf32>) outs(%out : memref<?xf32>) {
+  ^bb0(%e: f32, %acc: f32):
+    %s = arith.addf %acc, %e : f32
+    linalg.yield %s : f32
+  }
+  return
+}

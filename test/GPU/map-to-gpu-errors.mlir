@@ -28,3 +28,11 @@ func.func @loop_with_call(%x: memref<4xf32>) {
   }
   return
 }
+
+// -----
+
+func.func @unranked_copy(%x: memref<*xf32>, %y: memref<*xf32>) {
+  // expected-error @below {{'memref.copy' op zb-map-to-gpu: a copy of unranked memrefs has no kernel form; copy ranked buffers}}
+  memref.copy %x, %y : memref<*xf32> to memref<*xf32>
+  return
+}

@@ -79,7 +79,7 @@ func.func @stashed_without_backward(%x: tensor<4xf32>, %w: tensor<4xf32>) -> ten
 // -----
 
 // A public model function must return the scalar loss: a vector result ...
-// expected-error @below {{cannot differentiate 'vector_result': its result is not a scalar tensor}}
+// expected-error @below {{cannot differentiate 'vector_result': its result is not a scalar float tensor}}
 func.func @vector_result(%x: tensor<4xf32>, %w: tensor<4xf32> {zb.param}) -> tensor<4xf32> {
   %r = arith.mulf %x, %w : tensor<4xf32>
   return %r : tensor<4xf32>
@@ -107,4 +107,11 @@ func.func @index_param(%w: tensor<f32> {zb.param = "w"}, %n: index {zb.param = "
 // expected-error @below {{cannot differentiate 'vector_param': parameter #1 has type 'vector<4xf32>'; parameters must be ranked tensors of floats}}
 func.func @vector_param(%w: tensor<f32> {zb.param = "w"}, %v: vector<4xf32> {zb.param = "v"}) -> tensor<f32> {
   return %w : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{cannot differentiate 'complex_loss': its result is not a scalar float tensor}}
+func.func @complex_loss(%x: tensor<complex<f32>>, %w: tensor<f32> {zb.param = "w"}) -> tensor<complex<f32>> {
+  return %x : tensor<complex<f32>>
 }

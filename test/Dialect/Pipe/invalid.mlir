@@ -258,3 +258,25 @@ func.func @running_stat_unnamed(%x: tensor<4xf32>) {
   pipe.running_stat %x {buffer = "", momentum = 0.1 : f64} : tensor<4xf32>
   return
 }
+
+// -----
+
+// Stages pass ranked tensors (a cut of a scalar would give a stage a scalar
+// input).
+func.func @scalar_input(%x: f32, %w: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'pipe.stage' op operand #0 must be variadic of ranked tensor of any type values, but got 'f32'}}
+  %y = pipe.stage 0 on rank 0 inputs(%x : f32) params(%w : tensor<4xf32>) -> tensor<4xf32>
+    forward {
+    ^bb0(%a: f32, %b: tensor<4xf32>):
+      pipe.yield %b : tensor<4xf32>
+    }
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @scalar_cut(%x: f32) -> f32 {
+  // expected-error @+1 {{'pipe.cut' op operand #0 must be ranked tensor of any type values, but got 'f32'}}
+  %y = "pipe.cut"(%x) : (f32) -> f32
+  return %y : f32
+}

@@ -32,8 +32,8 @@ def Pipe_CutOp : Pipe_Op<"cut", [Pure, SameOperandsAndResultType]> {
     %g = pipe.cut %dx adjoint : tensor<4x16xf32>
     ```
   }];
-  let arguments = (ins AnyType:$input, UnitAttr:$adjoint);
-  let results = (outs AnyType:$result);
+  let arguments = (ins AnyRankedTensor:$input, UnitAttr:$adjoint);
+  let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = "$input (`adjoint` $adjoint^)? attr-dict `:` type($input)";
 }
 
@@ -85,8 +85,9 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
       }
     ```
   }];
-  let arguments = (ins Variadic<AnyType>:$inputs, Variadic<AnyType>:$data,
-                   Variadic<AnyType>:$params,
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs,
+                   Variadic<AnyRankedTensor>:$data,
+                   Variadic<AnyRankedTensor>:$params,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$stage,
                    ConfinedAttr<I64Attr, [IntNonNegative]>:$rank,
                    OptionalAttr<F64Attr>:$cost_f,
@@ -97,7 +98,7 @@ def Pipe_StageOp : Pipe_Op<"stage", [IsolatedFromAbove, AttrSizedOperandSegments
                    OptionalAttr<F64Attr>:$time_f,
                    OptionalAttr<F64Attr>:$time_b,
                    OptionalAttr<F64Attr>:$time_w);
-  let results = (outs Variadic<AnyType>:$results);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region SizedRegion<1>:$forward, AnyRegion:$backward,
                  AnyRegion:$backward_input, AnyRegion:$backward_weight);
   let assemblyFormat = [{
