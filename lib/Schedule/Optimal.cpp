@@ -325,6 +325,10 @@ Result<OptimalSchedule> solveOptimal(const Problem &problem,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
           .count();
   const double *solution = Cbc_bestSolution(model.get());
+  // Without an integer variable (one microbatch: no order to choose) the
+  // problem is a linear program, whose solution CBC keeps as the columns'.
+  if (!solution && Cbc_isProvenOptimal(model.get()))
+    solution = Cbc_getColSolution(model.get());
   if (!solution)
     return Failure{"the solver found no schedule within " +
                    std::to_string(timeLimitSeconds) + " s"};

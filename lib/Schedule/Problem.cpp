@@ -149,14 +149,24 @@ bool Problem::verify(std::string &error) const {
       !checkList(stageCostW, "W", numStages(), error) ||
       !checkList(stageCostReduce, "reduction", numStages(), error))
     return false;
+  // Every action and transfer of the step, one after the other: what no
+  // schedule's makespan exceeds, which must stay finite.
+  double total = 0.0;
   for (int stage = 0; stage < numStages(); ++stage) {
-    if (forwardCost(stage) + backwardInputCost(stage) +
-            backwardWeightCost(stage) <=
-        0) {
+    double work = forwardCost(stage) + backwardInputCost(stage) +
+                  backwardWeightCost(stage);
+    if (work <= 0) {
       error = "stage " + std::to_string(stage) +
               " has zero total cost; costs must be positive";
       return false;
     }
+    total += numMicrobatches * (work + 2 * costComm) +
+             (stageCostReduce.empty() ? 0.0 : stageCostReduce[stage]);
+  }
+  if (!(total <= 1e300)) {
+    error = "the costs are too large: a step's total work overflows a "
+            "double";
+    return false;
   }
   return true;
 }

@@ -22,7 +22,9 @@ from .errors import ZeroBubbleError
 def _model_path(model, workdir):
     """A file holding ``model`` (see the module docstring)."""
     text = getattr(model, "mlir", None)
-    if text is None and isinstance(model, str) and "func.func" in model:
+    # IR text, not a path (which may hold "func.func" in a name).
+    if text is None and isinstance(model, str) and "func.func" in model and \
+            ("\n" in model or "{" in model):
         text = model
     if text is not None:
         name = getattr(model, "name", None) or "model"

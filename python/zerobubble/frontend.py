@@ -150,7 +150,9 @@ class Program:
         with arrays ``[M][shape]`` (or ``[K][M][shape]``).
         """
         microbatches = list(microbatches)
-        if microbatches and isinstance(microbatches[0], list):
+        if not microbatches:
+            raise ValueError("no microbatches given")
+        if isinstance(microbatches[0], list):
             per_step = [self.stack_inputs(step) for step in microbatches]
             return {k: np.stack([s[k] for s in per_step])
                     for k in per_step[0]}
@@ -166,7 +168,14 @@ class Program:
                 value = mb[arg.index]
                 if isinstance(value, torch.Tensor):
                     value = value.detach().cpu().numpy()
-                value = np.asarray(value, dtype=arg.dtype)
+                value = np.asarray(value)
+                if np.issubdtype(arg.dtype, np.integer) and \
+                        not np.issubdtype(value.dtype, np.integer):
+                    raise ValueError(
+                        f"{arg.key} ({arg.name}): {value.dtype} values for "
+                        f"an integer argument ({np.dtype(arg.dtype)}); "
+                        "pass integers")
+                value = value.astype(arg.dtype, copy=False)
                 if value.shape != arg.shape:
                     raise ValueError(
                         f"{arg.key} ({arg.name}): shape {value.shape}, "

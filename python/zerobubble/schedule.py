@@ -1,6 +1,7 @@
 """The schedule library through zb-sched: generate, simulate, validate."""
 
 import json
+import math
 from dataclasses import dataclass, field
 
 from ._tools import run_tool
@@ -76,8 +77,9 @@ class Schedule:
         if format is None:
             ext = str(path).rsplit(".", 1)[-1].lower()
             format = {"txt": "text"}.get(ext, ext)
+        text = self.render(format)  # a bad format leaves the file alone
         with open(path, "w") as f:
-            f.write(self.render(format))
+            f.write(text)
 
 
 def schedule(name, stages, microbatches, *, chunks=None, placement=None,
@@ -106,8 +108,10 @@ def schedule(name, stages, microbatches, *, chunks=None, placement=None,
     proc = run_tool("zb-sched", [*args, "--format=json"],
                     ok_codes=(_VALID, _INVALID))
     data = json.loads(proc.stdout)
+    # An invalid schedule's actions that were not simulated have no times.
     actions = [[Action(a["kind"], int(a["stage"]), int(a["microbatch"]),
-                       float(a["start"]), float(a["end"])) for a in rank]
+                       float(a.get("start", math.nan)),
+                       float(a.get("end", math.nan))) for a in rank]
                for rank in data["actions"]]
     return Schedule(
         name=data["schedule"], stages=data["stages"],

@@ -116,6 +116,13 @@ def test_run_errors_carry_the_diagnostics(mlp):
         zb.run(mlp, params={"nope": np.zeros(3, np.float32)})
 
 
+def test_a_path_naming_func_func_is_a_path(mlp, tmp_path):
+    path = tmp_path / "func.func.mlir"
+    path.write_text(mlp.read_text())
+    assert zb.evaluate(str(path), microbatches=2, seed=3) == pytest.approx(
+        zb.evaluate(mlp, microbatches=2, seed=3))
+
+
 def test_missing_model_file(tmp_path):
     with pytest.raises(zb.ZeroBubbleError, match="no such model file"):
         zb.gradients(tmp_path / "missing.mlir")

@@ -1,5 +1,7 @@
 """zerobubble.schedule and plot_schedule: the schedule library from Python."""
 
+import math
+
 import pytest
 
 import zerobubble as zb
@@ -39,6 +41,22 @@ def test_render_formats(tmp_path):
     path = tmp_path / "s.json"
     s.save(path)
     assert '"schedule": "zb-h1"' in path.read_text()
+
+
+def test_an_imported_schedule_that_deadlocks_comes_back_invalid(tmp_path):
+    """Its actions, never simulated, have no times (NaN); saving it in an
+    unknown format leaves an existing file as it was."""
+    csv = tmp_path / "deadlock.csv"
+    csv.write_text("0F0,0I0,0W0\n1I0,1F0,1W0\n")
+    s = zb.schedule("zb-h1", 2, 1, import_csv=csv)
+    assert not s.valid and s.diagnostics
+    assert [a.kind for a in s.actions[1]] == ["B", "F", "W"]
+    assert all(math.isnan(a.start) for rank in s.actions for a in rank)
+    kept = tmp_path / "kept.png"
+    kept.write_text("keep")
+    with pytest.raises(zb.CompilerError, match="unknown format 'png'"):
+        s.save(kept)
+    assert kept.read_text() == "keep"
 
 
 def test_bad_arguments_raise_with_the_diagnostic():

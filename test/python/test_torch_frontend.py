@@ -307,6 +307,27 @@ def test_custom_autograd_function_warns_that_its_backward_is_not_run():
     assert not np.allclose(ref["w"], derivative.numpy())
 
 
+def test_program_inputs_are_checked():
+    """Float values for an integer argument (class labels) are refused,
+    not truncated; no microbatch at all is refused."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 3)
+
+        def forward(self, x, y):
+            return F.cross_entropy(self.lin(x), y)
+
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    program = zb.from_torch(Model(), (x, y))
+    arrays = program.stack_inputs([(x, y), (x, y)])
+    assert arrays["arg1"].dtype == np.int64
+    with pytest.raises(ValueError, match="pass integers"):
+        program.stack_inputs([(x, y.float() + 0.9)])
+    with pytest.raises(ValueError, match="no microbatches given"):
+        program.stack_inputs([])
+
+
 class _Tracker(nn.Module):
     """A layer keeping a running mean of its outputs in a buffer (changed
     in place under no_grad) and counting its calls (changed in place

@@ -19,6 +19,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -201,7 +203,21 @@ int main(int argc, char **argv) {
       return fail(std::string("missing required flag --") + name);
 
   Schedule schedule;
+  if (has("import-csv") && flags.count("schedule") &&
+      flags["schedule"] == "optimal")
+    return fail("--schedule=optimal solves for a schedule; it cannot name an "
+                "imported one (--optimal compares the import with the "
+                "optimum)");
   if (has("import-csv")) {
+    // A regular file of at most 256 MiB (not a device, a pipe, a folder).
+    std::error_code ec;
+    auto size = std::filesystem::file_size(flags["import-csv"], ec);
+    if (!std::filesystem::is_regular_file(flags["import-csv"], ec) || ec)
+      return fail("cannot read '" + flags["import-csv"] +
+                  "': not a regular file");
+    if (size > (uintmax_t(256) << 20))
+      return fail("'" + flags["import-csv"] + "' is " + std::to_string(size) +
+                  " bytes, more than the 256 MiB a schedule CSV may hold");
     std::ifstream in(flags["import-csv"]);
     if (!in)
       return fail("cannot read '" + flags["import-csv"] + "'");
@@ -279,6 +295,8 @@ int main(int argc, char **argv) {
 
   if (std::string error; !problem.verifyCounts(error))
     return fail(error);
+  if (!(costReduce >= 0) || !std::isfinite(costReduce))
+    return fail("cost-reduce must be a finite non-negative number");
   if (costReduce > 0)
     problem.stageCostReduce.assign(problem.numStages(),
                                    costReduce / problem.numChunks);
@@ -334,8 +352,15 @@ int main(int argc, char **argv) {
     if (!out)
       return fail("cannot write '" + flags["o"] + "'");
     out << output;
+    out.flush();
+    if (!out)
+      return fail("cannot write '" + flags["o"] + "': " + std::strerror(errno));
   } else {
     std::cout << output;
+    std::cout.flush();
+    if (!std::cout)
+      return fail("cannot write the standard output: " +
+                  std::string(std::strerror(errno)));
   }
   if (!report.valid()) {
     std::string reason = report.diagnostics.empty()

@@ -46,6 +46,20 @@ TEST(Optimal, ClosedFormUnderOneMicrobatchOfMemory) {
   }
 }
 
+TEST(Optimal, OneMicrobatchIsTheChain) {
+  // One microbatch leaves no order to choose (no integer variable): the
+  // chain F0 .. F(p-1), B(p-1) .. B0 with its transfers, then W0.
+  for (int p : {1, 2, 3, 4}) {
+    Problem problem = makeProblem(p, 1, 1, 2, 0.5, 0.1, 0, 0);
+    Result<OptimalSchedule> solved = solveOptimal(problem, 20);
+    ASSERT_TRUE(solved.ok()) << solved.error();
+    EXPECT_TRUE(solved->proven) << "p=" << p;
+    EXPECT_NEAR(solved->makespan, 3.0 * p + 0.2 * (p - 1) + 0.5, 1e-6)
+        << "p=" << p;
+    EXPECT_TRUE(validate(problem, solved->schedule).empty());
+  }
+}
+
 TEST(Optimal, BelowEveryGeneratorAboveTheBound) {
   // Small problems (p <= 4, m <= 8), with and without a memory limit, loop
   // and V: the optimum (or, where the time limit stops the solver, its
