@@ -222,6 +222,22 @@ std::string zbrt::sgemmChoiceProblem() {
          "'";
 }
 
+std::string zbrt::avoidFaultyOpenBLASThreads() {
+  std::string config = openblas_get_config();
+  std::string core = openblas_get_corename();
+  bool faulty = config.rfind("OpenBLAS 0.3.21 ", 0) == 0 &&
+                (core == "Cooperlake" || core == "SkylakeX");
+  int threads = openblas_get_num_threads();
+  if (!faulty || threads < 2)
+    return "";
+  openblas_set_num_threads(1);
+  return "OpenBLAS 0.3.21's " + core + " kernels on " +
+         std::to_string(threads) +
+         " threads have given wrong gradients; it runs on one thread "
+         "(OPENBLAS_CORETYPE=Haswell keeps its threads, with its AVX2 "
+         "kernels)";
+}
+
 /// The kernel's instruction set, None with ZB_SGEMM=openblas.
 static SgemmIsa kernelIsa() {
   static const SgemmIsa isa =

@@ -783,6 +783,9 @@ int main(int argc, char **argv) {
       return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::sgemmChoiceProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
+  if (std::string note = zbrt::avoidFaultyOpenBLASThreads();
+      !note.empty() && !zbrt::isMPIWorker())
+    llvm::errs() << "zb-run: note: " << note << "\n";
   if (std::string problem = zbrt::lendingProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
   // Code for a CPU with instructions this one lacks compiles, but would

@@ -69,6 +69,14 @@ const char *sgemmKernelName();
 /// "openblas"), as a message; empty when it is unset or valid.
 std::string sgemmChoiceProblem();
 
+/// Runs OpenBLAS on one thread where its threads are known to give wrong
+/// results: Debian's OpenBLAS 0.3.21 with its AVX-512 kernels (Cooperlake,
+/// SkylakeX) on two or more threads made a single-process ResNeXt-50's
+/// gradients 1e-2 off, though each product's result was right (its
+/// Haswell kernels, one thread, or no OpenBLAS at all gave them to 1e-6).
+/// Returns a note saying so when it did, else "".
+std::string avoidFaultyOpenBLASThreads();
+
 } // namespace zbrt
 
 #endif // ZBRT_GEMM_H
