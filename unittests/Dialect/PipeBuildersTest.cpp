@@ -50,6 +50,13 @@ protected:
     return stage;
   }
 
+  /// A tensor<2xf32> of `value`s (stages pass ranked tensors).
+  Value splat(OpBuilder &b, float value) {
+    auto type = RankedTensorType::get({2}, b.getF32Type());
+    return arith::ConstantOp::create(b, b.getUnknownLoc(),
+                                     DenseElementsAttr::get(type, value));
+  }
+
   MLIRContext context;
 };
 
@@ -58,8 +65,8 @@ TEST_F(PipeBuildersTest, StageWithBackwardVerifiesAndRoundTrips) {
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
-  Value x = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(3.0f));
-  Value w = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(2.0f));
+  Value x = splat(b, 3.0f);
+  Value w = splat(b, 2.0f);
   StageOp stage = buildStage(b, x, w, /*withBackward=*/true);
   auto cut = CutOp::create(b, loc, stage.getResult(0));
 
@@ -87,8 +94,8 @@ TEST_F(PipeBuildersTest, VerifierRejectsBackwardWithWrongSignature) {
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
-  Value x = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(3.0f));
-  Value w = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(2.0f));
+  Value x = splat(b, 3.0f);
+  Value w = splat(b, 2.0f);
   StageOp stage = buildStage(b, x, w, /*withBackward=*/true);
   // Drop the cotangent argument: the backward no longer matches.
   stage.getBackward().front().getArgument(2).replaceAllUsesWith(
