@@ -8,6 +8,7 @@ parameters).
 
 import json
 import math
+import numbers
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -55,6 +56,25 @@ def _npz_argument(value, workdir, stem):
 def _load_npz(path):
     with np.load(path) as data:
         return {name: data[name] for name in data.files}
+
+
+def _check_options(timeout=None, **counts):
+    """TypeError or ValueError naming an option that is not a positive
+    integer (``counts``; None is left out) or a ``timeout`` that is not a
+    positive number of seconds."""
+    for name, value in counts.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, not "
+                            f"{type(value).__name__}")
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)
+            or not timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, got "
+                         f"{timeout!r}")
 
 
 def _common_args(model, workdir, *, microbatches, params, inputs, seed,
@@ -176,6 +196,9 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
     keeps a pipeline's activation stashes in bf16 (``--dtype bf16``; on the
     GPU the gemms also multiply in bf16).
     """
+    _check_options(timeout, ranks=ranks, replicas=replicas,
+                   microbatches=microbatches, steps=steps, threads=threads,
+                   chunks=chunks)
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
                             params=params, inputs=inputs, seed=seed,
@@ -242,6 +265,8 @@ def gradients(model, *, ranks=1, schedule="zb-h1", chunks=None,
 
     Arguments as for :func:`run`. Returns :class:`Gradients`.
     """
+    _check_options(timeout, ranks=ranks, microbatches=microbatches,
+                   threads=threads, chunks=chunks)
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
                             params=params, inputs=inputs, seed=seed,
@@ -264,6 +289,8 @@ def evaluate(model, *, ranks=1, schedule="zb-h1", chunks=None,
 
     Arguments as for :func:`run`.
     """
+    _check_options(timeout, ranks=ranks, microbatches=microbatches,
+                   threads=threads, chunks=chunks)
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
                             params=params, inputs=inputs, seed=seed,

@@ -238,6 +238,14 @@ def from_torch(module, example_args, *, name=None, strict=False,
     among them a module whose control flow or shapes depend on the values
     of its tensors (the message names the line).
     """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"from_torch needs a torch.nn.Module, not "
+                        f"{type(module).__name__}")
+    if isinstance(example_args, torch.Tensor) or not isinstance(
+            example_args, (tuple, list)):
+        raise TypeError(
+            "example_args must be a tuple of the module's arguments (one "
+            f"tensor x: (x,)), not {type(example_args).__name__}")
     example_args = tuple(example_args)
     for i, arg in enumerate(example_args):
         if not isinstance(arg, torch.Tensor):

@@ -123,6 +123,15 @@ def test_a_path_naming_func_func_is_a_path(mlp, tmp_path):
         zb.evaluate(mlp, microbatches=2, seed=3))
 
 
+def test_options_are_checked_before_anything_runs(mlp):
+    with pytest.raises(TypeError, match="ranks must be an integer, not str"):
+        zb.gradients(mlp, ranks="2")
+    with pytest.raises(ValueError, match="threads must be at least 1, got -4"):
+        zb.run(mlp, threads=-4)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        zb.evaluate(mlp, timeout=0)
+
+
 def test_missing_model_file(tmp_path):
     with pytest.raises(zb.ZeroBubbleError, match="no such model file"):
         zb.gradients(tmp_path / "missing.mlir")

@@ -326,6 +326,10 @@ def test_program_inputs_are_checked():
         program.stack_inputs([(x, y.float() + 0.9)])
     with pytest.raises(ValueError, match="no microbatches given"):
         program.stack_inputs([])
+    with pytest.raises(TypeError, match="needs a torch.nn.Module"):
+        zb.from_torch(None, (x, y))
+    with pytest.raises(TypeError, match=r"one tensor x: \(x,\)"):
+        zb.from_torch(Model(), x)
 
 
 class _Tracker(nn.Module):
