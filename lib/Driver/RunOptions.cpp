@@ -89,9 +89,6 @@ std::string RunOptions::check() const {
   if (clipGradNorm > 0 && !training())
     return message("--clip-grad-norm clips a training step's gradients; "
                    "--eval and --grads take no step");
-  if (!resumeDir.empty() && !paramsPath.empty())
-    return message("--resume continues from the checkpoint's parameters; "
-                   "pass --params or --resume, not both");
   if (checkpointEvery < 0)
     return message("--checkpoint-every must be positive, got " +
                    llvm::Twine(checkpointEvery));

@@ -783,6 +783,12 @@ int main(int argc, char **argv) {
       return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::sgemmChoiceProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
+  // The same command with --resume added continues a run: the checkpoint's
+  // parameters are the ones it continues from.
+  if (!opts.resumeDir.empty() && !opts.paramsPath.empty() &&
+      !zbrt::isMPIWorker())
+    llvm::errs() << "zb-run: note: --resume continues from the checkpoint's "
+                    "parameters; --params is not read\n";
   if (std::string note = zbrt::avoidFaultyOpenBLASThreads();
       !note.empty() && !zbrt::isMPIWorker())
     llvm::errs() << "zb-run: note: " << note << "\n";

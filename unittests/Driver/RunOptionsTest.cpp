@@ -63,11 +63,6 @@ TEST(RunOptions, NamesTheFlagThatIsWrong) {
             }).find("--grad-tol must be a positive number"),
             std::string::npos);
   EXPECT_NE(problem([](RunOptions &o) {
-              o.resumeDir = "ckpt";
-              o.paramsPath = "p.npz";
-            }).find("pass --params or --resume, not both"),
-            std::string::npos);
-  EXPECT_NE(problem([](RunOptions &o) {
               o.gradSamples = 0;
             }).find("--grad-samples must be at least 1, got 0"),
             std::string::npos);
