@@ -93,11 +93,15 @@ int CacheEntry::duplicateDescriptor() const {
 }
 
 std::string CompileCache::defaultDirectory() {
+  // Set but empty is unset, as --cache-dir= is (and as XDG says of its
+  // variables).
   if (std::optional<std::string> dir =
-          llvm::sys::Process::GetEnv("ZB_CACHE_DIR"))
+          llvm::sys::Process::GetEnv("ZB_CACHE_DIR");
+      dir && !dir->empty())
     return *dir;
   if (std::optional<std::string> xdg =
-          llvm::sys::Process::GetEnv("XDG_CACHE_HOME"))
+          llvm::sys::Process::GetEnv("XDG_CACHE_HOME");
+      xdg && !xdg->empty())
     return *xdg + "/zerobubble";
   llvm::SmallString<128> home;
   if (llvm::sys::path::home_directory(home))

@@ -84,7 +84,8 @@ std::string RunOptions::check() const {
     return message("--grad-samples must be at least 1, got " +
                    llvm::Twine(gradSamples));
   if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
-    return message("--clip-grad-norm must be a positive number, got " +
+    return message("--clip-grad-norm must be a positive number (0: off), "
+                   "got " +
                    llvm::formatv("{0}", clipGradNorm).str());
   if (clipGradNorm > 0 && !training())
     return message("--clip-grad-norm clips a training step's gradients; "

@@ -10,6 +10,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -197,6 +198,27 @@ TEST_F(CompileCacheTest, FailedBuildLeavesNothing) {
   std::error_code ec;
   EXPECT_EQ(llvm::sys::fs::directory_iterator(dir, ec),
             llvm::sys::fs::directory_iterator());
+}
+
+} // namespace
+
+namespace {
+
+/// ZB_CACHE_DIR names the folder; set but empty, it is unset (as
+/// --cache-dir= is).
+TEST(CompileCacheDirectory, AnEmptyVariableIsUnset) {
+  const char *saved = std::getenv("ZB_CACHE_DIR");
+  std::string before = saved ? saved : "";
+  ::setenv("ZB_CACHE_DIR", "/some/cache", 1);
+  EXPECT_EQ(zb::CompileCache::defaultDirectory(), "/some/cache");
+  ::setenv("ZB_CACHE_DIR", "", 1);
+  std::string fallback = zb::CompileCache::defaultDirectory();
+  EXPECT_FALSE(fallback.empty());
+  EXPECT_NE(fallback, "/some/cache");
+  if (saved)
+    ::setenv("ZB_CACHE_DIR", before.c_str(), 1);
+  else
+    ::unsetenv("ZB_CACHE_DIR");
 }
 
 } // namespace
