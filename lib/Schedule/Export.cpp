@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <limits>
 #include <optional>
@@ -548,3 +552,25 @@ Result<Schedule> importCsv(const std::string &text) {
 }
 
 } // namespace zb::schedule
+
+std::optional<std::string> zb::schedule::readInputFile(const std::string &path,
+                                                       uint64_t limitBytes,
+                                                       std::string &text) {
+  std::error_code ec;
+  std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (ec)
+    return "cannot read it: " + ec.message();
+  if (!std::filesystem::is_regular_file(status))
+    return std::string("it is not a regular file");
+  uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec)
+    return "cannot read it: " + ec.message();
+  if (size > limitBytes)
+    return "it holds " + std::to_string(size) + " bytes, more than the " +
+           std::to_string(limitBytes >> 20) + " MiB allowed";
+  std::ifstream in(path, std::ios::binary);
+  text.assign(size, '\0');
+  if (!in || !in.read(text.data(), static_cast<std::streamsize>(size)))
+    return "cannot read it: " + std::string(std::strerror(errno));
+  return std::nullopt;
+}

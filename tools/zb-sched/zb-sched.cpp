@@ -20,7 +20,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -209,21 +208,11 @@ int main(int argc, char **argv) {
                 "imported one (--optimal compares the import with the "
                 "optimum)");
   if (has("import-csv")) {
-    // A regular file of at most 256 MiB (not a device, a pipe, a folder).
-    std::error_code ec;
-    auto size = std::filesystem::file_size(flags["import-csv"], ec);
-    if (!std::filesystem::is_regular_file(flags["import-csv"], ec) || ec)
-      return fail("cannot read '" + flags["import-csv"] +
-                  "': not a regular file");
-    if (size > (uintmax_t(256) << 20))
-      return fail("'" + flags["import-csv"] + "' is " + std::to_string(size) +
-                  " bytes, more than the 256 MiB a schedule CSV may hold");
-    std::ifstream in(flags["import-csv"]);
-    if (!in)
-      return fail("cannot read '" + flags["import-csv"] + "'");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    Result<Schedule> imported = importCsv(buffer.str());
+    std::string text;
+    if (std::optional<std::string> problem =
+            readInputFile(flags["import-csv"], uint64_t(256) << 20, text))
+      return fail("cannot read '" + flags["import-csv"] + "': " + *problem);
+    Result<Schedule> imported = importCsv(text);
     if (!imported)
       return fail(flags["import-csv"] + ": " + imported.error());
     schedule = std::move(*imported);

@@ -19,6 +19,8 @@
 #include "zb/Schedule/Simulator.h"
 #include "zb/Schedule/Validator.h"
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -69,6 +71,13 @@ void writeCsv(const Schedule &schedule, std::ostream &os);
 
 /// Renders `report` in `format` into a string.
 std::string exportReport(const ScheduleReport &report, ExportFormat format);
+
+/// Reads a schedule input (a CSV to import, a profile of stage times) whole
+/// into `text`: a regular file of at most `limitBytes` (a device or a pipe
+/// would be read without end). Returns why it cannot ("it is not a regular
+/// file", "cannot read it: ..."), or nullopt.
+std::optional<std::string>
+readInputFile(const std::string &path, uint64_t limitBytes, std::string &text);
 
 /// Reads a PyTorch pipelining CSV (row r = rank r). Communication and
 /// resharding cells (SEND_F, RECV_B, UNSHARD, ...) and empty cells are

@@ -6,11 +6,11 @@
 
 #include "zb/Dialect/Sched/Profile.h"
 
+#include "zb/Schedule/Export.h"
+
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -127,18 +127,10 @@ zb::sched::parseProfile(StringRef text, int numStages, StageProfile &costs) {
 
 std::optional<std::string> zb::sched::readProfile(StringRef path, int numStages,
                                                   StageProfile &profile) {
-  // A profile is a few KB; a device or a pipe would be read without end.
-  llvm::sys::fs::file_status status;
-  if (std::error_code ec = llvm::sys::fs::status(path, status))
-    return "cannot read it: " + ec.message();
-  if (!llvm::sys::fs::is_regular_file(status))
-    return std::string("it is not a regular file");
-  if (status.getSize() > (64u << 20))
-    return "it holds " + std::to_string(status.getSize()) +
-           " bytes, more than a profile's 64 MiB";
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buffer)
-    return "cannot read it: " + buffer.getError().message();
-  return parseProfile((*buffer)->getBuffer(), numStages, profile);
+  // A profile is a few KB.
+  std::string text;
+  if (std::optional<std::string> problem =
+          zb::schedule::readInputFile(path.str(), uint64_t(64) << 20, text))
+    return problem;
+  return parseProfile(text, numStages, profile);
 }
