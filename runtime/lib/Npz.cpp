@@ -468,6 +468,19 @@ bool zbrt::readNpzHeaders(const std::string &path, NpzArchive &archive,
   return readArchive(path, /*headersOnly=*/true, archive, error);
 }
 
+/// Writes `contents` into open `f` and closes it; with `sync`, flushed to
+/// the disk first. False on failure, errno then the first failure's.
+static bool writeAndClose(FILE *f, const std::string &contents, bool sync) {
+  bool wrote =
+      std::fwrite(contents.data(), 1, contents.size(), f) == contents.size() &&
+      std::fflush(f) == 0 && (!sync || fsync(fileno(f)) == 0);
+  int cause = errno;
+  bool closed = std::fclose(f) == 0;
+  if (!wrote)
+    errno = cause;
+  return wrote && closed;
+}
+
 bool zbrt::writeFileAtomically(const std::string &path,
                                const std::string &contents,
                                std::string &error) {
@@ -494,14 +507,8 @@ bool zbrt::writeFileAtomically(const std::string &path,
     // A device, a pipe or a socket (/dev/stdout, /dev/null): written as
     // it is, in place.
     FILE *f = std::fopen(target.c_str(), "wb");
-    bool ok = f &&
-              std::fwrite(contents.data(), 1, contents.size(), f) ==
-                  contents.size() &&
-              std::fflush(f) == 0;
-    int cause = errno;
-    ok = (f && std::fclose(f) == 0) && ok;
-    if (!ok) {
-      error = "cannot write '" + path + "': " + std::strerror(cause);
+    if (!f || !writeAndClose(f, contents, /*sync=*/false)) {
+      error = "cannot write '" + path + "': " + std::strerror(errno);
       return false;
     }
     return true;
@@ -512,11 +519,8 @@ bool zbrt::writeFileAtomically(const std::string &path,
     error = "cannot write '" + tmp + "': " + std::strerror(errno);
     return false;
   }
-  bool ok = std::fwrite(contents.data(), 1, contents.size(), f) ==
-                contents.size() &&
-            std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok || std::rename(tmp.c_str(), target.c_str()) != 0) {
+  if (!writeAndClose(f, contents, /*sync=*/true) ||
+      std::rename(tmp.c_str(), target.c_str()) != 0) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;
