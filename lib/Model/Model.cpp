@@ -111,6 +111,10 @@ static LogicalResult verifyRangeFitsTables(BlockArgument arg, StringRef name,
   return success();
 }
 
+int64_t zb::cuttableOps(func::FuncOp fn) {
+  return static_cast<int64_t>(fn.front().getOperations().size()) - 1;
+}
+
 FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
   SmallVector<func::FuncOp> candidates;
   for (auto fn : module.getOps<func::FuncOp>())

@@ -592,7 +592,7 @@ struct PartitionStagesPass
     // Every stage holds an op: a count past the function's ops is refused
     // before anything is sized by it.
     int64_t total = 0;
-    int64_t ops = static_cast<int64_t>(fn.front().getOperations().size()) - 1;
+    int64_t ops = cuttableOps(fn);
     if (llvm::MulOverflow<int64_t>(numStages, numChunks, total) ||
         total > ops) {
       fn.emitError("cannot cut ")

@@ -835,8 +835,7 @@ int main(int argc, char **argv) {
                   "reading the model: give it as a file, not standard input");
     // Every stage holds an op, as the partition requires: refused before
     // the ranks start.
-    mlir::func::FuncOp fn = model->signature().func;
-    int64_t ops = static_cast<int64_t>(fn.front().getOperations().size()) - 1;
+    int64_t ops = zb::cuttableOps(model->signature().func);
     if (opts.ranks * opts.chunksForSchedule() > ops)
       return fail(
           "--np " + std::to_string(opts.ranks) + " with " +

@@ -82,6 +82,11 @@ struct ModelSignature {
 /// name parameters).
 std::string argName(mlir::func::FuncOp fn, unsigned i);
 
+/// The ops of model function `fn` a partition gives to stages: its body's,
+/// the return aside. Every stage holds one or more, so no more stages than
+/// these can be cut.
+int64_t cuttableOps(mlir::func::FuncOp fn);
+
 /// The bytes a static tensor of `type` holds, nullopt when they overflow
 /// 64 bits.
 std::optional<uint64_t> tensorBytes(mlir::RankedTensorType type);
