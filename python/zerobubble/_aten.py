@@ -184,7 +184,8 @@ def translate(translator, node):
     functional = _functional_name(name)
     if functional is not None:
         if node.args and isinstance(node.args[0], torch.fx.Node):
-            translator.change(_view_base(node.args[0]), node)
+            translator.change(_changed_tensor(translator, node.args[0]),
+                              node)
         chain = None
         if _updates_a_read_view(node):
             chain = _slice_chain(node)
@@ -370,6 +371,16 @@ def _view_base(node):
     ``node``."""
     while isinstance(node, torch.fx.Node) and _is_view(node):
         node = node.args[0]  # split(x)[i]: split(x), then x
+    return node
+
+
+def _changed_tensor(translator, node):
+    """The tensor an in-place write to ``node`` changes: what ``node``
+    views (_view_base), followed out of the regions translated inline to
+    the tensor each input of theirs stands for."""
+    node = _view_base(node)
+    while node in translator.region_inputs:
+        node = _view_base(translator.region_inputs[node])
     return node
 
 
@@ -6247,21 +6258,14 @@ def _set_grad_enabled(ctx, enabled, graph_module, *args):
     translated inline. Without grad, what it computes gets no gradient,
     but a tensor it changes in place keeps its own (PyTorch records no
     change, so the gradient reaches the tensor as if unchanged): the new
-    values with the old tensor's gradient. The parameters and buffers it
-    changes are noted (``change``)."""
+    values with the old tensor's gradient. Its inputs stand for the
+    tensors they are called with, so that a change of a parameter or buffer
+    through one is noted as that tensor's (``change``)."""
+    outer = ctx.node.args[2:]
     if enabled:
-        return _inline(ctx.translator, graph_module, args)
-    placeholders = [n for n in graph_module.graph.nodes
-                    if n.op == "placeholder"]
-    for node in graph_module.graph.nodes:
-        if node.op != "call_function" or not node.args or \
-                _functional_name(op_name(node)) is None or \
-                _view_base(node.args[0]) not in placeholders:
-            continue
-        ctx.translator.change(_view_base(ctx.node.args[
-            2 + placeholders.index(_view_base(node.args[0]))]), node)
+        return _inline(ctx.translator, graph_module, args, outer=outer)
     results, changed = _inline(ctx.translator, graph_module, args,
-                               changed_inputs=True)
+                               changed_inputs=True, outer=outer)
     return tuple(
         _straight_through(ctx, args[index], result) if index is not None
         else pytree.tree_map(lambda v: _no_grad(ctx, v), result)
@@ -6293,11 +6297,12 @@ def _straight_through(ctx, before, after):
                            hint="changed")
 
 
-def _inline(translator, graph_module, args, changed_inputs=False):
+def _inline(translator, graph_module, args, changed_inputs=False,
+            outer=None):
     """Translate ``graph_module``'s graph with its placeholders bound to
-    ``args``; returns its outputs (with ``changed_inputs``, also, for each
-    output, the index of the input it is after in-place changes, or
-    None)."""
+    ``args`` (standing for graph nodes ``outer`` when given); returns its
+    outputs (with ``changed_inputs``, also, for each output, the index of
+    the input it is after in-place changes, or None)."""
     env = translator.env
     placeholders = [n for n in graph_module.graph.nodes
                     if n.op == "placeholder"]
@@ -6306,6 +6311,10 @@ def _inline(translator, graph_module, args, changed_inputs=False):
                             f"given {len(args)}")
     for node, value in zip(placeholders, args):
         env[node] = value
+    if outer is not None:
+        translator.region_inputs.update(
+            (node, source) for node, source in zip(placeholders, outer)
+            if isinstance(source, torch.fx.Node))
     for node in graph_module.graph.nodes:
         if node.op == "call_function":
             env[node] = translate(translator, node)

@@ -763,6 +763,9 @@ class _Translator:
         # Buffer placeholders changed in place: the first node changing
         # each.
         self.changed_buffers = {}
+        # The inputs of regions translated inline (torch.no_grad()): the
+        # graph node each stands for.
+        self.region_inputs = {}
         self.buffer_values = {}
         self.running_stats = []
         self.counters = []
