@@ -403,8 +403,9 @@ static int checkGradients(zb::ModelData &data, zb::ModelProgram &program,
   if (r.checked == 0)
     return fail("check-grad: every entry tried (" + std::to_string(r.kinked) +
                 ") is near a point where the loss is not smooth (its "
-                "difference quotients with the step and half of it "
-                "disagree); try another --seed or more --grad-samples");
+                "difference quotients with the step, half of it and one "
+                "side of it disagree); try another --seed or more "
+                "--grad-samples");
   llvm::outs() << "zb-run: check-grad: worst relative error "
                << llvm::format("%.3e", r.worst) << " at " << r.at
                << " (analytic " << llvm::format("%.9g", r.analytic)

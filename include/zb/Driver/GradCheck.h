@@ -41,10 +41,10 @@ struct GradCheckResult {
 /// parameters in `data`. The error of an entry is relative to the
 /// gradient's scale and to the rounding noise of the difference quotient,
 /// so that entries near zero do not dominate through noise. An entry
-/// whose difference quotients with the step and half the step disagree
-/// (by more than the tolerance) sits near a point where the loss is not
-/// smooth, where neither is its derivative: the next entries are tried
-/// instead (up to 8 per sample), and it counts as kinked.
+/// whose difference quotients with the step, half the step and one side
+/// of it disagree (by more than the tolerance) sits near a point where the
+/// loss is not smooth, where neither is its derivative: the next entries
+/// are tried instead (up to 8 per sample), and it counts as kinked.
 GradCheckResult checkGradients(ModelData &data,
                                llvm::ArrayRef<const ModelArg *> params,
                                const zbrt::NpzArchive &grads,
