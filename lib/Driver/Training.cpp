@@ -245,6 +245,22 @@ bool zb::train(StepProgram &program, TrainingContext &context,
                const TrainingOptions &options, TrainingResult &result,
                std::string &error) {
   zbrt::Comm &world = context.world;
+  // The checkpoint folder is this run's while it trains: world rank 0,
+  // which writes it, holds its lock.
+  std::unique_ptr<zbrt::CheckpointLock> lock;
+  if (!options.checkpointDir.empty()) {
+    int locked = 1;
+    if (world.rank() == 0) {
+      lock = zbrt::CheckpointLock::acquire(options.checkpointDir, error);
+      locked = lock != nullptr;
+    }
+    world.broadcast(&locked, sizeof(locked), 0);
+    if (!locked) {
+      if (error.empty())
+        error = "the checkpoint directory is in use by another run";
+      return false;
+    }
+  }
   // Training forwards update the running statistics (as PyTorch's do in
   // training mode, whatever the optimizer then does with the step).
   zbrt::setRecordingStats(options.update);

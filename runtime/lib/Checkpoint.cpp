@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/file.h>
 #include <unistd.h>
 
 using namespace zbrt;
@@ -287,3 +289,51 @@ bool zbrt::readCheckpoint(const std::string &dir, Checkpoint &checkpoint,
   }
   return true;
 }
+
+std::unique_ptr<CheckpointLock> CheckpointLock::acquire(const std::string &dir,
+                                                        std::string &error) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    error = "cannot create checkpoint directory '" + dir + "': " + ec.message();
+    return nullptr;
+  }
+  std::string path = dir + "/.lock";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot open '" + path + "': " + std::strerror(errno);
+    return nullptr;
+  }
+  int rc;
+  do
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    int code = errno;
+    if (code == EWOULDBLOCK) {
+      char text[32] = {};
+      ssize_t got = ::pread(fd, text, sizeof(text) - 1, 0);
+      std::string holder = got > 0 ? std::string(text, got) : "";
+      while (!holder.empty() &&
+             std::isspace(static_cast<unsigned char>(holder.back())))
+        holder.pop_back();
+      error = "checkpoint directory '" + dir + "' is in use by another run" +
+              (holder.empty() ? "" : " (process " + holder + ")") +
+              "; give each run its own --checkpoint";
+    } else {
+      error = "cannot lock '" + path + "': " + std::strerror(code);
+    }
+    ::close(fd);
+    return nullptr;
+  }
+  std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) !=
+                                     static_cast<ssize_t>(pid.size())) {
+    error = "cannot write '" + path + "': " + std::strerror(errno);
+    ::close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<CheckpointLock>(new CheckpointLock(fd));
+}
+
+CheckpointLock::~CheckpointLock() { ::close(fd); }

@@ -7,6 +7,7 @@ OPENBLAS_NUM_THREADS=1), so a resumed run must reproduce the uninterrupted
 run's losses and parameters bit for bit.
 """
 
+import fcntl
 import json
 import platform
 from pathlib import Path
@@ -60,6 +61,30 @@ def test_checkpoint_every_keeps_the_newest_state(zb_run, examples_dir,
     assert (ckpt / "latest").read_text().strip() == states[0]
     assert json.loads((ckpt / states[0] / "state.json").read_text())[
         "step"] == 5
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_a_checkpoint_folder_in_use_is_refused(zb_run, examples_dir, tmp_path,
+                                               ranks):
+    """Two runs given one --checkpoint would write states and temporary
+    files over each other: while one holds the folder's lock (here this
+    test, as another run would), a second stops, naming the holder, and
+    writes nothing; once it is free the run proceeds."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    model = examples_dir / "mlp.mlir"
+    with open(ckpt / ".lock", "w") as lock:
+        lock.write("4242\n")
+        lock.flush()
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        proc = zb_run(model, "--np", ranks, "--steps", 2, "--checkpoint",
+                      ckpt)
+        assert proc.returncode != 0
+        assert (f"checkpoint directory '{ckpt}' is in use by another run "
+                "(process 4242)") in proc.stderr, proc.stderr
+        assert not (ckpt / "latest").exists()
+    check(zb_run(model, "--np", ranks, "--steps", 2, "--checkpoint", ckpt))
+    assert (ckpt / "latest").is_file()
 
 
 def test_bad_resume_is_refused_before_writing(zb_run, examples_dir, tmp_path):

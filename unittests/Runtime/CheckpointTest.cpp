@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -62,6 +63,36 @@ TEST_F(CheckpointTest, AStateReadsBackAsWritten) {
   EXPECT_EQ(back.config, config);
   ASSERT_EQ(back.params.count("w"), 1u);
   EXPECT_EQ(back.params["w"].data, std::vector<char>(8, '\1'));
+}
+
+/// One run at a time holds a folder: a second is refused, naming the
+/// process that holds it, until the first lets go. (flock locks belong to
+/// an open file, so two opens in one process conflict as two processes'
+/// do.) The folder is made when missing, and its states read as before.
+TEST_F(CheckpointTest, OneRunHoldsAFolder) {
+  std::string error;
+  std::unique_ptr<CheckpointLock> first = CheckpointLock::acquire(dir, error);
+  ASSERT_TRUE(first) << error;
+  EXPECT_TRUE(fs::is_directory(dir));
+  std::unique_ptr<CheckpointLock> second = CheckpointLock::acquire(dir, error);
+  EXPECT_FALSE(second);
+  EXPECT_NE(error.find("is in use by another run (process " +
+                       std::to_string(getpid()) + ")"),
+            std::string::npos)
+      << error;
+  writeSample();
+  Checkpoint back;
+  ASSERT_TRUE(readCheckpoint(dir, back, error)) << error;
+  EXPECT_EQ(back.step, 3);
+  first.reset();
+  error.clear();
+  second = CheckpointLock::acquire(dir, error);
+  EXPECT_TRUE(second) << error;
+  // A folder that cannot be made is an error, not a lock.
+  std::ofstream(dir + "/file") << "x";
+  EXPECT_FALSE(CheckpointLock::acquire(dir + "/file/sub", error));
+  EXPECT_NE(error.find("cannot create checkpoint directory"), std::string::npos)
+      << error;
 }
 
 /// A new state drops the older states the writer made, and nothing else in
