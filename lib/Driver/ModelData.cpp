@@ -114,8 +114,38 @@ ModelData::ModelData(const ModelSignature &signature, DataOptions options)
 std::string ModelData::prepare() { return load(/*headersOnly=*/false); }
 
 std::string ModelData::checkFiles(const ModelSignature &signature,
-                                  DataOptions options) {
-  return ModelData(signature, std::move(options)).load(/*headersOnly=*/true);
+                                  DataOptions options, std::string *unknown) {
+  return ModelData(signature, std::move(options))
+      .load(/*headersOnly=*/true, unknown);
+}
+
+/// The arrays of `archive` (read from `path`) that name no argument or
+/// running statistic of `sig`, as "'path' holds N arrays the model does not
+/// have: a, b, ...", empty when there are none.
+static std::string unknownArrays(const ModelSignature &sig,
+                                 const zbrt::NpzArchive &archive,
+                                 const std::string &path) {
+  std::set<std::string> known;
+  for (const ModelArg &arg : sig.args)
+    known.insert(arg.name);
+  for (const RunningStat &stat : sig.runningStats)
+    known.insert(stat.name);
+  std::vector<std::string> names;
+  for (const auto &entry : archive)
+    if (!known.count(entry.first))
+      names.push_back(entry.first);
+  if (names.empty())
+    return "";
+  std::sort(names.begin(), names.end());
+  constexpr size_t kShown = 5;
+  std::string text = "'" + path + "' holds " + std::to_string(names.size()) +
+                     (names.size() == 1 ? " array" : " arrays") +
+                     " the model does not have, left unread: ";
+  for (size_t i = 0; i < names.size() && i < kShown; ++i)
+    text += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kShown)
+    text += ", ...";
+  return text;
 }
 
 /// What is wrong with the model's arguments for one process to hold them
@@ -158,7 +188,7 @@ static std::string outsideRange(const zbrt::NpyArray &array, int64_t range) {
   return "";
 }
 
-std::string ModelData::load(bool headersOnly) {
+std::string ModelData::load(bool headersOnly, std::string *unknown) {
   if (std::string problem = checkArgumentBytes(sig); !problem.empty())
     return problem;
   std::string error;
@@ -170,6 +200,12 @@ std::string ModelData::load(bool headersOnly) {
     return error;
   if (!inputsPath.empty() && !read(inputsPath, archive, error))
     return error;
+  if (unknown) {
+    std::string inParams = unknownArrays(sig, params, paramsPath);
+    std::string inInputs = unknownArrays(sig, archive, inputsPath);
+    *unknown = inParams + (inParams.empty() || inInputs.empty() ? "" : "; ") +
+               inInputs;
+  }
   int64_t perStepCount = opts.microbatches * opts.replicas;
   for (const ModelArg &arg : sig.args) {
     zbrt::NpyArray &value = args[arg.position];

@@ -60,6 +60,10 @@ std::string RunOptions::check() const {
   if (balance && ranks < 2)
     return message("--balance cuts the stages of a pipeline: it needs --np 2 "
                    "or more");
+  if (balance && compileOnly)
+    return message("--balance cuts where the stages' measured times say, and "
+                   "--compile-only runs nothing to measure: compile without "
+                   "--balance");
   if (balance && gpu())
     return message("--balance measures stage times on the CPU; it is not "
                    "supported with --backend nccl yet");

@@ -61,20 +61,42 @@ targetCPU(const zb::CPUCompileOptions &options) {
   return {llvm::sys::getHostCPUName().str(), hostFeatures()};
 }
 
-std::string zb::hostCannotRun(llvm::StringRef cpu) {
-  if (cpu.empty())
-    return "";
+/// The host target's subtarget information for `cpu`, made without LLVM's
+/// own message for an unknown name (printed to stderr once per call): null
+/// when there is no host target or `cpu` is not one of its CPUs.
+static std::unique_ptr<llvm::MCSubtargetInfo>
+knownSubtarget(llvm::StringRef cpu) {
   llvm::InitializeNativeTarget();
   llvm::Triple triple(llvm::sys::getProcessTriple());
   std::string error;
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    return "";
-  std::unique_ptr<llvm::MCSubtargetInfo> info(
+    return nullptr;
+  std::unique_ptr<llvm::MCSubtargetInfo> generic(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!generic || !generic->isCPUStringValid(cpu))
+    return nullptr;
+  return std::unique_ptr<llvm::MCSubtargetInfo>(
       target->createMCSubtargetInfo(triple, cpu, ""));
-  // An unknown name is the compiler's to report.
-  if (!info || !info->isCPUStringValid(cpu))
+}
+
+std::string zb::unknownTargetCPU(llvm::StringRef cpu) {
+  if (cpu.empty() || knownSubtarget(cpu))
+    return "";
+  return ("unknown target CPU '" + cpu + "' for " +
+          llvm::sys::getProcessTriple() +
+          " (LLVM's names, e.g. x86-64-v3, skylake-avx512, znver4; "
+          "'llc -mcpu=help' lists them)")
+      .str();
+}
+
+std::string zb::hostCannotRun(llvm::StringRef cpu) {
+  if (cpu.empty())
+    return "";
+  // An unknown name is unknownTargetCPU's to report.
+  std::unique_ptr<llvm::MCSubtargetInfo> info = knownSubtarget(cpu);
+  if (!info)
     return "";
   // The instruction sets `cpu` implies that this CPU reports absent (its
   // features name instruction sets only, never tuning): those the code
@@ -205,6 +227,8 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
                                 : options.optLevel == 0
                                     ? llvm::CodeGenOptLevel::None
                                     : llvm::CodeGenOptLevel::Default;
+  if (std::string problem = unknownTargetCPU(options.cpu); !problem.empty())
+    return module.emitError(problem);
   auto [cpu, features] = targetCPU(options);
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, cpu, features,
@@ -212,10 +236,6 @@ LogicalResult zb::compileToSharedObject(ModuleOp module, StringRef outputPath,
   if (!machine)
     return module.emitError("cannot create an LLVM target machine for ")
            << triple.str();
-  if (!options.cpu.empty() &&
-      !machine->getMCSubtargetInfo()->isCPUStringValid(options.cpu))
-    return module.emitError("unknown target CPU '")
-           << options.cpu << "' for " << triple.str();
   llvmModule->setTargetTriple(triple);
   llvmModule->setDataLayout(machine->createDataLayout());
 

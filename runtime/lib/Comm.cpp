@@ -28,8 +28,12 @@ bool zbrt::readTimeoutFromEnv(double &seconds, std::string &error) {
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text, &end);
-  if (errno || end == text || *end || !std::isfinite(value) || value < 0) {
-    error = "ZB_TIMEOUT_S must be a non-negative number of seconds, got '" +
+  // A time past double's range reads as infinity: no timeout, as "inf".
+  bool overflow = errno == ERANGE && value == HUGE_VAL;
+  if ((errno && !overflow) || end == text || *end || std::isnan(value) ||
+      value < 0) {
+    error = "ZB_TIMEOUT_S must be a non-negative number of seconds (0 or "
+            "inf: no timeout), got '" +
             std::string(text) + "'";
     return false;
   }

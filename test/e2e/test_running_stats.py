@@ -144,6 +144,31 @@ def test_buffers_from_the_params_file(zb_run, tmp_path):
         describe(proc)
 
 
+def test_arrays_the_model_does_not_have(zb_run, tmp_path):
+    """A misspelt buffer in --params would leave the statistic at its
+    initial value without a word: the arrays that name nothing of the
+    model are a warning, each named, in --params and --inputs alike."""
+    params, inputs = write_inputs(tmp_path, 1, 1)
+    np.savez(params, **initial_params(),
+             **{"x.running_maen": np.full(8, 3.0, np.float32)})
+    with np.load(inputs) as data:
+        arrays = dict(data)
+    np.savez(inputs, **arrays, extra=np.zeros(2, np.float32))
+    proc = zb_run(MODEL, "--steps", 1, "--params", params, "--inputs",
+                  inputs)
+    assert proc.returncode == 0, describe(proc)
+    assert (f"warning: '{params}' holds 1 array the model does not have, "
+            f"left unread: 'x.running_maen'; '{inputs}' holds 1 array the "
+            "model does not have, left unread: 'extra'") in proc.stderr, \
+        describe(proc)
+    # Files holding only the model's arrays: no warning.
+    params, inputs = write_inputs(tmp_path, 1, 1)
+    proc = zb_run(MODEL, "--steps", 1, "--params", params, "--inputs",
+                  inputs)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, \
+        describe(proc)
+
+
 def test_no_update_without_training(zb_run, tmp_path):
     """--eval and --grads run forwards that PyTorch would run in eval mode
     or without a step: the buffers keep their values."""

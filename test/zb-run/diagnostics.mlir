@@ -14,6 +14,9 @@
 // RUN: not zb-opt %t/huge.mlir --zb-pipeline="stages=2 microbatches=2" 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: zb-run %t/range-fits.mlir --eval | FileCheck %s --check-prefix=FITS
 // RUN: env ZB_SGEMM=fast not zb-run %t/loss.mlir --eval 2>&1 | FileCheck %s --check-prefix=SGEMM
+// RUN: env ZB_TIMEOUT_S=nan not zb-run %t/range-fits.mlir --eval 2>&1 | FileCheck %s --check-prefix=TIMEOUT
+// RUN: env ZB_TIMEOUT_S=nan not zb-run %t/range-fits.mlir --np 2 2>&1 | FileCheck %s --check-prefix=TIMEOUT
+// RUN: env ZB_TIMEOUT_S=inf zb-run %t/range-fits.mlir --eval | FileCheck %s --check-prefix=FITS
 // Refused before any rank starts or anything runs: more stages than ops, a
 // model on standard input for many ranks, outputs that cannot be written.
 // RUN: not zb-run %t/range-fits.mlir --np 1000 2>&1 | FileCheck %s --check-prefix=STAGES
@@ -21,6 +24,7 @@
 // RUN: not zb-run %t/range-fits.mlir --metrics %t/missing/m.json 2>&1 | FileCheck %s --check-prefix=METRICS
 // RUN: not zb-run %t/range-fits.mlir --dump-params %t 2>&1 | FileCheck %s --check-prefix=FOLDER
 // RUN: not zb-run %t/range-fits.mlir --checkpoint %t/range-fits.mlir 2>&1 | FileCheck %s --check-prefix=CHECKPOINT
+// RUN: not zb-run %t/range-fits.mlir --np 2 --balance --compile-only 2>&1 | FileCheck %s --check-prefix=BALANCE
 // RUN: not zb-run %t/range-fits.mlir --lr nan 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not zb-run %t/named-loss.mlir --grads 2>&1 | FileCheck %s --check-prefix=NAMEDLOSS
 
@@ -43,6 +47,9 @@
 // METRICS: zb-run: error: --metrics '{{.*}}missing/m.json' cannot be written: folder '{{.*}}missing' does not exist
 // FOLDER: zb-run: error: --dump-params '{{.*}}' is a folder; name a file to write
 // CHECKPOINT: zb-run: error: --checkpoint '{{.*}}range-fits.mlir' cannot be written: '{{.*}}range-fits.mlir' is not a folder
+// TIMEOUT: zb-run: error: ZB_TIMEOUT_S must be a non-negative number of seconds (0 or inf: no timeout), got 'nan'
+// TIMEOUT-NOT: error
+// BALANCE: zb-run: error: --balance cuts where the stages' measured times say, and --compile-only runs nothing to measure: compile without --balance
 // LR: zb-run: error: --lr must be a finite number, 0 or more, got nan
 // NAMEDLOSS: named-loss.mlir:1:1: error: parameter 'loss' has the name gradient files give the step's loss; rename it
 

@@ -784,6 +784,14 @@ int main(int argc, char **argv) {
       return failOnce(problem, &argc, &argv);
   if (std::string problem = zbrt::sgemmChoiceProblem(); !problem.empty())
     return failOnce(problem, &argc, &argv);
+  // Read here for every run, so that a bad value is one message before the
+  // ranks start (a single process would not read it at all).
+  {
+    double seconds;
+    std::string problem;
+    if (!zbrt::readTimeoutFromEnv(seconds, problem))
+      return failOnce(problem, &argc, &argv);
+  }
   // The same command with --resume added continues a run: the checkpoint's
   // parameters are the ones it continues from.
   if (!opts.resumeDir.empty() && !opts.paramsPath.empty() &&
@@ -797,10 +805,14 @@ int main(int argc, char **argv) {
     return failOnce(problem, &argc, &argv);
   // Code for a CPU with instructions this one lacks compiles, but would
   // stop at the first of them.
+  std::string cpu = opts.compileSettings("").target.cpu;
+  if (std::string problem = zb::unknownTargetCPU(cpu); !problem.empty())
+    return failOnce(
+        (opts.targetCPU.empty() ? "ZB_TARGET_CPU: " : "--target-cpu: ") +
+            problem,
+        &argc, &argv);
   if (!opts.compileOnly)
-    if (std::string problem =
-            zb::hostCannotRun(opts.compileSettings("").target.cpu);
-        !problem.empty())
+    if (std::string problem = zb::hostCannotRun(cpu); !problem.empty())
       return failOnce(problem, &argc, &argv);
   // Started by an outside launcher (mpirun, srun): run as its rank, with
   // as many ranks as the flags ask for.
@@ -824,11 +836,15 @@ int main(int argc, char **argv) {
   // The model, and the headers of the files it reads, are checked before
   // the ranks start and before anything compiles, so that a bad one is
   // reported once and at once.
-  if (!opts.compileOnly)
-    if (std::string problem =
-            zb::ModelData::checkFiles(model->signature(), opts.data(0));
+  if (!opts.compileOnly) {
+    std::string unknown;
+    if (std::string problem = zb::ModelData::checkFiles(model->signature(),
+                                                        opts.data(0), &unknown);
         !problem.empty())
       return failOnce(problem, &argc, &argv);
+    if (!unknown.empty() && !zbrt::isMPIWorker())
+      llvm::errs() << "zb-run: warning: " << unknown << "\n";
+  }
   if (opts.worldSize() > 1 && !zbrt::isMPIWorker()) {
     // Each rank reads the model again: a stream would be empty there.
     if (opts.modelPath == "-" || opts.modelPath == "/dev/stdin")

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -497,9 +498,25 @@ TEST_F(LocalCommTest, TimeoutFromTheEnvironment) {
   setenv("ZB_TIMEOUT_S", "2.5", 1);
   EXPECT_TRUE(readTimeoutFromEnv(seconds, error));
   EXPECT_EQ(seconds, 2.5);
-  setenv("ZB_TIMEOUT_S", "soon", 1);
-  EXPECT_FALSE(readTimeoutFromEnv(seconds, error));
-  EXPECT_NE(error.find("ZB_TIMEOUT_S"), std::string::npos);
+  // Forever, as the docs say: infinity and times past double's range.
+  setenv("ZB_TIMEOUT_S", "inf", 1);
+  EXPECT_TRUE(readTimeoutFromEnv(seconds, error));
+  EXPECT_TRUE(std::isinf(seconds));
+  setenv("ZB_TIMEOUT_S", "1e400", 1);
+  EXPECT_TRUE(readTimeoutFromEnv(seconds, error));
+  EXPECT_TRUE(std::isinf(seconds));
+  for (const char *bad : {"soon", "nan", "-1", "-inf", "2s", ""}) {
+    setenv("ZB_TIMEOUT_S", bad, 1);
+    error.clear();
+    bool ok = readTimeoutFromEnv(seconds, error);
+    if (!*bad) {
+      // Empty is unset.
+      EXPECT_TRUE(ok);
+      continue;
+    }
+    EXPECT_FALSE(ok) << bad;
+    EXPECT_NE(error.find("ZB_TIMEOUT_S"), std::string::npos) << bad;
+  }
   if (old)
     setenv("ZB_TIMEOUT_S", saved.c_str(), 1);
   else

@@ -78,9 +78,12 @@ public:
   /// does, reading only their arrays' headers (readNpzHeaders) and
   /// initialising nothing: what a launcher checks once before it starts
   /// the ranks. Returns prepare()'s message for what is wrong, empty when
-  /// nothing is.
+  /// nothing is. `unknown`, when given, is set to a warning naming the
+  /// files' arrays that match no argument or running statistic of the model
+  /// (a misspelt name, a file for another model), empty when none do.
   static std::string checkFiles(const ModelSignature &signature,
-                                DataOptions options);
+                                DataOptions options,
+                                std::string *unknown = nullptr);
 
   /// The number of microbatch `mb` of step `step` among all the run's
   /// microbatches (every replica's): what synthetic data is seeded with.
@@ -136,8 +139,9 @@ public:
   std::string setRunningStats(const zbrt::NpzArchive &values);
 
 private:
-  /// prepare(), or with `headersOnly` checkFiles().
-  std::string load(bool headersOnly);
+  /// prepare(), or with `headersOnly` checkFiles(); sets `unknown` as
+  /// checkFiles() says.
+  std::string load(bool headersOnly, std::string *unknown = nullptr);
 
   /// The element offset of microbatch `mb` of step `step` (this replica's)
   /// in the --inputs array `all` whose microbatch holds `bytes` bytes.

@@ -44,10 +44,14 @@ struct CPUCompileOptions {
 /// compiling a model needs.
 void registerCPUCompilerDependencies(mlir::DialectRegistry &registry);
 
+/// Why `cpu` names no CPU of this host's target (LLVM's names); empty when
+/// it does or is empty (this machine's own).
+std::string unknownTargetCPU(llvm::StringRef cpu);
+
 /// Why this machine cannot run code compiled for the CPU `cpu` (as LLVM
 /// names it): the instruction sets it implies that this machine's CPU
 /// lacks. Empty when it can, when `cpu` is empty (this machine's own) or
-/// unknown (the compiler reports that).
+/// unknown (unknownTargetCPU's to report).
 std::string hostCannotRun(llvm::StringRef cpu);
 
 /// A string naming the compiler and the host it targets: part of the key of

@@ -27,9 +27,9 @@ namespace zbrt {
 /// The default for timeoutSeconds() when ZB_TIMEOUT_S is not set.
 constexpr double kDefaultTimeoutSeconds = 300.0;
 
-/// Reads ZB_TIMEOUT_S: unset gives kDefaultTimeoutSeconds, 0 disables the
-/// timeout. On a value that is not a non-negative number returns false and
-/// sets `error`.
+/// Reads ZB_TIMEOUT_S: unset gives kDefaultTimeoutSeconds; 0, "inf" and
+/// times past the clock's range disable the timeout. On a value that is not a
+/// non-negative number returns false and sets `error`.
 bool readTimeoutFromEnv(double &seconds, std::string &error);
 
 /// A communicator over `size()` ranks. Not thread-safe: call it from one
