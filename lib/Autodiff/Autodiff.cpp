@@ -234,6 +234,15 @@ zb::autodiff::buildReverse(OpBuilder &b, Block &block,
     auto active = llvm::find_if(inputs, isActive);
     if (active == inputs.end())
       continue;
+    // Adjoints are built at their primal's shape: static ones only.
+    for (Value v : llvm::concat<Value>(op.getResults(), inputs)) {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      if (isActive(v) && type && !type.hasStaticShape())
+        return op.emitError("cannot differentiate '")
+               << op.getName() << "': " << nameOf(v)
+               << " has the dynamic shape " << type
+               << "; gradients need static shapes";
+    }
     auto rule = dyn_cast<GradientOpInterface>(&op);
     if (!rule)
       return op.emitError("cannot differentiate '")

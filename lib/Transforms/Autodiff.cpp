@@ -128,12 +128,14 @@ differentiateFunction(func::FuncOp fn, SymbolTable &symbols, bool accumulate) {
       continue;
     // A gradient is a float tensor of the parameter's shape.
     auto type = dyn_cast<RankedTensorType>(grad.getArgument(i).getType());
-    if (!type || !isa<FloatType>(type.getElementType())) {
+    if (!type || !type.hasStaticShape() ||
+        !isa<FloatType>(type.getElementType())) {
       grad.erase();
       return fn.emitError("cannot differentiate '")
              << fn.getSymName() << "': parameter #" << i << " has type "
              << fn.getArgument(i).getType()
-             << "; parameters must be ranked tensors of floats";
+             << "; parameters must be ranked tensors of floats with "
+                "static shapes";
     }
     params.push_back(grad.getArgument(i));
   }

@@ -10,6 +10,7 @@ import json
 import math
 import numbers
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,6 +123,20 @@ def compile(model, *, stages=1, microbatches=1, schedule="zb-h1", chunks=None,
     raise :class:`zerobubble.CompilerError`.
     """
     if passes is None:
+        # Each value is one option of the pipeline's text: a schedule name
+        # holding a space or '=' would set others.
+        _check_options(stages=stages, microbatches=microbatches,
+                       chunks=chunks)
+        if not isinstance(schedule, str) or not re.fullmatch(
+                r"[A-Za-z0-9_.-]+", schedule):
+            raise ValueError(f"schedule must be a schedule's name (see "
+                             f"zb-sched --help), got {schedule!r}")
+        if mem_limit is not None and (
+                isinstance(mem_limit, bool)
+                or not isinstance(mem_limit, numbers.Real)
+                or not math.isfinite(mem_limit) or mem_limit < 0):
+            raise ValueError(f"mem_limit must be a finite number of bytes, "
+                             f"0 (no limit) or more, got {mem_limit!r}")
         options = [f"stages={stages}", f"microbatches={microbatches}",
                    f"schedule={schedule}",
                    f"lower-to-cpu={'true' if lower_to_cpu else 'false'}"]

@@ -8,6 +8,8 @@
 // RUN: not zb-opt %s --pass-pipeline="builtin.module(zb-pipeline{stages=2 microbatches=4 schedule=zz})" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=3000000000" 2>&1 | FileCheck %s --check-prefix=COUNT
 // RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=1000001" 2>&1 | FileCheck %s --check-prefix=COUNT-LIMIT
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 mem-limit=nan" 2>&1 | FileCheck %s --check-prefix=MEMLIMIT
+// RUN: not zb-opt %s --zb-pipeline="stages=2 microbatches=4 mem-limit=-1" 2>&1 | FileCheck %s --check-prefix=MEMLIMIT-NEG
 // One rank holds both chunks of a V schedule: the stages fit either
 // placement and take the schedule's own (they used to be read as loop).
 // RUN: zb-opt %s --zb-pipeline="stages=1 schedule=zb-v microbatches=2 lower-to-cpu=false" | FileCheck %s --check-prefix=ONE-RANK-V
@@ -22,6 +24,10 @@
 // ONE-RANK-V: func.func @zb_rank0_step({{.*}}zb.params = ["arg0"], zb.rank = 0
 // COUNT: error: zb-pipeline: 'microbatches' of 3000000000 is past the limit of 1000000
 // COUNT-LIMIT: error: zb-pipeline: 'microbatches' of 1000001 is past the limit of 1000000
+// Before any pass runs: no IR printed.
+// MEMLIMIT-NOT: func.func
+// MEMLIMIT: error: zb-pipeline: 'mem-limit' must be a finite number of bytes, 0 (no limit) or more, got nan
+// MEMLIMIT-NEG: error: zb-pipeline: 'mem-limit' must be a finite number of bytes, 0 (no limit) or more, got -1
 // REPLICAS: error: zb-pipeline: 'replicas' of 4294967297 is past the limit of 2147483647
 
 func.func @model(%w: tensor<4x4xf32> {zb.param}, %x: tensor<2x4xf32>) -> tensor<f32> {

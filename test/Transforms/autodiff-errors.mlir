@@ -115,3 +115,41 @@ func.func @vector_param(%w: tensor<f32> {zb.param = "w"}, %v: vector<4xf32> {zb.
 func.func @complex_loss(%x: tensor<complex<f32>>, %w: tensor<f32> {zb.param = "w"}) -> tensor<complex<f32>> {
   return %x : tensor<complex<f32>>
 }
+
+// -----
+
+// An intermediate of dynamic shape: a diagnostic naming the op, not IR the
+// verifier rejects (an adjoint's tensor.empty without its sizes).
+func.func @dynamic_intermediate(%w: tensor<4x4xf32> {zb.param}, %x: tensor<2x4xf32>) -> tensor<f32> {
+  %c0 = arith.constant 0 : index
+  %d = tensor.dim %x, %c0 : tensor<2x4xf32>
+  %xd = tensor.cast %x : tensor<2x4xf32> to tensor<?x4xf32>
+  %zero = arith.constant 0.0 : f32
+  %init = tensor.empty(%d) : tensor<?x4xf32>
+  %fill = linalg.fill ins(%zero : f32) outs(%init : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %y = linalg.matmul ins(%xd, %w : tensor<?x4xf32>, tensor<4x4xf32>) outs(%fill : tensor<?x4xf32>) -> tensor<?x4xf32>
+  %s0 = tensor.empty() : tensor<f32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  // expected-error @below {{cannot differentiate 'linalg.reduce': %2 has the dynamic shape 'tensor<?x4xf32>'; gradients need static shapes}}
+  %s = linalg.reduce ins(%y : tensor<?x4xf32>) outs(%sf : tensor<f32>) dimensions = [0, 1]
+    (%a: f32, %b: f32) {
+      %t = arith.addf %a, %b : f32
+      linalg.yield %t : f32
+    }
+  return %s : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{cannot differentiate 'dynamic_param': parameter #0 has type 'tensor<?x4xf32>'; parameters must be ranked tensors of floats with static shapes}}
+func.func @dynamic_param(%w: tensor<?x4xf32> {zb.param}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %s0 = tensor.empty() : tensor<f32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<f32>) -> tensor<f32>
+  %s = linalg.reduce ins(%w : tensor<?x4xf32>) outs(%sf : tensor<f32>) dimensions = [0, 1]
+    (%a: f32, %b: f32) {
+      %t = arith.addf %a, %b : f32
+      linalg.yield %t : f32
+    }
+  return %s : tensor<f32>
+}

@@ -6,6 +6,14 @@
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-h1" 2>&1 | FileCheck %s --check-prefix=NO-MB
 // NO-MB: error: --zb-schedule needs 'microbatches' of at least 1, got 0
 
+// The options' errors name the function's place without printing its IR.
+// RUN: not zb-opt %s --zb-schedule="schedule=zb-h1 microbatches=4 mem-limit=nan" 2>&1 | FileCheck %s --check-prefix=MEMLIMIT
+// MEMLIMIT-NOT: see current operation
+// MEMLIMIT: error: --zb-schedule needs a finite 'mem-limit' of 0 or more, got nan
+// MEMLIMIT-NOT: see current operation
+// RUN: not zb-opt %s --zb-schedule="schedule=zb-h1 microbatches=4 comm-cost=-2" 2>&1 | FileCheck %s --check-prefix=COMMCOST
+// COMMCOST: error: --zb-schedule needs a finite 'comm-cost' of 0 or more, got -2
+
 // A layout the schedule cannot use (the library's message).
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-v microbatches=4" 2>&1 | FileCheck %s --check-prefix=LAYOUT
 // LAYOUT: error: cannot generate schedule 'zb-v': zb-v needs chunks=2 and placement=v; got chunks=1, placement=v

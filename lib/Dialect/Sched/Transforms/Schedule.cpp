@@ -221,8 +221,9 @@ LogicalResult SchedulePass::schedule() {
   // schedule's own.
   const zs::ScheduleInfo *info = zs::lookupSchedule(scheduleName);
   if (!info)
-    return func->emitError() << "unknown schedule '" << scheduleName
-                             << "' (known: " << zs::knownScheduleNames() << ")";
+    return emitError(func->getLoc())
+           << "unknown schedule '" << scheduleName
+           << "' (known: " << zs::knownScheduleNames() << ")";
   zs::PlacementFit fit =
       zs::inferPlacement(stageRanks, numRanks, info->defaultPlacement);
   if (!fit.ok) {
@@ -249,18 +250,26 @@ LogicalResult SchedulePass::schedule() {
              << fused << ")";
     }
   }
+  // The options' errors name the function's place, not its IR.
+  Location loc = func->getLoc();
   if (numMicrobatches < 1)
-    return func->emitError()
+    return emitError(loc)
            << "--zb-schedule needs 'microbatches' of at least 1, got "
            << static_cast<int>(numMicrobatches);
   if (numReplicas < 1)
-    return func->emitError()
+    return emitError(loc)
            << "--zb-schedule needs 'replicas' of at least 1, got "
            << static_cast<int>(numReplicas);
   if (forwardOnly && numReplicas > 1)
-    return func->emitError() << "--zb-schedule: a forward-only program "
-                                "evaluates one pipeline; it takes no "
-                                "'replicas'";
+    return emitError(loc) << "--zb-schedule: a forward-only program "
+                             "evaluates one pipeline; it takes no "
+                             "'replicas'";
+  for (auto [name, value] :
+       {std::pair<const char *, double>{"mem-limit", memLimit},
+        {"comm-cost", commCost}})
+    if (!std::isfinite(value) || value < 0)
+      return emitError(loc) << "--zb-schedule needs a finite '" << name
+                            << "' of 0 or more, got " << value;
 
   zs::Problem problem;
   problem.numRanks = numRanks;
@@ -293,7 +302,6 @@ LogicalResult SchedulePass::schedule() {
     *generated = zs::forwardPart(*generated);
 
   OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
-  Location loc = func->getLoc();
   SmallVector<int64_t> ranksAttr(stageRanks.begin(), stageRanks.end());
   auto program = zb::sched::ProgramOp::create(
       builder, loc, static_cast<uint64_t>(numRanks),
