@@ -200,10 +200,62 @@ def translate(translator, node):
         if node.args and isinstance(node.args[0], torch.fx.Node):
             translator.env[node.args[0]] = result
             translator.count_forwards(node.args[0])
-        if chain:
-            _write_back(translator, chain, result)
+            if chain:
+                _write_back(translator, chain, result)
+            _refresh_views(translator, node)
         return result
     return _translate(translator, node, name)
+
+
+def _refresh_views(translator, node):
+    """After in-place ``node`` changed its tensor (and, through
+    _write_back, the views up to its base), the other views of that base
+    taken before it and read after it see the change, as PyTorch's shared
+    storage does (``v = y[1]; y.mul_(q)``, then ``v``): each is translated
+    again from its refreshed base, in graph order."""
+    written = node.args[0]
+    root = _view_base(written)
+    chain = set()
+    view = written
+    while view is not root:
+        chain.add(view)
+        view = view.args[0]
+    order = _graph_order(translator, node.graph)
+    position = order[node]
+    views = [view for view in _views_of(translator, node.graph).get(root, ())
+             if order[view] < position and view not in chain and
+             view in translator.env]
+    # Those read after the write, and the views they are taken from.
+    needed = set()
+    for view in reversed(views):
+        if any(order.get(user, -1) > position or user in needed
+               for user in view.users):
+            needed.add(view)
+    for view in views:
+        if view in needed:
+            translator.env[view] = _translate(translator, view,
+                                              op_name(view))
+
+
+def _graph_order(translator, graph):
+    """Each node of ``graph`` by its position (computed once a graph)."""
+    cache = translator.__dict__.setdefault("_graph_orders", {})
+    if graph not in cache:
+        cache[graph] = {n: i for i, n in enumerate(graph.nodes)}
+    return cache[graph]
+
+
+def _views_of(translator, graph):
+    """The view nodes of ``graph`` grouped by the tensor they view
+    (_view_base), in graph order (computed once a graph)."""
+    cache = translator.__dict__.setdefault("_graph_views", {})
+    if graph not in cache:
+        views = {}
+        for n in graph.nodes:
+            if _is_view(n):
+                views.setdefault(_view_base(n), []).append(n)
+        cache[graph] = views
+    return cache[graph]
 
 
 # Views a write goes through to its base, by how the written value is
@@ -3115,8 +3167,8 @@ def _weight_norm(ctx, v, g, dim=0):
 def _vector_norm(ctx, x, ord=2, dim=None, keepdim=False, dtype=None):
     """The 2-norm (and the 1- and max-norms) over ``dim``, with PyTorch's
     gradients: x / ||x||, and 0 where the norm is 0 (the square root's
-    derivative is not taken there)."""
-    x = ctx.tensor(x)
+    derivative is not taken there). ``dtype`` casts x first."""
+    x = _in_result_dtype(ctx, x)
     _require_float(ctx, x)
     t = x.dtype
     dims = _reduction_dims(dim, x.rank)
@@ -3444,9 +3496,20 @@ def _layer_norm(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5,
     return out
 
 
+def _in_result_dtype(ctx, x):
+    """``x`` cast to the node's result type where that differs (the
+    ``dtype=`` of softmax and log_softmax: PyTorch casts first)."""
+    x = ctx.tensor(x)
+    if x.dtype == ctx.dtype or not is_float(x.dtype) or \
+            not is_float(ctx.dtype):
+        return x
+    return ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], ctx.dtype),
+                           shape=x.shape)
+
+
 @_handles("aten.softmax.int", "aten._softmax.default")
 def _softmax(ctx, x, dim, *args):
-    x = ctx.tensor(x)
+    x = _in_result_dtype(ctx, x)
     _require_float(ctx, x)
     if x.rank == 0:
         return ctx.elementwise([], lambda bb, xs: bb.const(1.0, x.dtype))
@@ -3473,7 +3536,7 @@ def _log_softmax_value(ctx, x, dim):
 
 @_handles("aten.log_softmax.int", "aten._log_softmax.default")
 def _log_softmax(ctx, x, dim, *args):
-    x = ctx.tensor(x)
+    x = _in_result_dtype(ctx, x)
     _require_float(ctx, x)
     return _log_softmax_value(ctx, x, _norm_dim(dim, x.rank))
 
@@ -3546,6 +3609,11 @@ def _sdpa(ctx, query, key, value, attn_mask=None, dropout_p=0.0,
         (isinstance(attn_mask, Const) and attn_mask.tensor.dtype ==
          torch.bool))
 
+    dead = None if attn_mask is None else _masked_rows_of(
+        ctx, attn_mask, mask_is_bool, t)
+    if dead is not None:
+        operands.append(dead)
+
     def masked(bb, xs):
         s = bb.binary("arith.mulf", xs[0][0], bb.const(scale, t), t)
         if attn_mask is not None:
@@ -3558,15 +3626,57 @@ def _sdpa(ctx, query, key, value, attn_mask=None, dropout_p=0.0,
             j = bb.index(scores.rank - 1)
             future = bb.op(f"arith.cmpi ugt, {j}, {i} : index")
             s = bb.select(future, bb.const(_NEG_INF, t), s, t)
+        if dead is not None:
+            # A row that masks every key: finite scores, so that neither
+            # its softmax nor that softmax's gradient is NaN.
+            s = bb.select(xs[2][0], bb.const(0.0, t), s, t)
         return s
 
     logits = ctx.elementwise(operands, masked, shape=scores.shape, dtype=t,
                              hint="attn_scores")
     probs = ctx.b.softmax(logits, scores.rank - 1, hint="attn_probs")
+    if dead is not None:
+        # PyTorch's attention gives such a row 0 (its safe softmax).
+        probs = ctx.elementwise(
+            [probs, dead], lambda bb, xs: bb.select(
+                xs[1][0], bb.const(0.0, t), xs[0][0], t),
+            shape=scores.shape, dtype=t, hint="attn_probs")
     if dropout_p:
         # As PyTorch's reference: the probabilities under a dropout.
         probs = _dropped(ctx, probs, dropout_p)
     return _matmul(ctx, probs, value)
+
+
+def _masked_rows_of(ctx, mask, is_bool, t):
+    """The rows (queries) of attention mask ``mask`` that mask every key
+    (all False, or all -inf), as an i1 tensor of the mask's shape with its
+    last dim 1 (broadcasting over the keys); None when no row can be (a
+    constant mask with a key left in every row)."""
+    if isinstance(mask, Const):
+        m = mask.tensor
+        rows = ~m.any(-1, keepdim=True) if m.dtype == torch.bool else (
+            m == float("-inf")).all(-1, keepdim=True)
+        return Const(rows) if bool(rows.any()) else None
+    mask = ctx.tensor(mask)
+
+    def kept(bb, xs):
+        if is_bool:
+            return bb.select(xs[0][0], bb.const(1.0, t), bb.const(0.0, t), t)
+        m = _cast(bb, xs[0], t)
+        gone = bb.op(f"arith.cmpf oeq, {m}, {bb.const(_NEG_INF, t)} : {t}")
+        return bb.select(gone, bb.const(0.0, t), bb.const(1.0, t), t)
+
+    # Constants selected by the mask: no gradient flows through here.
+    keys = ctx.elementwise([mask], kept, shape=mask.shape, dtype=t,
+                           hint="attn_keys")
+    any_key = ctx.reduce(keys, [mask.rank - 1], 0.0, lambda bb, e, acc:
+                         bb.binary("arith.maximumf", e, acc, t),
+                         hint="attn_any_key")
+    any_key = ctx.b.reshape(any_key, (*mask.shape[:-1], 1))
+    return ctx.elementwise(
+        [any_key], lambda bb, xs: bb.op(
+            f"arith.cmpf oeq, {xs[0][0]}, {bb.const(0.0, t)} : {t}"),
+        shape=any_key.shape, dtype="i1", hint="attn_dead_rows")
 
 
 # -- losses -------------------------------------------------------------
@@ -3598,7 +3708,14 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
                         "[N, d...] class-index targets are supported")
     rows, classes = logits.shape
     t = logits.dtype
-    ctx.translator.note_range(target, classes)
+    # Labels index no table here (each row compares them with its class
+    # numbers), so the runner's check of a zb.range only stands in for
+    # PyTorch's of the labels: where ignore_index lies outside the classes
+    # (-100, BERT's masked-language-model labels) the labels hold it, and a
+    # label neither a class nor ignored makes its row's loss NaN instead.
+    labels_checked = 0 <= ignore_index < classes
+    if labels_checked:
+        ctx.translator.note_range(target, classes)
     zero_rows = ctx.b.filled((rows,), t, 0.0)
 
     def picked_body(bb, names, acc):
@@ -3640,6 +3757,13 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
         ignored = bb.op(f"arith.cmpi eq, {label}, "
                         f"{bb.const(ignore_index, target.dtype)} : "
                         f"{target.dtype}")
+        if not labels_checked:
+            ty = target.dtype
+            low = bb.op(f"arith.cmpi slt, {label}, {bb.const(0, ty)} : {ty}")
+            high = bb.op(f"arith.cmpi sge, {label}, "
+                         f"{bb.const(classes, ty)} : {ty}")
+            bad = bb.op(f"arith.ori {low}, {high} : i1")
+            loss = bb.select(bad, bb.const(math.nan, t), loss, t)
         return bb.select(ignored, bb.const(0.0, t), loss, t)
 
     mode = _REDUCTIONS.get(reduction)
@@ -4693,9 +4817,9 @@ def _scatter(ctx, x, dim, index, src):
     """x with out[i...] at dimension ``dim`` replaced by index[i...] set to
     ``src`` (a scalar, or src[i...]); where several write one element, the
     last along ``dim`` wins (PyTorch leaves that open). One reduction finds
-    each element's last writer, a second generic selects: x's gradient
-    flows where nothing is written, src's to what is written (a lookup).
-    ``index`` must have x's shape but along ``dim``."""
+    each element's last writer, a second generic selects; the gradients
+    are PyTorch's (below). ``index`` must have x's shape but along
+    ``dim``."""
     x, index, dim, loops = _scatter_operands(ctx, "scatter", x, dim, index)
 
     def last(bb, names, acc):
@@ -4724,9 +4848,28 @@ def _scatter(ctx, x, dim, index, src):
             value = _lookup(bb, src, at)
         return bb.select(hit, value, names[0], x.dtype)
 
-    return ctx.b.generic(x.shape, x.dtype, [(x, list(range(x.rank))),
-                                            (writer, list(range(x.rank)))],
-                         body, hint=ctx.hint)
+    result = ctx.b.generic(x.shape, x.dtype, [(x, list(range(x.rank))),
+                                              (writer, list(range(x.rank)))],
+                           body, hint=ctx.hint)
+    if scalar or not is_float(x.dtype):
+        return result
+    # PyTorch's gradients: every src element gets the output's at its index
+    # (grad.gather(dim, index)), a losing duplicate's too; x's where
+    # nothing is written. Those of x where unwritten plus the scattered sum
+    # of src, carried by the result.
+    if src.shape != index.shape:
+        src = ctx.b.extract_slice(src, [0] * src.rank, list(index.shape),
+                                  [1] * src.rank)
+    kept = ctx.elementwise(
+        [x, writer], lambda bb, xs: bb.select(bb.op(
+            f"arith.cmpi sge, {xs[1][0]}, {bb.const(0, 'i64')} : i64"),
+            bb.const(0.0, x.dtype), xs[0][0], x.dtype),
+        shape=x.shape, dtype=x.dtype, hint="unwritten")
+    summed = _scattered_sum(ctx, x, dim, index, loops, src)
+    carrier = ctx.elementwise([kept, summed], lambda bb, xs: bb.binary(
+        "arith.addf", xs[0][0], xs[1][0], x.dtype), shape=x.shape,
+        dtype=x.dtype, hint="scatter_grads")
+    return _straight_through(ctx, carrier, result)
 
 
 @_handles("aten.masked_scatter.default")
@@ -4908,6 +5051,37 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
 
 @_handles("aten.index_put.default")
 def _index_put(ctx, x, indices, values, accumulate=False):
+    """x[indices] = values or += (_put_at). Where an index may repeat, the
+    gradients are PyTorch's: every value gets the output's at its place
+    (grad[indices]), a value a later one overwrote too; x's where nothing
+    is written. The values of _put_at carry the gradients of x with the
+    written places cleared, plus the values accumulated there."""
+    result = _put_at(ctx, x, indices, values, accumulate)
+    if accumulate or not isinstance(values, Value) or \
+            not is_float(values.dtype) or not _may_repeat(indices):
+        return result
+    t = ctx.tensor(x).dtype
+    cleared = _put_at(ctx, x, indices, ctx.b.filled((), t, 0.0), False)
+    carrier = _put_at(ctx, cleared, indices, values, True)
+    return _straight_through(ctx, carrier, result)
+
+
+def _may_repeat(indices):
+    """Whether the index tensors of an index_put may name one place twice:
+    not for constants whose places are distinct, nor for a boolean mask."""
+    given = [i for i in indices if i is not None]
+    if any(isinstance(i, Value) and i.dtype == "i1" for i in given):
+        return False
+    if not all(isinstance(i, Const) for i in given):
+        return True
+    if any(i.tensor.dtype == torch.bool for i in given):
+        return False
+    places = torch.broadcast_tensors(*(i.tensor for i in given))
+    flat = torch.stack([p.flatten() for p in places], 1)
+    return flat.unique(dim=0).shape[0] != flat.shape[0]
+
+
+def _put_at(ctx, x, indices, values, accumulate):
     """x[indices] = values (``x[i] = v``, index_copy) or, with
     ``accumulate``, += (``x[i] += v``, index_add): the index tensors
     broadcast together to B; ``values`` broadcast to x[indices]'s shape.

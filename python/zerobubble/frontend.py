@@ -804,6 +804,16 @@ class _Translator:
         for index, node in enumerate(data):
             value = self._argument(node, f"data argument {index} "
                                    f"('{node.name}')")
+            if not value.shape:
+                # Each microbatch is a block of samples along the first
+                # dimension, which a 0-d tensor has not.
+                raise FrontendError(
+                    f"data argument {index} ('{node.name}') is a 0-d "
+                    "tensor: data arguments are batches of samples along "
+                    "their first dimension; give it one (a tensor of one "
+                    "sample per row), or pass a value that is the same for "
+                    f"every batch as a constant (constants={{'{node.name}': "
+                    "...}) or a buffer")
             self.arg_index[value.name] = index
             signature_args.append((value, None))
             data_args.append(DataArg(index, node.name, value.shape,

@@ -20,6 +20,7 @@ real models are compared with autograd pipelined only
 whole model compiled by one process takes 2-2.5 times that wall time.
 """
 
+import math
 import re
 
 import numpy as np
@@ -108,8 +109,9 @@ class OnInput(nn.Module):
         return weighted(self.fn(self, x + self.shift, *rest))
 
 
-def randn(*shape, seed=1):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+def randn(*shape, seed=1, dtype=torch.float32):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed),
+                       dtype=dtype)
 
 
 # -- padding, indexing, scans -------------------------------------------
@@ -1267,24 +1269,31 @@ def test_index_put_and_index_add(tmp_path):
 
 
 def test_index_put_with_repeated_indices(tmp_path):
-    """x[i] = v and x[i] += v with an index repeated: the last write wins
-    (PyTorch leaves the order open, and its gradient reaches every written
-    value, kept or not); here the value against PyTorch's, and the
-    gradient of what is kept against finite differences."""
+    """x[i] = v and x[i] += v with an index repeated, and scatter with a
+    repeated index: the last write wins (PyTorch leaves the order open;
+    here the value against PyTorch's), and the gradients are PyTorch's:
+    every written value gets the output's gradient at its place, one that
+    a later value overwrote too (grad[i], grad.gather(dim, index)). With
+    only the kept values' gradient (the derivative of this order) the
+    overwritten values' differ."""
     def fn(m, h):
         a = h * 1.0
         a[torch.tensor([2, 0, 2])] = h[1:4] * 2
         b = h * 1.0
         b[torch.tensor([1, 3, 1])] += h[:3] * 3
-        return torch.cat([a.flatten(), b.flatten()])
+        c = h.scatter(1, torch.tensor([[0, 0], [1, 2], [4, 4], [3, 1]]),
+                      h[:, 2:4] ** 2)
+        return torch.cat([a.flatten(), b.flatten(), c.flatten()])
 
     model = OnInput((4, 5), fn).double()
     batch = (randn(4, 5).double(),)
     program = zb.from_torch(model, batch)
-    loss, grads = compiled_gradients(program, [batch], tmp_path)
-    with torch.no_grad():
-        expected = float(model(*batch))
-    assert loss == pytest.approx(expected, rel=F64_RTOL)
+    loss, grads = compiled_gradients(program, [batch], tmp_path,
+                                     check_grad=False)
+    ref_loss, ref_grads = torch_reference(model, [batch])
+    assert loss == pytest.approx(ref_loss, rel=F64_RTOL)
+    assert_close("repeated writes grad", grads["shift"], ref_grads["shift"],
+                 F64_RTOL)
 
 
 def test_masked_scatter(tmp_path):
@@ -1718,6 +1727,94 @@ def test_no_grad_in_place_change_keeps_the_gradient(tmp_path):
              tmp_path, check_grad=False)
 
 
+def _views_before_a_write():
+    """(name, fn) pairs: a view of y (or of y's view) taken before an
+    in-place write to y or to another view of it, read after the write."""
+    def cat(*ts):
+        return torch.cat([t.flatten() for t in ts])
+
+    def sibling_views(y, h):
+        a, b = y[:, :3], y[:, 2:]
+        a.mul_(h[:, :3])
+        return cat(b, y)
+
+    def same_view_twice(y, h):
+        a, b = y[0], y[0]
+        a.add_(h[0])
+        return cat(b, y)
+
+    def view_of_a_view_written(y, h):
+        w = y.view(6, 4)
+        a, b = w[0], y[0]
+        a.add_(h[0, :4])
+        return cat(b, w, y)
+
+    def setitem(y, h):
+        v = y.view(24)
+        y[1] = h[0] * 2
+        return cat(v, y)
+
+    def plus_equals(y, h):
+        v = y.reshape(6, 4)
+        y += h
+        return cat(v, y)
+
+    return [
+        ("view", lambda y, h: (v := y.view(6, 4), y.add_(h * h),
+                               cat(v, y))[-1]),
+        ("select", lambda y, h: (v := y[1], y.mul_(h), cat(v, y))[-1]),
+        ("slice relu_", lambda y, h: (v := y[:, 0:2], y.relu_(),
+                                      cat(v, y))[-1]),
+        ("transpose", lambda y, h: (v := y.t(), y.mul_(0.5),
+                                    cat(v, y))[-1]),
+        ("unsqueeze", lambda y, h: (v := y.unsqueeze(0), y.add_(1.0),
+                                    cat(v, y))[-1]),
+        ("view of a slice", lambda y, h: (v := y.view(6, 4)[1:],
+                                          y.add_(h), cat(v, y))[-1]),
+        ("reshape +=", plus_equals),
+        ("setitem", setitem),
+        ("sibling views", sibling_views),
+        ("same view twice", same_view_twice),
+        ("view of a view written", view_of_a_view_written),
+        # A copy (contiguous() of a transpose) keeps its values.
+        ("contiguous copy", lambda y, h: (c := y.t().contiguous(),
+                                          y.add_(h), cat(c, y))[-1]),
+    ]
+
+
+@pytest.mark.parametrize("name,body", _views_before_a_write(),
+                         ids=[n for n, _ in _views_before_a_write()])
+def test_a_view_sees_later_in_place_writes(name, body, tmp_path):
+    """Views share their base's storage: a view taken before an in-place
+    write to the base or to another view of it reads the new values
+    (ReLU(inplace=True) after a slice was kept for a skip connection).
+    Each case fails where the view keeps the old ones."""
+    check_op(name, OnInput((4, 6), lambda m, h: body(h * 1.5, h)),
+             (randn(4, 6),), tmp_path)
+
+
+def test_a_view_of_a_data_argument_sees_its_change(tmp_path):
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = nn.Parameter(randn(4, 6, seed=2))
+
+        def forward(self, x):
+            v = x[0]
+            x.mul_(self.p)
+            return weighted(torch.cat([v, x.flatten()]))
+
+    # The forward changes x: the reference and the compiled run each get
+    # their own.
+    x = randn(4, 6, dtype=torch.float64)
+    model = Model().double()
+    program = zb.from_torch(model, (x.clone(),))
+    ref_loss, ref_grads = torch_reference(model, [(x.clone(),)])
+    loss, grads = compiled_gradients(program, [(x.clone(),)], tmp_path)
+    assert loss == pytest.approx(ref_loss, rel=F64_RTOL)
+    assert_close("data view grad p", grads["p"], ref_grads["p"], F64_RTOL)
+
+
 @pytest.mark.parametrize("how", ["no_grad", "detach"])
 def test_parameter_changed_in_place_is_refused(how):
     """PyTorch keeps the change in the parameter; the compiled step
@@ -1871,6 +1968,81 @@ def test_grouped_query_attention(tmp_path):
 
     model = OnInput((2, 8, 5, 3), fn)
     check_op("gqa", model, (randn(2, 8, 5, 3),), tmp_path)
+
+
+@pytest.mark.parametrize("mask", ["constant bool", "data bool",
+                                  "data float"])
+def test_attention_rows_that_mask_every_key(mask, tmp_path):
+    """PyTorch's attention gives 0 to a query whose mask leaves no key
+    (a microbatch padded with an empty sample), and no gradient flows
+    there; a softmax over -inf everywhere would be NaN, and NaN would
+    reach every gradient through the products. Fails with the plain
+    softmax."""
+    keep = torch.tensor([[False] * 4, [True, True, False, False],
+                         [True] * 4, [False, False, False, True]])
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(6, 18)
+
+        def forward(self, x, pad=None):
+            q, k, v = self.proj(x).view(2, 4, 3, 6).transpose(1, 2).chunk(
+                3, -1)
+            if mask == "constant bool":
+                m = keep
+            elif mask == "data bool":
+                m = pad > 0
+            else:
+                m = torch.where(pad > 0, 0.0, float("-inf")).to(x.dtype)
+            return weighted(F.scaled_dot_product_attention(
+                q, k, v, attn_mask=m[:, None] if m.dim() == 3 else m))
+
+    batch = (randn(2, 4, 6),)
+    if mask != "constant bool":
+        batch += (torch.stack([keep, keep.flip(0)]).long(),)
+    check_op(mask, Model(), batch, tmp_path)
+
+
+def test_dtype_arguments_cast_first(tmp_path):
+    """softmax, log_softmax and vector_norm with a dtype= other than their
+    input's (PyTorch casts first): an internal error, or IR zb-run could
+    not read, before."""
+    def fn(m, h):
+        f = h.float()
+        return torch.cat([
+            torch.softmax(f, -1, dtype=torch.float64).flatten(),
+            torch.log_softmax(f, 0, dtype=torch.float64).flatten(),
+            torch.linalg.vector_norm(f, dim=-1, dtype=torch.float64),
+            torch.linalg.vector_norm(f, ord=1, dim=0, dtype=torch.float64)])
+
+    check_op("dtype=", OnInput((4, 6), fn), (randn(4, 6),), tmp_path,
+             rtol=F32_RTOL, check_grad=False)
+
+
+def test_ignored_labels_as_data(tmp_path):
+    """BERT's masked-language-model labels: -100 (ignore_index) where no
+    token is predicted, reaching the loss through views only. They were
+    refused at run time as outside the classes. A label that is neither a
+    class nor ignored makes the loss NaN (PyTorch raises)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.out = nn.Linear(4, 10)
+
+        def forward(self, ids, labels):
+            logits = self.out(self.emb(ids))
+            return F.cross_entropy(logits.view(-1, 10), labels.view(-1))
+
+    ids = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 0]])
+    labels = torch.tensor([[1, 2, 3, -100, -100], [6, 7, 8, 9, -100]])
+    program = check_op("ignored labels", Model(), (ids, labels), tmp_path)
+    bad = labels.clone()
+    bad[0, 0] = 10
+    loss, _ = compiled_gradients(program, [(ids, bad)], tmp_path,
+                                 check_grad=False)
+    assert math.isnan(loss)
 
 
 def test_cross_entropy_over_extra_dims(tmp_path):

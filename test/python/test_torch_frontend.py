@@ -519,6 +519,23 @@ def test_loss_must_be_a_scalar():
         zb.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),))
 
 
+def test_a_0d_data_argument_is_refused_with_the_way_out():
+    """zb-run splits data into microbatches along the first dimension: a
+    0-d one was accepted here and refused by zb-run, naming IR."""
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(3))
+
+        def forward(self, x, t):
+            return (x * self.w * t).sum()
+
+    with pytest.raises(zb.FrontendError,
+                       match=r"data argument 1 \('t'\) is a 0-d tensor: "
+                       r".* \(constants=\{'t': \.\.\.\}\)"):
+        zb.from_torch(Scaled(), (torch.ones(2, 3), torch.tensor(2.0)))
+
+
 def test_bf16_model_is_refused_with_the_way_out():
     """Model code computes in f32 or f64: a bf16 or f16 model is refused,
     and the message says how to train it with bf16 activations; so is a
