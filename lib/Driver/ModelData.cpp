@@ -169,13 +169,14 @@ static std::string checkArgumentBytes(const ModelSignature &sig) {
   return "";
 }
 
-/// The first element of an integer array outside [0, range) as "V at
+/// The first element of an integer array outside [from, range) as "V at
 /// [i, j, ...]", empty when every one lies inside.
-static std::string outsideRange(const zbrt::NpyArray &array, int64_t range) {
+static std::string outsideRange(const zbrt::NpyArray &array, int64_t from,
+                                int64_t range) {
   for (int64_t i = 0, e = array.numElements(); i < e; ++i) {
     int64_t v = array.dtype == zbrt::DType::I64 ? array.as<int64_t>()[i]
                                                 : array.as<int32_t>()[i];
-    if (v >= 0 && v < range)
+    if (v >= from && v < range)
       continue;
     std::vector<int64_t> index(array.shape.size());
     for (int64_t d = static_cast<int64_t>(index.size()) - 1, rest = i; d >= 0;
@@ -268,10 +269,13 @@ std::string ModelData::load(bool headersOnly, std::string *unknown) {
     // Integer data index tables (token ids): a value past the model's
     // zb.range would read outside them.
     if (!headersOnly && arg.range > 0 && !isFloat(dtype))
-      if (std::string bad = outsideRange(all, arg.range); !bad.empty())
+      if (std::string bad = outsideRange(all, arg.rangeFrom, arg.range);
+          !bad.empty())
         return "data array '" + arg.name + "' in '" + inputsPath + "' holds " +
-               bad + ", outside the model's range [0, " +
-               std::to_string(arg.range) + ") (zb.range)";
+               bad + ", outside the model's range [" +
+               std::to_string(arg.rangeFrom) + ", " +
+               std::to_string(arg.range) + ") (zb.range" +
+               (arg.rangeFrom ? ", zb.range_from" : "") + ")";
   }
   for (const RunningStat &stat : sig.runningStats) {
     zbrt::NpyArray &value = stats[stat.name];

@@ -68,7 +68,7 @@ static bool tooManyBytes(Type type) {
 /// that take them as an index (a table lookup such as an embedding's).
 /// Values computed from the ids (an offset, a clamp) are not followed.
 static LogicalResult verifyRangeFitsTables(BlockArgument arg, StringRef name,
-                                           int64_t range) {
+                                           int64_t range, int64_t from) {
   SmallVector<Value> worklist{arg};
   llvm::DenseSet<Value> seen;
   while (!worklist.empty()) {
@@ -98,6 +98,11 @@ static LogicalResult verifyRangeFitsTables(BlockArgument arg, StringRef name,
       }
       RankedTensorType table = extract.getTensor().getType();
       unsigned dim = use.getOperandNumber() - 1;
+      if (from < 0)
+        return extract.emitError("data argument '")
+               << name << "' may hold negative values (zb.range_from = " << from
+               << "), but indexes dimension " << dim << " of " << table
+               << " here as it is, where they would read before it";
       if (table.isDynamicDim(dim) || table.getDimSize(dim) >= range)
         continue;
       return extract.emitError("data argument '")
@@ -186,7 +191,10 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
     arg.rng = static_cast<bool>(fn.getArgAttr(i, kRngAttr));
     if (auto range = fn.getArgAttrOfType<IntegerAttr>(i, kRangeAttr)) {
       arg.range = range.getInt();
-      if (failed(verifyRangeFitsTables(fn.getArgument(i), arg.name, arg.range)))
+      if (auto from = fn.getArgAttrOfType<IntegerAttr>(i, kRangeFromAttr))
+        arg.rangeFrom = from.getInt();
+      if (failed(verifyRangeFitsTables(fn.getArgument(i), arg.name, arg.range,
+                                       arg.rangeFrom)))
         return failure();
     }
     if (!names.insert(arg.name).second)

@@ -5104,7 +5104,7 @@ def _put_at(ctx, x, indices, values, accumulate):
         return _masked_put(ctx, x, dims[0], first, values, accumulate)
     index = [_index_tensor(ctx, indices[d], "an index") for d in dims]
     for i, d in zip(index, dims):
-        ctx.translator.note_range(i, x.shape[d])
+        ctx.translator.note_range(i, x.shape[d], negative=True)
     batch = tuple(torch.broadcast_shapes(*(i.shape for i in index)))
     index = [ctx.expand(i, batch) for i in index]
     rest = [d for d in range(x.rank) if d not in dims]
@@ -5369,7 +5369,7 @@ def _index(ctx, x, indices):
         return _masked_rows(ctx, x, where[0], first)
     tensors = [_index_tensor(ctx, indices[d], "an index") for d in where]
     for d, index in zip(where, tensors):
-        ctx.translator.note_range(index, x.shape[d])
+        ctx.translator.note_range(index, x.shape[d], negative=True)
     bshape = tuple(torch.broadcast_shapes(*(i.shape for i in tensors)))
     adjacent = where == list(range(where[0], where[-1] + 1))
     first = where[0] if adjacent else 0

@@ -86,6 +86,9 @@ class DataArg:
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
         self.range = range
+        # The least value where negative indices count from the end
+        # (-range), or None: values lie in [0, range).
+        self.range_from = None
         # The random key of the program's random ops ({zb.rng}): zb-run
         # supplies it per microbatch; it is no value of a microbatch.
         self.rng = rng
@@ -96,6 +99,8 @@ class DataArg:
 
     def __repr__(self):
         bound = f", range={self.range}" if self.range is not None else ""
+        if self.range_from is not None:
+            bound += f", range_from={self.range_from}"
         return (f"DataArg({self.key}: {self.name} {list(self.shape)} "
                 f"{self.dtype}{bound})")
 
@@ -751,6 +756,7 @@ class _Translator:
         self.env = {}
         self.arg_index = {}
         self.ranges = {}
+        self.negative_ok = {}
         self.cuts = 0
         # The random key (a Value), made by the first random op.
         self.rng = None
@@ -861,6 +867,8 @@ class _Translator:
             signature_args.append((self.rng, None))
         for arg in data_args:
             arg.range = self.ranges.get(arg.index)
+            if arg.range is not None and self.negative_ok.get(arg.index):
+                arg.range_from = -arg.range
         buffers = {name: self.buffer_values[name].numpy()
                    for name in self.running_stats}
         counters = {name: self.buffer_values[name].numpy()
@@ -924,6 +932,8 @@ class _Translator:
 
     def _function(self, signature_args, loss, data_args):
         ranges = {a.index: a.range for a in data_args if a.range is not None}
+        froms = {a.index: a.range_from for a in data_args
+                 if a.range_from is not None}
         keys = {a.index for a in data_args if a.rng}
         args = []
         for index, (value, target) in enumerate(signature_args):
@@ -932,6 +942,8 @@ class _Translator:
                 attrs.append(f'zb.param = "{target}"')
             elif index in ranges:
                 attrs.append(f"zb.range = {ranges[index]} : i64")
+                if index in froms:
+                    attrs.append(f"zb.range_from = {froms[index]} : i64")
             elif index in keys:
                 attrs.append('zb.data = "zb_rng", zb.rng')
             text = f"{value.name}: {value.type}"
@@ -1029,14 +1041,18 @@ class _Translator:
                 name not in self.counters:
             self.counters.append(name)
 
-    def note_range(self, value, bound):
+    def note_range(self, value, bound, negative=False):
         """Record that data argument ``value`` (if it is one) indexes
-        ``bound`` entries: its ``zb.range``."""
+        ``bound`` entries: its ``zb.range``; with ``negative``, a use that
+        counts negative values from the end. Where every use does, the
+        values may also lie in [-range, 0) (``zb.range_from``)."""
         index = self.arg_index.get(value.name)
         if index is not None:
             current = self.ranges.get(index)
             self.ranges[index] = bound if current is None else min(current,
                                                                    bound)
+            self.negative_ok[index] = negative and self.negative_ok.get(
+                index, True)
 
     def alias(self, result, source):
         """``result`` is a view of ``source``: it inherits the argument it

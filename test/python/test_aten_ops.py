@@ -1268,6 +1268,38 @@ def test_index_put_and_index_add(tmp_path):
     check_op("index put", OnInput((4, 5), fn), (randn(4, 5),), tmp_path)
 
 
+def test_negative_indices_as_data(tmp_path):
+    """Index tensors given as data may count from the end, as PyTorch's do
+    (x[i], x[i] = v): their zb.range_from lets [-n, n) through zb-run's
+    check, which still refuses a value past either end. An embedding's ids
+    (a table read as they are) stay in [0, n)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = nn.Parameter(randn(5, 3, seed=2))
+            self.emb = nn.Embedding(5, 3)
+
+        def forward(self, i, ids):
+            x = self.p * 1.0
+            x[i[:2]] = self.p[i[2:]] * 2
+            return weighted(torch.cat([self.p[i], x, self.emb(ids)]))
+
+    i = torch.tensor([0, -1, 2, -5])
+    ids = torch.tensor([4, 0])
+    program = check_op("negative indices", Model(), (i, ids), tmp_path,
+                       check_grad=False)
+    assert "zb.range = 5 : i64, zb.range_from = -5 : i64" in program.mlir
+    assert program.mlir.count("zb.range_from") == 1
+    with pytest.raises(zb.CompilerError, match=r"holds -6 at \[0, 1\], "
+                       r"outside the model's range \[-5, 5\)"):
+        compiled_gradients(program, [(torch.tensor([0, -6, 2, 1]), ids)],
+                           tmp_path, check_grad=False)
+    with pytest.raises(zb.CompilerError, match=r"holds -1 at \[0, 0\], "
+                       r"outside the model's range \[0, 5\)"):
+        compiled_gradients(program, [(i, torch.tensor([-1, 0]))], tmp_path,
+                           check_grad=False)
+
+
 def test_index_put_with_repeated_indices(tmp_path):
     """x[i] = v and x[i] += v with an index repeated, and scatter with a
     repeated index: the last write wins (PyTorch leaves the order open;

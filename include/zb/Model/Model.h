@@ -33,6 +33,8 @@ namespace zb {
 inline constexpr llvm::StringLiteral kParamAttr = ZBDialect::kParamAttrName;
 inline constexpr llvm::StringLiteral kDataAttr = ZBDialect::kDataAttrName;
 inline constexpr llvm::StringLiteral kRangeAttr = ZBDialect::kRangeAttrName;
+inline constexpr llvm::StringLiteral kRangeFromAttr =
+    ZBDialect::kRangeFromAttrName;
 inline constexpr llvm::StringLiteral kRngAttr = ZBDialect::kRngAttrName;
 
 /// One argument of the model function.
@@ -44,8 +46,10 @@ struct ModelArg {
   /// Position in the signature.
   unsigned position;
   mlir::RankedTensorType type;
-  /// For integer data: values lie in [0, range); 0 when not given.
+  /// For integer data: values lie in [rangeFrom, range); range 0 when not
+  /// given, rangeFrom 0 but where zb.range_from allows negative values.
   int64_t range = 0;
+  int64_t rangeFrom = 0;
   /// A random key ({zb.rng}): the runner fills it per microbatch
   /// (zbrt::rngKey), never from input files.
   bool rng = false;

@@ -109,7 +109,8 @@ LogicalResult ZBDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (name == kParamAttrName || name == kDataAttrName ||
-      name == kRangeAttrName || name == kRngAttrName)
+      name == kRangeAttrName || name == kRangeFromAttrName ||
+      name == kRngAttrName)
     return op->emitError("'")
            << name << "' belongs on an argument of the model function";
   return op->emitError("unknown attribute '") << name << "' of the zb dialect";
@@ -152,6 +153,19 @@ LogicalResult ZBDialect::verifyRegionArgAttribute(Operation *op,
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
     if (!value || value.getInt() < 1)
       return where() << "must be a positive integer, got " << attr.getValue();
+    if (element && !element.isInteger())
+      return where() << "bounds integer data, but the argument is " << type;
+    return success();
+  }
+  if (name == kRangeFromAttrName) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value || value.getInt() >= 0)
+      return where() << "must be a negative integer, got " << attr.getValue();
+    auto fn = dyn_cast<FunctionOpInterface>(op);
+    auto range = fn ? fn.getArgAttrOfType<IntegerAttr>(argIndex, kRangeAttrName)
+                    : IntegerAttr();
+    if (fn && !range)
+      return where() << "needs 'zb.range' beside it";
     if (element && !element.isInteger())
       return where() << "bounds integer data, but the argument is " << type;
     return success();

@@ -42,6 +42,22 @@ func.func @float_range(%x: tensor<4xf32> {zb.range = 4}) -> tensor<f32> {
 
 // -----
 
+// expected-error @below {{argument #0: 'zb.range_from' must be a negative integer, got 0 : i64}}
+func.func @nonnegative_range_from(%x: tensor<4xi64> {zb.range = 4, zb.range_from = 0}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{argument #0: 'zb.range_from' needs 'zb.range' beside it}}
+func.func @range_from_alone(%x: tensor<4xi64> {zb.range_from = -4}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // expected-error @below {{argument #0: 'zb.rng' marks a random key, a tensor<1xi64>, got 'tensor<2xi64>'}}
 func.func @wide_key(%k: tensor<2xi64> {zb.rng}) -> tensor<f32> {
   %z = arith.constant dense<0.0> : tensor<f32>

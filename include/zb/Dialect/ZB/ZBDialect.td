@@ -23,6 +23,9 @@ def ZB_Dialect : Dialect {
       parameter; float elements.
     - `zb.data` (non-empty string): the name of a data argument.
     - `zb.range` (positive integer): integer data lies in [0, range).
+    - `zb.range_from` (negative integer, with `zb.range`): the data may also
+      lie in [range_from, 0), indices counted from the end where every use
+      wraps them; no table is indexed by the values directly.
     - `zb.rng` (unit), on a `tensor<1xi64>` data argument: a random key
       the runner supplies per microbatch (never read from input files),
       for the model's random ops (training-mode dropout).
@@ -56,6 +59,8 @@ def ZB_Dialect : Dialect {
     constexpr const static ::llvm::StringLiteral kParamAttrName = "zb.param";
     constexpr const static ::llvm::StringLiteral kDataAttrName = "zb.data";
     constexpr const static ::llvm::StringLiteral kRangeAttrName = "zb.range";
+    constexpr const static ::llvm::StringLiteral kRangeFromAttrName =
+        "zb.range_from";
     constexpr const static ::llvm::StringLiteral kRngAttrName = "zb.rng";
     constexpr const static ::llvm::StringLiteral kGradientOfAttrName =
         "zb.gradient_of";
