@@ -121,6 +121,14 @@ std::string RunOptions::check() const {
   if (pipelined() && !zb::schedule::lookupSchedule(schedule))
     return message("unknown --schedule '" + schedule +
                    "'; known: " + zb::schedule::knownScheduleNames());
+  // The schedule's layout, before any rank starts (the ranks would each
+  // meet it in the pipeline).
+  if (pipelined())
+    if (std::string problem =
+            zb::schedule::layoutProblem(schedule, scheduleLayout());
+        !problem.empty())
+      return message("--schedule " + schedule + " with --np " +
+                     llvm::Twine(ranks) + ": " + problem);
   return "";
 }
 

@@ -161,11 +161,8 @@ static Schedule zbH2(const Problem &problem) {
 /// Megatron's interleaved 1F1B. Microbatches go in groups of p; within a
 /// group every chunk runs on all of the group before the next chunk.
 static Result<Schedule> interleaved(const Problem &problem) {
+  // generateSchedule checked m % p == 0 (layoutProblem).
   int p = problem.numRanks, m = problem.numMicrobatches, v = problem.numChunks;
-  if (m % p != 0)
-    return Failure{"microbatches must be a multiple of stages (m % p == 0); "
-                   "got m=" +
-                   std::to_string(m) + ", p=" + std::to_string(p)};
   Schedule schedule = emptySchedule(problem, "interleaved-1f1b");
   // (chunk, microbatch) in forward order; backward uses reversed chunks.
   std::vector<std::pair<int, int>> forward, backward;
@@ -720,10 +717,8 @@ static Result<Schedule> vShape(const std::string &name, const Problem &problem,
 /// drain. The pairs DualPipe overlaps on a GPU (one chunk's F hiding the
 /// other's backward communication) run here one after the other, F first.
 static Result<Schedule> dualPipeV(const Problem &problem) {
+  // generateSchedule checked m >= 2p (layoutProblem).
   int p = problem.numRanks, m = problem.numMicrobatches;
-  if (m < 2 * p)
-    return Failure{"needs at least 2p = " + std::to_string(2 * p) +
-                   " microbatches, got " + std::to_string(m)};
   Schedule schedule = emptySchedule(problem, "dualpipev");
   for (int r = 0; r < p; ++r) {
     std::vector<Action> &out = schedule.ranks[r];
@@ -787,27 +782,45 @@ static Result<Schedule> dualPipeV(const Problem &problem) {
   return schedule;
 }
 
-Result<Schedule> generateSchedule(const std::string &name,
-                                  const Problem &problem) {
+std::string layoutProblem(const std::string &name, const Problem &problem) {
   const ScheduleInfo *info = lookupSchedule(name);
   if (!info)
-    return Failure{"unknown schedule '" + name +
-                   "' (known: " + knownScheduleNames() + ")"};
-  std::string error;
-  if (!problem.verify(error))
-    return Failure{error};
+    return "unknown schedule '" + name + "' (known: " + knownScheduleNames() +
+           ")";
   if (info->fixedLayout && (problem.numChunks != info->defaultChunks ||
                             problem.placement != info->defaultPlacement))
-    return Failure{name +
-                   " needs chunks=" + std::to_string(info->defaultChunks) +
-                   " and placement=" + placementName(info->defaultPlacement) +
-                   "; got chunks=" + std::to_string(problem.numChunks) +
-                   ", placement=" + placementName(problem.placement)};
+    return name + " needs chunks=" + std::to_string(info->defaultChunks) +
+           " and placement=" + placementName(info->defaultPlacement) +
+           "; got chunks=" + std::to_string(problem.numChunks) +
+           ", placement=" + placementName(problem.placement);
   if (problem.numChunks < info->minChunks)
-    return Failure{name + " needs at least " + std::to_string(info->minChunks) +
-                   " chunks per rank"};
-  if (name == "interleaved-1f1b" && problem.placement != Placement::Loop)
-    return Failure{"interleaved-1f1b needs placement=loop"};
+    return name + " needs at least " + std::to_string(info->minChunks) +
+           " chunks per rank";
+  int64_t p = problem.numRanks, m = problem.numMicrobatches;
+  if (name == "interleaved-1f1b") {
+    if (problem.placement != Placement::Loop)
+      return "interleaved-1f1b needs placement=loop";
+    // Microbatches go in groups of one per rank.
+    if (m % p != 0)
+      return "interleaved-1f1b needs microbatches in groups of the ranks "
+             "(m % p == 0); got m=" +
+             std::to_string(m) + ", p=" + std::to_string(p);
+  }
+  if (name == "dualpipev" && m < 2 * p)
+    return "dualpipev needs at least 2p = " + std::to_string(2 * p) +
+           " microbatches, got " + std::to_string(m);
+  return "";
+}
+
+Result<Schedule> generateSchedule(const std::string &name,
+                                  const Problem &problem) {
+  std::string error;
+  if (!lookupSchedule(name))
+    return Failure{layoutProblem(name, problem)};
+  if (!problem.verify(error))
+    return Failure{error};
+  if (std::string layout = layoutProblem(name, problem); !layout.empty())
+    return Failure{layout};
 
   Result<Schedule> result = Failure{"unreachable"};
   bool validated = false;

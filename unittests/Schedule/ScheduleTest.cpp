@@ -325,8 +325,15 @@ TEST(Generators, Errors) {
             std::string::npos);
   EXPECT_NE(generateSchedule("interleaved-1f1b", problem)
                 .error()
-                .find("multiple of stages"),
+                .find("in groups of the ranks (m % p == 0)"),
             std::string::npos);
+  // The same message before any cost is read (what zb-run checks before
+  // it starts the ranks), and nothing for a layout that fits.
+  EXPECT_EQ(layoutProblem("interleaved-1f1b", problem),
+            generateSchedule("interleaved-1f1b", problem).error());
+  problem.numMicrobatches = 2 * problem.numRanks;
+  EXPECT_EQ(layoutProblem("interleaved-1f1b", problem), "");
+  problem.numMicrobatches = 6;
   problem.numChunks = 1;
   EXPECT_NE(generateSchedule("zb-v", problem).error().find("placement=v"),
             std::string::npos);

@@ -46,6 +46,14 @@ const ScheduleInfo *lookupSchedule(const std::string &name);
 /// Comma-separated list of known names, for messages.
 std::string knownScheduleNames();
 
+/// What keeps schedule `name` from `problem`'s layout (ranks, chunks,
+/// placement, microbatches), whatever its costs: an unknown name, chunks
+/// or a placement the schedule cannot use, microbatches it cannot group
+/// (interleaved-1f1b: a multiple of the ranks; dualpipev: at least 2p).
+/// Empty when nothing does. generateSchedule() checks it; a launcher
+/// checks it before it starts any rank.
+std::string layoutProblem(const std::string &name, const Problem &problem);
+
 /// Generates schedule `name` for `problem`. Fails with a one-line message for
 /// unknown names, invalid problems, or layouts the schedule cannot use.
 /// Memory-aware generators (zb-auto, zb-v, v-half, v-min) respect
