@@ -99,9 +99,12 @@ std::string RunOptions::check() const {
                    llvm::Twine(checkpointEvery));
   if (checkpointEvery > 0 && checkpointDir.empty())
     return message("--checkpoint-every needs --checkpoint DIR");
-  if (optimizer != "sgd" && optimizer != "adamw")
+  if (optimizer != "sgd" && optimizer != "sgd-momentum" && optimizer != "adamw")
     return message("unknown --optimizer '" + optimizer +
-                   "' (expected sgd or adamw)");
+                   "' (expected sgd, sgd-momentum or adamw)");
+  if (!(momentum >= 0 && momentum < 1))
+    return message("--momentum must lie in [0, 1), got " +
+                   llvm::formatv("{0}", momentum).str());
   if (backend != "mpi" && backend != "nccl")
     return message("unknown --backend '" + backend +
                    "' (expected mpi or nccl)");
@@ -207,8 +210,10 @@ DataOptions RunOptions::data(int64_t replica) const {
 }
 
 zbrt::Optimizer RunOptions::makeOptimizer() const {
-  return optimizer == "adamw" ? zbrt::Optimizer::adamw(learningRate)
-                              : zbrt::Optimizer::sgd(learningRate);
+  if (optimizer == "adamw")
+    return zbrt::Optimizer::adamw(learningRate);
+  return zbrt::Optimizer::sgd(learningRate,
+                              optimizer == "sgd-momentum" ? momentum : 0.0);
 }
 
 std::string RunOptions::checkpointConfig(llvm::StringRef modelText) const {

@@ -186,13 +186,14 @@ class RunResult:
 def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
         steps=1, optimizer="sgd", lr=0.01, chunks=None, params=None,
         inputs=None, seed=None, threads=None, cache_dir=None, timeout=None,
-        balance=False, backend="mpi", dtype="f32"):
+        balance=False, backend="mpi", dtype="f32", momentum=None):
     """Train ``model`` with ``zb-run`` and return a :class:`RunResult`.
 
     ``ranks`` is the number of pipeline processes P (``--np``; P > 1 runs
     under ``mpirun`` with ``schedule`` and ``chunks``); each step runs
     ``microbatches`` microbatches and updates the parameters with
-    ``optimizer`` (``"sgd"`` or ``"adamw"``) at learning rate ``lr``.
+    ``optimizer`` (``"sgd"``, ``"sgd-momentum"`` with ``momentum``,
+    default 0.9, or ``"adamw"``) at learning rate ``lr``.
     ``replicas`` D (``--dp``) runs D copies of the pipeline side by side
     (data parallelism, P * D processes): each runs ``microbatches`` of the
     step's D * ``microbatches`` (replica r the r-th slice of ``inputs``),
@@ -224,6 +225,8 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
             args += ["--backend", backend]
         if dtype != "f32":
             args += ["--dtype", dtype]
+        if momentum is not None:
+            args += ["--momentum", momentum]
         out = Path(workdir)
         args += ["--steps", steps, "--optimizer", optimizer, "--lr", lr,
                  "--np", ranks, "--dp", replicas,

@@ -43,6 +43,7 @@ def assert_bitwise(got, want):
     ("zb-h1", "adamw", ()),
     ("zb-v", "adamw", ()),
     ("zb-h1", "sgd", ()),
+    ("zb-h1", "sgd-momentum", ("--momentum", 0.7)),
     ("1f1b", "adamw", ("--dp", 2)),
 ])
 def test_equals_the_host_optimizer(zb_run, examples_dir, tmp_path, schedule,

@@ -213,6 +213,40 @@ def test_frozen_parameters_are_constants():
                          result.params[name], p.detach().numpy(), 1e-5)
 
 
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_sgd_momentum_trains_as_pytorch(ranks):
+    """--optimizer sgd-momentum (--momentum) on one process and pipelined:
+    three steps against torch.optim.SGD(momentum=...)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = nn.Linear(6, 8)
+            self.b = nn.Linear(8, 3)
+
+        def forward(self, x, y):
+            h = zb.pipe_cut(torch.tanh(self.a(x)))
+            return F.mse_loss(self.b(h), y)
+
+    model = Model()
+    gen = torch.Generator().manual_seed(1)
+    data = [(torch.randn(4, 6, generator=gen),
+             torch.randn(4, 3, generator=gen)) for _ in range(2)]
+    program = zb.from_torch(model, data[0])
+    result = zb.run(program, ranks=ranks, microbatches=2, steps=3, lr=0.1,
+                    optimizer="sgd-momentum", momentum=0.8,
+                    inputs=[data] * 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.8)
+    losses = []
+    for _ in range(3):
+        losses.append(torch_reference(model, data)[0])
+        opt.step()
+    np.testing.assert_allclose(result.losses, losses, rtol=1e-5)
+    for name, p in model.named_parameters():
+        assert_close(f"sgd-momentum {name}", result.params[name],
+                     p.detach().numpy(), 1e-5)
+
+
 def test_unsupported_op_names_op_and_module():
     class Inner(nn.Module):
         def forward(self, x):

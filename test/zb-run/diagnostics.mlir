@@ -7,6 +7,7 @@
 // RUN: not zb-run %t/loss.mlir --eval --grads 2>&1 | FileCheck %s --check-prefix=MODES
 // RUN: not zb-run %t/loss.mlir --np 2 --schedule nope 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not zb-run %t/loss.mlir --optimizer lamb 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
+// RUN: not zb-run %t/loss.mlir --optimizer sgd-momentum --momentum 1.5 2>&1 | FileCheck %s --check-prefix=MOMENTUM
 // RUN: not zb-run %t/stats.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: not zb-run %t/stat-arg.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATARG
 // RUN: not zb-run %t/range.mlir --eval 2>&1 | FileCheck %s --check-prefix=RANGE
@@ -27,6 +28,8 @@
 // RUN: not zb-run %t/range-fits.mlir --dump-params %t 2>&1 | FileCheck %s --check-prefix=FOLDER
 // RUN: not zb-run %t/range-fits.mlir --checkpoint %t/range-fits.mlir 2>&1 | FileCheck %s --check-prefix=CHECKPOINT
 // RUN: not zb-run %t/range-fits.mlir --np 2 --balance --compile-only 2>&1 | FileCheck %s --check-prefix=BALANCE
+// RUN: not zb-run %t/range-fits.mlir --np 2 --schedule interleaved-1f1b --microbatches 3 2>&1 | FileCheck %s --check-prefix=INTERLEAVED
+// RUN: not zb-run %t/range-fits.mlir --np 2 --schedule dualpipev --microbatches 3 2>&1 | FileCheck %s --check-prefix=DUALPIPEV
 // RUN: not zb-run %t/range-fits.mlir --lr nan 2>&1 | FileCheck %s --check-prefix=LR
 // RUN: not zb-run %t/named-loss.mlir --grads 2>&1 | FileCheck %s --check-prefix=NAMEDLOSS
 
@@ -36,7 +39,8 @@
 // LOSS: error: model function 'f' must return one scalar loss of type tensor<f32> (or tensor<f64>), but returns 'tensor<4xf32>'
 // MODES: zb-run: error: pass at most one of --eval and --grads
 // SCHEDULE: zb-run: error: unknown --schedule 'nope'; known: gpipe, 1f1b
-// OPTIMIZER: zb-run: error: unknown --optimizer 'lamb' (expected sgd or adamw)
+// OPTIMIZER: zb-run: error: unknown --optimizer 'lamb' (expected sgd, sgd-momentum or adamw)
+// MOMENTUM: zb-run: error: --momentum must lie in [0, 1), got 1.5
 // STATS: stats.mlir:4:3: error: running statistic 'bn.mean' is recorded twice
 // STATS: stats.mlir:3:3: note: first recorded here
 // STATARG: error: running statistic 'w' has the name of an argument
@@ -53,6 +57,11 @@
 // TIMEOUT: zb-run: error: ZB_TIMEOUT_S must be a non-negative number of seconds (0 or inf: no timeout), got 'nan'
 // TIMEOUT-NOT: error
 // BALANCE: zb-run: error: --balance cuts where the stages' measured times say, and --compile-only runs nothing to measure: compile without --balance
+// The schedule's layout is checked before the ranks start (no MPI abort).
+// INTERLEAVED: zb-run: error: --schedule interleaved-1f1b with --np 2: interleaved-1f1b needs microbatches in groups of the ranks (m % p == 0); got m=3, p=2
+// INTERLEAVED-NOT: MPI
+// DUALPIPEV: zb-run: error: --schedule dualpipev with --np 2: dualpipev needs at least 2p = 4 microbatches, got 3
+// DUALPIPEV-NOT: MPI
 // LR: zb-run: error: --lr must be a finite number, 0 or more, got nan
 // NAMEDLOSS: named-loss.mlir:1:1: error: parameter 'loss' has the name gradient files give the step's loss; rename it
 

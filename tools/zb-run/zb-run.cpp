@@ -6,7 +6,8 @@
 //        [--seed S] [--microbatches M] [--metrics M.json]
 //        [--dump-grads G.npz] [--check-grad] [--cache-dir DIR]
 // zb-run MODEL.mlir [--np P] [--dp D] [--schedule NAME] [--chunks V]
-//        [--steps K] [--optimizer sgd|adamw] [--lr LR] [--dump-params F.npz]
+//        [--steps K] [--optimizer sgd|sgd-momentum|adamw] [--lr LR]
+//        [--dump-params F.npz]
 //        [--backend mpi|nccl] [--trace T.json] [--profile P.json]
 //        [--checkpoint DIR [--checkpoint-every N]] [--resume DIR]
 //        [--balance] [--dtype f32|bf16] ...
@@ -203,7 +204,9 @@ static cl::opt<int, true> numSteps("steps",
                                    cl::desc("Training steps (default 1)"),
                                    cl::location(opts.steps), cl::cat(category));
 static cl::opt<std::string, true>
-    optimizerName("optimizer", cl::desc("sgd (default) or adamw"),
+    optimizerName("optimizer",
+                  cl::desc("sgd (default), sgd-momentum (--momentum) or "
+                           "adamw"),
                   cl::location(opts.optimizer), cl::cat(category));
 static cl::opt<double, true> clipGradNorm(
     "clip-grad-norm",
@@ -220,6 +223,11 @@ static cl::opt<bool, true> syncGradCheck(
 static cl::opt<double, true>
     learningRate("lr", cl::desc("Learning rate (default 0.01)"),
                  cl::location(opts.learningRate), cl::cat(category));
+static cl::opt<double, true>
+    momentum("momentum",
+             cl::desc("SGD's momentum factor with --optimizer sgd-momentum, "
+                      "as PyTorch's SGD(momentum=...) (default 0.9)"),
+             cl::location(opts.momentum), cl::cat(category));
 static cl::opt<std::string, true>
     dumpParamsPath("dump-params",
                    cl::desc("After training: write every parameter to this "

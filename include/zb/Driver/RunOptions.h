@@ -47,6 +47,8 @@ struct RunOptions {
   int steps = 1;
   std::string optimizer = "sgd";
   double learningRate = 0.01;
+  /// SGD's momentum factor for --optimizer sgd-momentum.
+  double momentum = 0.9;
   double clipGradNorm = 0.0;
   bool syncGradCheck = false;
   std::string backend = "mpi";
