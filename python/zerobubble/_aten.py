@@ -3919,6 +3919,19 @@ def _index_pad(ctx, x, pad, mode):
     pad = [int(p) for p in pad]
     if mode not in ("reflect", "replicate", "circular"):
         ctx.unsupported(f"padding mode '{mode}' is not supported")
+    if mode == "circular" and min(pad, default=0) < 0 and \
+            len(pad) % 2 == 0 and len(pad) // 2 <= x.rank:
+        # PyTorch crops the negative sides first, then wraps the rest.
+        offsets, sizes = [0] * x.rank, list(x.shape)
+        for i in range(len(pad) // 2):
+            d = x.rank - 1 - i
+            cut_low, cut_high = max(-pad[2 * i], 0), max(-pad[2 * i + 1], 0)
+            if cut_low + cut_high >= x.shape[d]:
+                ctx.unsupported(f"circular padding {pad[2 * i:2 * i + 2]} "
+                                f"crops all of a dim of size {x.shape[d]}")
+            offsets[d], sizes[d] = cut_low, x.shape[d] - cut_low - cut_high
+        x = ctx.b.extract_slice(x, offsets, sizes, [1] * x.rank)
+        pad = [max(p, 0) for p in pad]
     if len(pad) % 2 or len(pad) // 2 > x.rank or min(pad, default=0) < 0:
         ctx.unsupported(f"bad padding {pad} for a rank-{x.rank} input "
                         f"in mode '{mode}'")

@@ -257,6 +257,7 @@ def from_torch(module, example_args, *, name=None, strict=False,
             raise FrontendError(
                 f"example argument {i} is a {type(arg).__name__}; every "
                 "data argument must be a tensor")
+    _check_batch_norms(module)
     applied = {}
     with _static_experts(module), _bound_constants(module, constants), \
             _constant_tensors(), _custom_functions(applied):
@@ -268,6 +269,23 @@ def from_torch(module, example_args, *, name=None, strict=False,
             _warn_custom_backwards(module, example_args, custom)
     translator = _Translator(exported, name or _module_name(module))
     return translator.translate()
+
+
+def _check_batch_norms(module):
+    """A training-mode batch norm with momentum=None keeps a cumulative
+    average, weighting each update by 1 / num_batches_tracked, which its
+    forward reads as a Python number (torch.export would blame the line
+    as a value-dependent branch): refused here, by name."""
+    for path, sub in module.named_modules():
+        if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and \
+                sub.training and sub.track_running_stats and \
+                sub.momentum is None:
+            raise UnsupportedOpError(
+                "aten.batch_norm", path, type(sub).__name__,
+                detail="momentum=None (a cumulative average of the "
+                "statistics, weighted by the count of batches) is not "
+                "supported; give the batch norm a momentum (PyTorch's "
+                "default is 0.1), or export in eval mode")
 
 
 def _export(module, example_args, strict):
@@ -801,6 +819,16 @@ class _Translator:
                     self.buffer_names[node] = spec.target
                     self.buffer_values[spec.target] = \
                         state[spec.target].detach().cpu()
+            elif spec.kind == InputKind.CUSTOM_OBJ and getattr(
+                    spec.arg, "class_fqn", "") == "torch._C.Generator":
+                user = next(iter(node.users), None)
+                raise UnsupportedOpError(
+                    _aten.op_name(user) if user is not None else "generator",
+                    *(_aten.module_of(user) if user is not None else ("",)),
+                    detail="the forward draws with a torch.Generator of its "
+                    "own; a compiled program's random ops draw from the key "
+                    "zb-run gives each microbatch (seeded by --seed), so "
+                    "leave out generator=")
             else:
                 raise FrontendError(
                     f"unsupported exported input '{node.name}' "

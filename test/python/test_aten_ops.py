@@ -147,13 +147,16 @@ def test_pad_on_integer_labels(tmp_path):
 
 def test_reflect_replicate_circular_pads(tmp_path):
     """F.pad's other modes (and the nn modules) over 1, 2 and 3 dims,
-    uneven and up to the size each allows; the gradient adds up where
-    positions repeat."""
+    uneven and up to the size each allows, circular padding negative on a
+    side; the gradient adds up where positions repeat."""
     def fn(m, h):
         outs = [F.pad(h, (2, 1), mode="reflect"),
                 F.pad(h, (3, 0, 1, 2), mode="reflect"),
                 F.pad(h, (2, 4, 0, 1), mode="replicate"),
                 F.pad(h, (4, 1, 1, 1), mode="circular"),
+                # Negative sides crop first (then the rest wraps the crop).
+                F.pad(h, (-1, 3), mode="circular"),
+                F.pad(h, (2, -2, -1, 1), mode="circular"),
                 F.pad(h.reshape(1, 2, 4, 5), (1, 1, 1, 0, 1, 1),
                       mode="reflect"),
                 nn.ReflectionPad2d((1, 0, 2, 1))(h),

@@ -417,6 +417,41 @@ def test_buffer_changed_in_the_forward():
         assert_close(name, result.grads[name], grad, 1e-5)
 
 
+def test_a_generator_and_a_cumulative_batch_norm_say_what_to_do():
+    """A forward drawing with its own torch.Generator, and a batch norm
+    with momentum=None (a cumulative average): refused naming the op and
+    the way out (they were an exported input of kind CUSTOM_OBJ, and a
+    value-dependent branch blamed on the calling line)."""
+    class Drawn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.gen = torch.Generator().manual_seed(0)
+
+        def forward(self, x):
+            return (self.lin(x) * torch.rand(4, generator=self.gen)).sum()
+
+    with pytest.raises(zb.UnsupportedOpError,
+                       match=r"'aten.rand.generator' in the root module "
+                       r"\(Drawn\): the forward draws with a torch.Generator"
+                       r".* leave out generator="):
+        zb.from_torch(Drawn(), (torch.randn(2, 4),))
+
+    class Normed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.BatchNorm1d(4, momentum=None)
+
+        def forward(self, x):
+            return self.norm(x).sum()
+
+    with pytest.raises(zb.UnsupportedOpError,
+                       match=r"in module 'norm' \(BatchNorm1d\): "
+                       r"momentum=None .* give the batch norm a momentum"):
+        zb.from_torch(Normed(), (torch.randn(3, 4),))
+    zb.from_torch(Normed().eval(), (torch.randn(3, 4),))
+
+
 @pytest.mark.parametrize("draw", ["multinomial", "exponential_", "rrelu"])
 def test_random_ops_say_what_to_do(draw):
     """Random ops without a rule for their draws (multinomial, exponential_
