@@ -122,15 +122,28 @@ FailureOr<Value> ScalarTangent::get(Value v) {
     Value e = math::ExpOp::create(b, loc, neg(mul(x, x)));
     result = mul(t[0], mul(constant(type, -2.0 / std::sqrt(M_PI)), e));
   } else if (isa<math::PowFOp>(def)) {
-    // d x^y = y x^(y-1) dx + r log(x) dy
+    // d x^y = y x^(y-1) dx + r log(x) dy, with PyTorch's zeros where the
+    // formulas are NaN: no dx where y = 0 (0 * x^-1 at x = 0), no dy
+    // where x = 0 and y >= 0 (0 * log 0).
     Value x = def->getOperand(0), y = def->getOperand(1);
+    Value zero = constant(type, 0.0);
     Value dx, dy;
     if (t[0]) {
       Value ym1 = arith::SubFOp::create(b, loc, y, constant(type, 1.0));
       dx = mul(t[0], mul(y, math::PowFOp::create(b, loc, x, ym1)));
+      Value noExponent =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, y, zero);
+      dx = arith::SelectOp::create(b, loc, noExponent, zero, dx);
     }
-    if (t[1])
+    if (t[1]) {
       dy = mul(t[1], mul(r, math::LogOp::create(b, loc, x)));
+      Value zeroBase =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, zero);
+      Value nonNegative =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, y, zero);
+      Value flat = arith::AndIOp::create(b, loc, zeroBase, nonNegative);
+      dy = arith::SelectOp::create(b, loc, flat, zero, dy);
+    }
     result = add(dx, dy);
   } else if (isa<math::AbsFOp>(def)) {
     // sign(x) * t, 0 at x = 0 (PyTorch's subgradient there).

@@ -1963,6 +1963,70 @@ for _name, _build in _UNARY.items():
 _handles("aten.atan2.default")(_float_binary(_atan2))
 _handles("aten.gelu.default")(_unary(_gelu))
 _handles("aten.pow.Tensor_Scalar")(_unary(_pow_scalar))
+# x ** y and 2 ** x: math.powf, whose gradients are PyTorch's (0 for x
+# where y is 0, and for y where x is 0 and y >= 0).
+_handles("aten.pow.Tensor_Tensor", "aten.pow.Scalar")(_float_binary(
+    lambda bb, x, y, t: bb.binary("math.powf", x, y, t)))
+
+
+@_handles("aten.addcmul.default", "aten.addcdiv.default")
+def _addc(ctx, x, a, b, *, value=1):
+    """x + value * a * b (addcmul) or x + value * a / b (addcdiv),
+    broadcast."""
+    t = ctx.dtype
+    if not is_float(t):
+        ctx.unsupported("only float operands are supported")
+    op = "arith.mulf" if "addcmul" in op_name(ctx.node) else "arith.divf"
+
+    def body(bb, xs):
+        x, a, b = (_cast(bb, v, t) for v in xs)
+        term = bb.binary(op, a, b, t)
+        if value != 1:
+            term = bb.binary("arith.mulf", bb.const(float(value), t), term,
+                             t)
+        return bb.binary("arith.addf", x, term, t)
+
+    return ctx.elementwise([x, a, b], body)
+
+
+@_handles("aten.dot.default", "aten.vdot.default")
+def _dot(ctx, a, b):
+    """The sum of the products of two vectors (vdot: of real ones)."""
+    a, b = ctx.tensor(a), ctx.tensor(b)
+    _require_float(ctx, a, b)
+    t = ctx.dtype
+    products = ctx.elementwise([a, b], lambda bb, xs: bb.binary(
+        "arith.mulf", xs[0][0], xs[1][0], t), shape=a.shape, dtype=t)
+    return ctx.reduce(products, [0], 0.0,
+                      lambda bb, e, acc: _add_acc(bb, e, acc, t))
+
+
+@_handles("aten.addr.default")
+def _addr(ctx, x, u, v, *, beta=1, alpha=1):
+    """beta * x + alpha * the outer product of vectors u and v (x not read
+    where beta is 0, as in PyTorch)."""
+    u, v = ctx.tensor(u), ctx.tensor(v)
+    t = ctx.dtype
+    if not is_float(t):
+        ctx.unsupported("only float operands are supported")
+    column = ctx.b.reshape(u, (u.shape[0], 1))
+    operands = [column, v] + ([x] if beta != 0 else [])
+
+    def body(bb, xs):
+        outer = bb.binary("arith.mulf", _cast(bb, xs[0], t),
+                          _cast(bb, xs[1], t), t)
+        if alpha != 1:
+            outer = bb.binary("arith.mulf", bb.const(float(alpha), t), outer,
+                              t)
+        if beta == 0:
+            return outer
+        scaled = _cast(bb, xs[2], t)
+        if beta != 1:
+            scaled = bb.binary("arith.mulf", bb.const(float(beta), t), scaled,
+                               t)
+        return bb.binary("arith.addf", scaled, outer, t)
+
+    return ctx.elementwise(operands, body)
 
 
 # -- piecewise activations ------------------------------------------------
@@ -5874,6 +5938,23 @@ def _flipped(ctx, x, dims):
 def _flip(ctx, x, dims):
     x = ctx.tensor(x)
     return _flipped(ctx, x, [_norm_dim(d, x.rank) for d in dims])
+
+
+@_handles("aten.rot90.default")
+def _rot90(ctx, x, k=1, dims=(0, 1)):
+    """``k`` quarter turns from dims[0] towards dims[1]: a flip, and for
+    odd turns the two dims swapped (PyTorch's composition)."""
+    x = ctx.tensor(x)
+    a, b = (_norm_dim(d, x.rank) for d in dims)
+    k %= 4
+    if k == 0:
+        return x
+    if k == 2:
+        return _flipped(ctx, x, [a, b])
+    perm = list(range(x.rank))
+    perm[a], perm[b] = perm[b], perm[a]
+    return ctx.b.transpose(_flipped(ctx, x, [b if k == 1 else a]), perm,
+                           hint=ctx.hint)
 
 
 def _window_reduce(ctx, x, spatial, kernel, position, kind, scale=None):

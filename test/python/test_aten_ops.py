@@ -145,6 +145,42 @@ def test_pad_on_integer_labels(tmp_path):
                                      torch.randint(0, 6, (2, 5))), tmp_path)
 
 
+def test_products_powers_and_turns(tmp_path):
+    """dot, vdot, addcmul, addcdiv (RWKV-style mixing), addr, x ** y and
+    2 ** x with tensor exponents, rot90 by each quarter turn."""
+    def fn(m, h):
+        a, b = h[0], h[1]
+        base = h.abs() + 0.5
+        outs = [torch.dot(a, b).reshape(1), torch.vdot(a, b * 2).reshape(1),
+                torch.addcmul(h, a, b, value=0.5),
+                torch.addcdiv(h, a, base[2], value=-2.0),
+                torch.addr(h[:, :3], a[:4], b[:3], beta=0.5, alpha=2.0),
+                torch.addr(h[:, :3], a[:4], b[:3], beta=0),
+                base ** h, 2 ** h, torch.pow(3.0, h)]
+        outs += [torch.rot90(h, k, (0, 1)) for k in (1, 2, 3, -1)]
+        return torch.cat([o.flatten() for o in outs])
+
+    check_op("products, powers, turns", OnInput((4, 5), fn), (randn(4, 5),),
+             tmp_path)
+
+
+def test_power_gradients_at_zero_are_pytorchs(tmp_path):
+    """x ** y where x or y is 0: PyTorch's gradients are 0 for x where
+    y = 0 and for y where x = 0 and y >= 0 (the formulas would be NaN);
+    for y = 0 at x = 0 too."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = nn.Parameter(torch.tensor([0.0, 0.0, 0.0, 2.0, 1.5]))
+            self.y = nn.Parameter(torch.tensor([0.0, 2.0, 3.0, 0.0, -1.0]))
+
+        def forward(self, scale):
+            return weighted(self.x ** self.y * scale)
+
+    check_op("pow at 0", Model(), (torch.ones(5),), tmp_path,
+             check_grad=False)
+
+
 def test_reflect_replicate_circular_pads(tmp_path):
     """F.pad's other modes (and the nn modules) over 1, 2 and 3 dims,
     uneven and up to the size each allows, circular padding negative on a
