@@ -3748,10 +3748,15 @@ def _masked_rows_of(ctx, mask, is_bool, t):
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
-def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
+def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs,
+               weight=None, smoothing=0.0):
     """Per-row ``-log p[target]`` of [N, C] ``logits`` (or, with
     ``log_probs``, ``-logits[target]``), reduced like PyTorch (rows whose
-    target is ``ignore_index`` contribute nothing and are not counted)."""
+    target is ``ignore_index`` contribute nothing and are not counted).
+    With class ``weight`` [C] each row counts w[target] times (a mean
+    divides by the rows' weights); with ``smoothing`` e (cross-entropy's
+    label smoothing) a row's loss is (1 - e) of that plus e / C of
+    -sum_c w_c log p[c], as PyTorch's."""
     logits, target = ctx.tensor(logits), ctx.tensor(target)
     if is_float(target.dtype):
         ctx.unsupported("only class-index targets are supported")
@@ -3772,6 +3777,14 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
                         "[N, d...] class-index targets are supported")
     rows, classes = logits.shape
     t = logits.dtype
+    if weight is not None:
+        weight = ctx.tensor(weight)
+        if weight.shape != (classes,):
+            ctx.unsupported(f"class weights of shape {list(weight.shape)} "
+                            f"for {classes} classes")
+        if weight.dtype != t:
+            weight = ctx.elementwise([weight], lambda bb, xs: _cast(
+                bb, xs[0], t), shape=weight.shape, dtype=t)
     # Labels index no table here (each row compares them with its class
     # numbers), so the runner's check of a zb.range only stands in for
     # PyTorch's of the labels: where ignore_index lies outside the classes
@@ -3782,18 +3795,23 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
         ctx.translator.note_range(target, classes)
     zero_rows = ctx.b.filled((rows,), t, 0.0)
 
-    def picked_body(bb, names, acc):
-        value, label = names
-        j = bb.op(f"arith.index_cast {bb.index(1)} : index to "
-                  f"{target.dtype}")
-        hit = bb.op(f"arith.cmpi eq, {j}, {label} : {target.dtype}")
-        return bb.binary("arith.addf", acc,
-                         bb.select(hit, value, bb.const(0.0, t), t), t)
+    def at_label(value, hint):
+        """Row n's entry of [N, C] ``value`` (or of [C] ``value``) at its
+        label, 0 where the label is no class."""
+        def body(bb, names, acc):
+            entry, label = names
+            j = bb.op(f"arith.index_cast {bb.index(1)} : index to "
+                      f"{target.dtype}")
+            hit = bb.op(f"arith.cmpi eq, {j}, {label} : {target.dtype}")
+            return bb.binary("arith.addf", acc,
+                             bb.select(hit, entry, bb.const(0.0, t), t), t)
 
-    picked = ctx.b.generic((rows,), t, [(logits, [0, 1]), (target, [0])],
-                           picked_body, reductions=1, init=zero_rows,
-                           hint="picked")
-    operands = [(picked, [0]), (target, [0])]
+        dims = [1] if value.rank == 1 else [0, 1]
+        return ctx.b.generic((rows,), t, [(value, dims), (target, [0])],
+                             body, reductions=1, init=zero_rows, hint=hint)
+
+    operands = [(at_label(logits, "picked"), [0]), (target, [0])]
+    slot = {}
     if not log_probs:
         # The stabilising maximum cancels out of the loss: no gradient
         # (which would be zero but for rounding) flows through it.
@@ -3808,16 +3826,52 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
         total = ctx.b.generic((rows,), t, [(logits, [0, 1]), (mx, [0])],
                               sumexp, reductions=1, init=zero_rows,
                               hint="ce_sumexp")
+        slot["total"], slot["max"] = len(operands), len(operands) + 1
         operands += [(total, [0]), (mx, [0])]
+    if weight is not None:
+        slot["weight"] = len(operands)
+        operands.append((at_label(weight, "ce_weight"), [0]))
+    weights_sum = float(classes)
+    if smoothing:
+        # sum_c w_c x[n, c] (w_c = 1 without weights) and sum_c w_c.
+        inputs = [(logits, [0, 1])] + ([(weight, [1])] if weight is not None
+                                       else [])
+
+        def weighted_row(bb, names, acc):
+            term = names[0] if weight is None else bb.binary(
+                "arith.mulf", names[0], names[1], t)
+            return bb.binary("arith.addf", acc, term, t)
+
+        slot["row"] = len(operands)
+        operands.append((ctx.b.generic((rows,), t, inputs, weighted_row,
+                                       reductions=1, init=zero_rows,
+                                       hint="ce_smooth"), [0]))
+        if weight is not None:
+            slot["weights"] = len(operands)
+            operands.append((ctx.reduce(weight, [0], 0.0, lambda bb, e, acc:
+                                        _add_acc(bb, e, acc, t),
+                                        hint="ce_weights"), []))
 
     def row_loss(bb, names):
         value, label = names[:2]
         if log_probs:
             loss = bb.unary("arith.negf", value, t)
         else:
-            lse = bb.binary("arith.addf", bb.unary("math.log", names[2], t),
-                            names[3], t)
+            lse = bb.binary("arith.addf", bb.unary(
+                "math.log", names[slot["total"]], t), names[slot["max"]], t)
             loss = bb.binary("arith.subf", lse, value, t)
+        if weight is not None:
+            loss = bb.binary("arith.mulf", names[slot["weight"]], loss, t)
+        if smoothing:
+            # -sum_c w_c log p[c] = lse * sum_c w_c - sum_c w_c x[c].
+            total_weight = names[slot["weights"]] if weight is not None \
+                else bb.const(weights_sum, t)
+            smooth = bb.binary("arith.subf", bb.binary(
+                "arith.mulf", lse, total_weight, t), names[slot["row"]], t)
+            loss = bb.binary("arith.addf", bb.binary(
+                "arith.mulf", bb.const(1.0 - smoothing, t), loss, t),
+                bb.binary("arith.mulf", bb.const(smoothing / classes, t),
+                          smooth, t), t)
         ignored = bb.op(f"arith.cmpi eq, {label}, "
                         f"{bb.const(ignore_index, target.dtype)} : "
                         f"{target.dtype}")
@@ -3847,14 +3901,18 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
     if mode == "sum":
         return total_loss
 
+    # The mean divides by the rows counted: their weights, or their number.
     def count_body(bb, names, acc):
         ignored = bb.op(f"arith.cmpi eq, {names[0]}, "
                         f"{bb.const(ignore_index, target.dtype)} : "
                         f"{target.dtype}")
-        one = bb.select(ignored, bb.const(0.0, t), bb.const(1.0, t), t)
-        return bb.binary("arith.addf", acc, one, t)
+        one = bb.const(1.0, t) if weight is None else names[1]
+        return bb.binary("arith.addf", acc, bb.select(
+            ignored, bb.const(0.0, t), one, t), t)
 
-    count = ctx.b.generic((), t, [(target, [0])], count_body, reductions=1,
+    counted = [(target, [0])] + ([operands[slot["weight"]]]
+                                 if weight is not None else [])
+    count = ctx.b.generic((), t, counted, count_body, reductions=1,
                           init=scalar_zero, hint="count")
     return ctx.b.generic(
         (), t, [(total_loss, []), (count, [])],
@@ -3865,12 +3923,62 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs):
 @_handles("aten.cross_entropy_loss.default")
 def _cross_entropy(ctx, logits, target, weight=None, reduction=1,
                    ignore_index=-100, label_smoothing=0.0):
-    if weight is not None:
-        ctx.unsupported("class weights are not supported")
-    if label_smoothing:
-        ctx.unsupported("label smoothing is not supported")
+    if is_float(ctx.tensor(target).dtype):
+        return _soft_cross_entropy(ctx, logits, target, weight, reduction,
+                                   float(label_smoothing))
     return _pick_loss(ctx, logits, target, ignore_index, reduction,
-                      log_probs=False)
+                      log_probs=False, weight=weight,
+                      smoothing=float(label_smoothing))
+
+
+def _soft_cross_entropy(ctx, logits, target, weight, reduction, smoothing):
+    """Cross-entropy against class probabilities (classes along dim 1, or
+    dim 0 of one sample): -sum_c w_c q_c log p_c per position, where q is
+    the target mixed with e / C of the uniform (label smoothing e); a mean
+    divides by the positions, as PyTorch's."""
+    logits, target = ctx.tensor(logits), ctx.tensor(target)
+    _require_float(ctx, logits)
+    if target.shape != logits.shape:
+        ctx.unsupported(f"probability targets of shape {list(target.shape)} "
+                        f"for logits of shape {list(logits.shape)}")
+    t = logits.dtype
+    dim = 1 if logits.rank > 1 else 0
+    classes = logits.shape[dim]
+    log_p = _log_softmax_value(ctx, logits, dim)
+    operands = [log_p, target]
+    if weight is not None:
+        weight = ctx.tensor(weight)
+        if weight.shape != (classes,):
+            ctx.unsupported(f"class weights of shape {list(weight.shape)} "
+                            f"for {classes} classes")
+        operands.append(ctx.b.reshape(
+            weight, (classes,) + (1,) * (logits.rank - dim - 1)))
+
+    def term(bb, xs):
+        q = _cast(bb, xs[1], t)
+        if smoothing:
+            q = bb.binary("arith.addf", bb.binary(
+                "arith.mulf", q, bb.const(1.0 - smoothing, t), t),
+                bb.const(smoothing / classes, t), t)
+        value = bb.binary("arith.mulf", xs[0][0], q, t)
+        if weight is not None:
+            value = bb.binary("arith.mulf", value, _cast(bb, xs[2], t), t)
+        return bb.unary("arith.negf", value, t)
+
+    terms = ctx.elementwise(operands, term, shape=logits.shape, dtype=t,
+                            hint="ce_terms")
+    losses = ctx.reduce(terms, [dim], 0.0,
+                        lambda bb, e, acc: _add_acc(bb, e, acc, t))
+    mode = _REDUCTIONS.get(reduction)
+    if mode == "none":
+        return losses
+    total = ctx.reduce(losses, list(range(losses.rank)), 0.0,
+                       lambda bb, e, acc: _add_acc(bb, e, acc, t))
+    if mode == "sum" or not losses.rank:
+        return total
+    count = float(math.prod(losses.shape))
+    return ctx.elementwise([total], lambda bb, xs: bb.binary(
+        "arith.divf", xs[0][0], bb.const(count, t), t), shape=(), dtype=t)
 
 
 @_handles("aten.nll_loss.default", "aten.nll_loss_nd.default",
@@ -3878,10 +3986,8 @@ def _cross_entropy(ctx, logits, target, weight=None, reduction=1,
           "aten.nll_loss2d_forward.default")
 def _nll_loss(ctx, log_probs, target, weight=None, reduction=1,
               ignore_index=-100):
-    if weight is not None:
-        ctx.unsupported("class weights are not supported")
     loss = _pick_loss(ctx, log_probs, target, ignore_index, reduction,
-                      log_probs=True)
+                      log_probs=True, weight=weight)
     if op_name(ctx.node).endswith("_forward.default"):
         return (loss, None)
     return loss
@@ -4192,9 +4298,6 @@ def _rnn(ctx, kind, x, hx, params, has_biases, num_layers, dropout, train,
          bidirectional, batch_first):
     x = ctx.tensor(x)
     _require_float(ctx, x)
-    if dropout and train:
-        ctx.unsupported("dropout between recurrent layers in training is "
-                        "not supported")
     t = x.dtype
     unbatched = x.rank == 2
     if unbatched:
@@ -4227,6 +4330,10 @@ def _rnn(ctx, kind, x, hx, params, has_biases, num_layers, dropout, train,
                 slot.append(ctx.b.reshape(value, (1, batch, hidden)))
         x = outputs[0] if directions == 1 else _joined(
             ctx, outputs, 2, (steps, batch, directions * hidden), t)
+        # In training, each layer's output but the last's goes to the next
+        # under a dropout, as PyTorch's.
+        if dropout and train and layer + 1 < num_layers:
+            x = _dropped(ctx, x, dropout)
     out = x
     if unbatched:
         out = ctx.b.reshape(out, (steps, out.shape[2]))

@@ -2091,6 +2091,68 @@ def test_dtype_arguments_cast_first(tmp_path):
              rtol=F32_RTOL, check_grad=False)
 
 
+def test_cross_entropy_with_weights_and_label_smoothing(tmp_path):
+    """Class weights (cross-entropy and NLL) and label smoothing, alone and
+    together, each reduction, with ignored labels and over extra dims: a
+    weighted mean divides by the counted rows' weights, smoothing adds
+    e / C of -sum_c w_c log p[c], as PyTorch's."""
+    classes = 5
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, classes)
+            self.register_buffer("weight",
+                                 torch.tensor([0.5, 2.0, 1.0, 0.25, 3.0]))
+
+        def forward(self, x, target):
+            weight = self.weight
+            logits = self.lin(x)
+            flat, labels = logits.reshape(-1, classes), target.reshape(-1)
+            terms = [F.cross_entropy(flat, labels, weight=weight),
+                     F.cross_entropy(flat, labels, label_smoothing=0.1),
+                     F.cross_entropy(flat, labels, weight=weight,
+                                     label_smoothing=0.2, ignore_index=1),
+                     F.cross_entropy(flat, labels, weight=weight,
+                                     label_smoothing=0.3, reduction="sum"),
+                     F.cross_entropy(logits.permute(0, 2, 1), target,
+                                     label_smoothing=0.05,
+                                     reduction="none").sum() * 0.1,
+                     F.nll_loss(flat.log_softmax(-1), labels, weight=weight)]
+            return sum(w * term for w, term in zip(
+                [1.0, 0.7, 1.3, 0.2, 1.1, 0.9], terms))
+
+    x = randn(3, 4, 4)
+    target = torch.tensor([[0, 1, 4, 3], [2, 3, 1, 0], [4, 4, 2, 1]])
+    check_op("weighted and smoothed", Model(), (x, target), tmp_path)
+
+
+def test_cross_entropy_with_class_probabilities(tmp_path):
+    """Soft targets (distillation, mixup): -sum_c w_c q_c log p_c, with
+    label smoothing, class weights, over extra dims, each reduction."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 5)
+            self.register_buffer("weight",
+                                 torch.tensor([0.5, 2.0, 1.0, 0.25, 3.0]))
+
+        def forward(self, x, q):
+            logits = self.lin(x)
+            flat, soft = logits.reshape(-1, 5), q.reshape(-1, 5)
+            return (F.cross_entropy(flat, soft)
+                    + 0.5 * F.cross_entropy(flat, soft, label_smoothing=0.2,
+                                            weight=self.weight)
+                    + 0.3 * F.cross_entropy(logits.permute(0, 2, 1),
+                                            q.permute(0, 2, 1),
+                                            reduction="sum")
+                    + 0.1 * F.cross_entropy(flat[0], soft[0])
+                    + F.cross_entropy(flat, soft, reduction="none")[1])
+
+    q = torch.softmax(randn(3, 4, 5, seed=4), -1)
+    check_op("soft targets", Model(), (randn(3, 4, 4), q), tmp_path)
+
+
 def test_ignored_labels_as_data(tmp_path):
     """BERT's masked-language-model labels: -100 (ignore_index) where no
     token is predicted, reaching the loss through views only. They were

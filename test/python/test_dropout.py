@@ -168,6 +168,61 @@ def test_dropout_trains_like_torch_with_the_same_masks(ranks):
                    ranks)
 
 
+class Recurrent(nn.Module):
+    """Two LSTM layers over a sequence of 4 steps (the microbatch's rows),
+    with a dropout between them in training."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, dropout=0.3)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        h, _ = self.lstm(x)
+        return F.cross_entropy(self.out(h), y)
+
+
+class RecurrentReference(Recurrent):
+    """Recurrent's layers one at a time (torch.lstm), ``drop`` between."""
+
+    def forward(self, x, y):
+        lstm, h = self.lstm, x.unsqueeze(1)
+        zeros = torch.zeros(1, 1, 16, dtype=x.dtype)
+        for layer in range(2):
+            if layer:
+                h = self.drop(h)
+            weights = [getattr(lstm, f"{kind}_l{layer}") for kind in (
+                "weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            h = torch.lstm(h, (zeros, zeros), weights, True, 1, 0.0, True,
+                           False, False)[0]
+        return F.cross_entropy(self.out(h.squeeze(1)), y)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_dropout_between_recurrent_layers_trains_like_torch(ranks):
+    """nn.LSTM(num_layers=2, dropout=p) in training: the first layer's
+    outputs go to the second under a dropout (drawn over [steps, batch,
+    hidden]), as PyTorch's; it was refused."""
+    torch.manual_seed(0)
+    model = Recurrent().train()
+    reference = RecurrentReference()
+    reference.load_state_dict(model.state_dict())
+    batches = data(STEPS)
+    program = zb.from_torch(model, batches[0][0])
+    assert "zb.rng" in program.mlir
+    result = zb.run(program, ranks=ranks, schedule="zb-h1",
+                    microbatches=MICROBATCHES, steps=STEPS,
+                    optimizer="adamw", lr=1e-2, inputs=batches, seed=SEED)
+    losses, grads, params = torch_training(
+        reference.train(), batches, 1e-2,
+        {"drop": dropout_as_drawn(0, (4, 1, 16), 0.3)})
+    assert_close("losses", result.losses, losses, 1e-5)
+    for name, grad in grads.items():
+        assert_close(f"grad {name}", result.grads[name], grad, 1e-4)
+    for name, value in params.items():
+        assert_close(f"param {name}", result.params[name], value, 1e-4)
+
+
 class Residual(nn.Module):
     """A residual block under torchvision's stochastic depth (a bernoulli_
     per sample), then a dropout: two random ops, numbered 0 and 1."""
