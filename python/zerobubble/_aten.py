@@ -2001,6 +2001,33 @@ def _dot(ctx, a, b):
                       lambda bb, e, acc: _add_acc(bb, e, acc, t))
 
 
+@_handles("aten.bilinear.default")
+def _bilinear(ctx, x1, x2, weight, bias=None):
+    """y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]
+    (nn.Bilinear): one gemm of x1 with W's [I, O*J] view, then each
+    output's products with x2 summed over j."""
+    x1, x2, weight = ctx.tensor(x1), ctx.tensor(x2), ctx.tensor(weight)
+    _require_float(ctx, x1, x2, weight)
+    t = ctx.dtype
+    outs, ins, others = weight.shape
+    lead = x1.shape[:-1]
+    rows = math.prod(lead)
+    flat1 = ctx.b.reshape(x1, (rows, ins))
+    flat2 = ctx.b.reshape(x2, (rows, 1, others))
+    table = ctx.b.reshape(ctx.b.transpose(weight, [1, 0, 2]),
+                          (ins, outs * others))
+    mixed = ctx.b.reshape(_matmul(ctx, flat1, table), (rows, outs, others))
+    products = ctx.elementwise([mixed, flat2], lambda bb, xs: bb.binary(
+        "arith.mulf", xs[0][0], xs[1][0], t), shape=mixed.shape, dtype=t)
+    y = ctx.reduce(products, [2], 0.0,
+                   lambda bb, e, acc: _add_acc(bb, e, acc, t))
+    if bias is not None:
+        y = ctx.elementwise([y, bias], lambda bb, xs: bb.binary(
+            "arith.addf", xs[0][0], _cast(bb, xs[1], t), t), shape=y.shape,
+            dtype=t)
+    return ctx.b.reshape(y, (*lead, outs))
+
+
 @_handles("aten.addr.default")
 def _addr(ctx, x, u, v, *, beta=1, alpha=1):
     """beta * x + alpha * the outer product of vectors u and v (x not read

@@ -164,6 +164,17 @@ def test_products_powers_and_turns(tmp_path):
              tmp_path)
 
 
+def test_bilinear(tmp_path):
+    """nn.Bilinear with and without a bias, over extra leading dims."""
+    def fn(m, h):
+        return torch.cat([m.bi(h, h[..., :3] * 2).flatten(),
+                          m.plain(h[0], h[1, :, :3]).flatten()])
+
+    model = OnInput((2, 3, 4), fn, bi=nn.Bilinear(4, 3, 5),
+                    plain=nn.Bilinear(4, 3, 2, bias=False))
+    check_op("bilinear", model, (randn(2, 3, 4),), tmp_path)
+
+
 def test_power_gradients_at_zero_are_pytorchs(tmp_path):
     """x ** y where x or y is 0: PyTorch's gradients are 0 for x where
     y = 0 and for y where x = 0 and y >= 0 (the formulas would be NaN);
