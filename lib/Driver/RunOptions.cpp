@@ -11,14 +11,21 @@
 
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 using namespace zb;
+
+/// `value` as a flag's value is written: 1.5, 0.01, nan, inf.
+static std::string number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
 
 std::string RunOptions::check() const {
   auto message = [](const llvm::Twine &text) { return text.str(); };
@@ -79,18 +86,18 @@ std::string RunOptions::check() const {
                    "--grads");
   if (!(learningRate >= 0) || !std::isfinite(learningRate))
     return message("--lr must be a finite number, 0 or more, got " +
-                   llvm::formatv("{0}", learningRate).str());
+                   number(learningRate));
   if (!(gradTol >= 0) || !std::isfinite(gradTol))
     return message("--grad-tol must be a positive number (0: the default), "
                    "got " +
-                   llvm::formatv("{0}", gradTol).str());
+                   number(gradTol));
   if (gradSamples < 1)
     return message("--grad-samples must be at least 1, got " +
                    llvm::Twine(gradSamples));
   if (clipGradNorm < 0 || !std::isfinite(clipGradNorm))
     return message("--clip-grad-norm must be a positive number (0: off), "
                    "got " +
-                   llvm::formatv("{0}", clipGradNorm).str());
+                   number(clipGradNorm));
   if (clipGradNorm > 0 && !training())
     return message("--clip-grad-norm clips a training step's gradients; "
                    "--eval and --grads take no step");
@@ -102,9 +109,9 @@ std::string RunOptions::check() const {
   if (optimizer != "sgd" && optimizer != "sgd-momentum" && optimizer != "adamw")
     return message("unknown --optimizer '" + optimizer +
                    "' (expected sgd, sgd-momentum or adamw)");
-  if (!(momentum >= 0 && momentum < 1))
-    return message("--momentum must lie in [0, 1), got " +
-                   llvm::formatv("{0}", momentum).str());
+  if (!(momentum > 0 && momentum < 1))
+    return message("--momentum must lie in (0, 1), got " + number(momentum) +
+                   " (no momentum: --optimizer sgd)");
   if (backend != "mpi" && backend != "nccl")
     return message("unknown --backend '" + backend +
                    "' (expected mpi or nccl)");
@@ -247,9 +254,12 @@ void RunOptions::setPipelineOptions(ZBPipelineOptions &options) const {
   options.target = gpu() ? "gpu" : "cpu";
   options.dtype = dtype;
   if (usesCompiledUpdate())
-    options.optimizer =
-        optimizer::kindName(compiledOptimizerKind(makeOptimizer().getConfig()))
-            .str();
+    options.optimizer = compiledUpdateKind();
+}
+
+std::string RunOptions::compiledUpdateKind() const {
+  return optimizer::kindName(compiledOptimizerKind(makeOptimizer().getConfig()))
+      .str();
 }
 
 int64_t RunOptions::chunksForSchedule() const {
@@ -276,7 +286,7 @@ std::string RunOptions::rankProgramKey(llvm::StringRef modelText, int rank,
           ";m=" + llvm::Twine(microbatches) + ";dp=" + llvm::Twine(replicas) +
           (gpu() ? ";gpu" : "") + (eval ? ";eval" : "") +
           (dtype == "f32" ? "" : ";dtype=" + dtype) +
-          (usesCompiledUpdate() ? ";update=" + optimizer : "") +
+          (usesCompiledUpdate() ? ";update=" + compiledUpdateKind() : "") +
           ";rank=" + llvm::Twine(rank) +
           (balancedProgram.empty() ? "" : ";balanced=" + balancedProgram))
       .str();

@@ -31,9 +31,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
-#include <cmath>
 #include <limits>
-#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -139,12 +137,9 @@ LogicalResult zb::buildZBPipeline(OpPassManager &pm,
               " is past the limit of " + std::to_string(limit);
       return failure();
     }
-  if (!std::isfinite(options.memLimit) || options.memLimit < 0) {
-    std::ostringstream text;
-    text << "'mem-limit' must be a finite number of bytes, 0 (no limit) or "
-            "more, got "
-         << options.memLimit.getValue();
-    error = text.str();
+  if (std::string problem = schedule::memLimitProblem(options.memLimit);
+      !problem.empty()) {
+    error = problem;
     return failure();
   }
   const schedule::ScheduleInfo *info =

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 namespace zb::schedule {
 
@@ -140,8 +141,8 @@ bool Problem::verify(std::string &error) const {
       return false;
     }
   }
-  if (!std::isfinite(memLimit) || memLimit < 0) {
-    error = "mem-limit must be a finite non-negative number (0 = no limit)";
+  if (std::string problem = memLimitProblem(memLimit); !problem.empty()) {
+    error = problem;
     return false;
   }
   if (!checkList(stageCostF, "F", numStages(), error) ||
@@ -184,4 +185,13 @@ void zb::schedule::setStageMemory(Problem &problem,
   }
   problem.memB = *std::max_element(memB.begin(), memB.end());
   problem.memW = *std::max_element(memW.begin(), memW.end());
+}
+
+std::string zb::schedule::memLimitProblem(double limit) {
+  if (std::isfinite(limit) && limit >= 0)
+    return "";
+  std::ostringstream text;
+  text << "mem-limit must be a finite number, 0 (no limit) or more, got "
+       << limit;
+  return text.str();
 }

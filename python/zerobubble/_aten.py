@@ -187,7 +187,7 @@ def translate(translator, node):
             translator.change(_changed_tensor(translator, node.args[0]),
                               node)
         chain = None
-        if _updates_a_read_view(node):
+        if _updates_a_read_view(translator, node):
             chain = _slice_chain(node)
             if chain is None:
                 raise UnsupportedOpError(
@@ -220,21 +220,19 @@ def _refresh_views(translator, node):
     while view is not root:
         chain.add(view)
         view = view.args[0]
-    order = _graph_order(translator, node.graph)
-    position = order[node]
-    views = [view for view in _views_of(translator, node.graph).get(root, ())
-             if order[view] < position and view not in chain and
-             view in translator.env]
-    # Those read after the write, and the views they are taken from.
-    needed = set()
-    for view in reversed(views):
-        if any(order.get(user, -1) > position or user in needed
-               for user in view.users):
-            needed.add(view)
-    for view in views:
-        if view in needed:
+    for view in _views_read_after(translator, node, root):
+        if view in chain:
+            continue
+        name = op_name(view)
+        if _is_view(view):
+            translator.env[view] = _translate(translator, view, name)
+        elif name in _RESHAPING_IN_PLACE:
+            # The result of x.unsqueeze_(0): x as it is now, re-shaped.
             translator.env[view] = _translate(translator, view,
-                                              op_name(view))
+                                              _RESHAPING_IN_PLACE[name])
+        else:
+            # The result of x.relu_(): x as it is now.
+            translator.env[view] = translator.env[view.args[0]]
 
 
 def _graph_order(translator, graph):
@@ -246,16 +244,33 @@ def _graph_order(translator, graph):
 
 
 def _views_of(translator, graph):
-    """The view nodes of ``graph`` grouped by the tensor they view
-    (_view_base), in graph order (computed once a graph)."""
+    """The nodes of ``graph`` that alias a tensor, grouped by that tensor
+    (_view_base), in graph order (computed once a graph): its views, and
+    the results of in-place ops on it or on its views (``r = x.relu_()``
+    is x)."""
     cache = translator.__dict__.setdefault("_graph_views", {})
     if graph not in cache:
         views = {}
         for n in graph.nodes:
             if _is_view(n):
                 views.setdefault(_view_base(n), []).append(n)
+            elif _is_in_place_result(n):
+                views.setdefault(_view_base(n.args[0]), []).append(n)
         cache[graph] = views
     return cache[graph]
+
+
+def _is_in_place_result(node):
+    """Whether ``node`` is an in-place op (its schema says it returns its
+    first argument, written) on a graph tensor."""
+    if node.op != "call_function" or not node.args or \
+            not isinstance(node.args[0], torch.fx.Node):
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and alias.is_write
 
 
 # Views a write goes through to its base, by how the written value is
@@ -436,18 +451,39 @@ def _changed_tensor(translator, node):
     return node
 
 
-def _updates_a_read_view(node):
+def _updates_a_read_view(translator, node):
     """Whether in-place ``node`` writes a view of a tensor that is read
-    after it (the translation would not see the update there)."""
+    after it, itself or through another of its views taken before (the
+    translation would not see the update there)."""
     view = node.args[0] if node.args else None
+    chain = set()
     while isinstance(view, torch.fx.Node) and _is_view(view):
+        chain.add(view)
         base = view.args[0]
         if view.target is operator.getitem:
             base = base.args[0]  # split(x)[i]: x
         if _read_later(node, base):
             return True
         view = base
-    return False
+    return bool(chain) and any(
+        other not in chain for other in _views_read_after(translator, node,
+                                                          view))
+
+
+def _views_read_after(translator, node, root):
+    """The views of ``root`` taken before ``node`` and in the translation
+    that a node after ``node`` reads, or that such a view is taken from;
+    in graph order."""
+    order = _graph_order(translator, node.graph)
+    position = order[node]
+    views = [view for view in _views_of(translator, node.graph).get(root, ())
+             if order[view] < position and view in translator.env]
+    needed = set()
+    for view in reversed(views):
+        if any(order.get(user, -1) > position or user in needed
+               for user in view.users):
+            needed.add(view)
+    return [view for view in views if view in needed]
 
 
 # The value of an item() that feeds runtime assertions alone.
@@ -1136,10 +1172,15 @@ def _detach(ctx, x):
 @_handles("aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout",
           "aten.to.device", "aten.type_as.default")
 def _to_dtype(ctx, x, *args, **kwargs):
-    x = ctx.tensor(x)
-    if x.dtype == ctx.dtype:
+    return _cast_to(ctx, ctx.tensor(x), ctx.dtype)
+
+
+def _cast_to(ctx, x, dtype):
+    """Tensor ``x`` with ``dtype`` elements (``x`` itself when it has)."""
+    if x.dtype == dtype:
         return x
-    return ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], ctx.dtype))
+    return ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], dtype),
+                           shape=x.shape, dtype=dtype)
 
 
 # -- shapes -------------------------------------------------------------
@@ -3591,11 +3632,9 @@ def _in_result_dtype(ctx, x):
     """``x`` cast to the node's result type where that differs (the
     ``dtype=`` of softmax and log_softmax: PyTorch casts first)."""
     x = ctx.tensor(x)
-    if x.dtype == ctx.dtype or not is_float(x.dtype) or \
-            not is_float(ctx.dtype):
+    if not is_float(x.dtype) or not is_float(ctx.dtype):
         return x
-    return ctx.elementwise([x], lambda bb, xs: _cast(bb, xs[0], ctx.dtype),
-                           shape=x.shape)
+    return _cast_to(ctx, x, ctx.dtype)
 
 
 @_handles("aten.softmax.int", "aten._softmax.default")
@@ -3804,14 +3843,7 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs,
                         "[N, d...] class-index targets are supported")
     rows, classes = logits.shape
     t = logits.dtype
-    if weight is not None:
-        weight = ctx.tensor(weight)
-        if weight.shape != (classes,):
-            ctx.unsupported(f"class weights of shape {list(weight.shape)} "
-                            f"for {classes} classes")
-        if weight.dtype != t:
-            weight = ctx.elementwise([weight], lambda bb, xs: _cast(
-                bb, xs[0], t), shape=weight.shape, dtype=t)
+    weight = _class_weights(ctx, weight, classes, t)
     # Labels index no table here (each row compares them with its class
     # numbers), so the runner's check of a zb.range only stands in for
     # PyTorch's of the labels: where ignore_index lies outside the classes
@@ -3958,6 +3990,17 @@ def _cross_entropy(ctx, logits, target, weight=None, reduction=1,
                       smoothing=float(label_smoothing))
 
 
+def _class_weights(ctx, weight, classes, t):
+    """A loss's ``weight`` argument: None, or a [classes] tensor of ``t``."""
+    if weight is None:
+        return None
+    weight = ctx.tensor(weight)
+    if weight.shape != (classes,):
+        ctx.unsupported(f"class weights of shape {list(weight.shape)} for "
+                        f"{classes} classes")
+    return _cast_to(ctx, weight, t)
+
+
 def _soft_cross_entropy(ctx, logits, target, weight, reduction, smoothing):
     """Cross-entropy against class probabilities (classes along dim 1, or
     dim 0 of one sample): -sum_c w_c q_c log p_c per position, where q is
@@ -3973,11 +4016,8 @@ def _soft_cross_entropy(ctx, logits, target, weight, reduction, smoothing):
     classes = logits.shape[dim]
     log_p = _log_softmax_value(ctx, logits, dim)
     operands = [log_p, target]
+    weight = _class_weights(ctx, weight, classes, t)
     if weight is not None:
-        weight = ctx.tensor(weight)
-        if weight.shape != (classes,):
-            ctx.unsupported(f"class weights of shape {list(weight.shape)} "
-                            f"for {classes} classes")
         operands.append(ctx.b.reshape(
             weight, (classes,) + (1,) * (logits.rank - dim - 1)))
 
@@ -5269,7 +5309,8 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     written places cleared, plus the values accumulated there."""
     result = _put_at(ctx, x, indices, values, accumulate)
     if accumulate or not isinstance(values, Value) or \
-            not is_float(values.dtype) or not _may_repeat(indices):
+            not is_float(values.dtype) or \
+            not _may_repeat(indices, ctx.tensor(x).shape):
         return result
     t = ctx.tensor(x).dtype
     cleared = _put_at(ctx, x, indices, ctx.b.filled((), t, 0.0), False)
@@ -5277,17 +5318,18 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     return _straight_through(ctx, carrier, result)
 
 
-def _may_repeat(indices):
-    """Whether the index tensors of an index_put may name one place twice:
-    not for constants whose places are distinct, nor for a boolean mask."""
-    given = [i for i in indices if i is not None]
-    if any(isinstance(i, Value) and i.dtype == "i1" for i in given):
+def _may_repeat(indices, shape):
+    """Whether the index tensors of an index_put into a tensor of ``shape``
+    may name one place twice (3 and -1 of 4 rows are one): not for
+    constants whose places are distinct, nor for a boolean mask."""
+    given = [(i, shape[d]) for d, i in enumerate(indices) if i is not None]
+    if any(isinstance(i, Value) and i.dtype == "i1" for i, _ in given):
         return False
-    if not all(isinstance(i, Const) for i in given):
+    if not all(isinstance(i, Const) for i, _ in given):
         return True
-    if any(i.tensor.dtype == torch.bool for i in given):
+    if any(i.tensor.dtype == torch.bool for i, _ in given):
         return False
-    places = torch.broadcast_tensors(*(i.tensor for i in given))
+    places = torch.broadcast_tensors(*(i.tensor % n for i, n in given))
     flat = torch.stack([p.flatten() for p in places], 1)
     return flat.unique(dim=0).shape[0] != flat.shape[0]
 

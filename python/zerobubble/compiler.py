@@ -133,10 +133,9 @@ def compile(model, *, stages=1, microbatches=1, schedule="zb-h1", chunks=None,
                              f"zb-sched --help), got {schedule!r}")
         if mem_limit is not None and (
                 isinstance(mem_limit, bool)
-                or not isinstance(mem_limit, numbers.Real)
-                or not math.isfinite(mem_limit) or mem_limit < 0):
-            raise ValueError(f"mem_limit must be a finite number of bytes, "
-                             f"0 (no limit) or more, got {mem_limit!r}")
+                or not isinstance(mem_limit, numbers.Real)):
+            raise TypeError(f"mem_limit must be a number of bytes, not "
+                            f"{type(mem_limit).__name__}")
         options = [f"stages={stages}", f"microbatches={microbatches}",
                    f"schedule={schedule}",
                    f"lower-to-cpu={'true' if lower_to_cpu else 'false'}"]
@@ -215,6 +214,9 @@ def run(model, *, ranks=1, replicas=1, schedule="zb-h1", microbatches=1,
     _check_options(timeout, ranks=ranks, replicas=replicas,
                    microbatches=microbatches, steps=steps, threads=threads,
                    chunks=chunks)
+    if momentum is not None and optimizer != "sgd-momentum":
+        raise ValueError(f"momentum sets the momentum of optimizer="
+                         f"\"sgd-momentum\", not of {optimizer!r}")
     with tempfile.TemporaryDirectory(prefix="zerobubble-") as workdir:
         args = _common_args(model, workdir, microbatches=microbatches,
                             params=params, inputs=inputs, seed=seed,

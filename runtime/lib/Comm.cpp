@@ -28,9 +28,10 @@ bool zbrt::readTimeoutFromEnv(double &seconds, std::string &error) {
   char *end = nullptr;
   errno = 0;
   double value = std::strtod(text, &end);
-  // A time past double's range reads as infinity: no timeout, as "inf".
-  bool overflow = errno == ERANGE && value == HUGE_VAL;
-  if ((errno && !overflow) || end == text || *end || std::isnan(value) ||
+  // A time past double's range reads as infinity (no timeout, as "inf"),
+  // one below it as 0 (likewise).
+  bool outOfRange = errno == ERANGE;
+  if ((errno && !outOfRange) || end == text || *end || std::isnan(value) ||
       value < 0) {
     error = "ZB_TIMEOUT_S must be a non-negative number of seconds (0 or "
             "inf: no timeout), got '" +

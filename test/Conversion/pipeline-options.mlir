@@ -26,8 +26,8 @@
 // COUNT-LIMIT: error: zb-pipeline: 'microbatches' of 1000001 is past the limit of 1000000
 // Before any pass runs: no IR printed.
 // MEMLIMIT-NOT: func.func
-// MEMLIMIT: error: zb-pipeline: 'mem-limit' must be a finite number of bytes, 0 (no limit) or more, got nan
-// MEMLIMIT-NEG: error: zb-pipeline: 'mem-limit' must be a finite number of bytes, 0 (no limit) or more, got -1
+// MEMLIMIT: error: zb-pipeline: mem-limit must be a finite number, 0 (no limit) or more, got nan
+// MEMLIMIT-NEG: error: zb-pipeline: mem-limit must be a finite number, 0 (no limit) or more, got -1
 // REPLICAS: error: zb-pipeline: 'replicas' of 4294967297 is past the limit of 2147483647
 
 func.func @model(%w: tensor<4x4xf32> {zb.param}, %x: tensor<2x4xf32>) -> tensor<f32> {

@@ -1363,9 +1363,13 @@ def test_index_put_with_repeated_indices(tmp_path):
         a[torch.tensor([2, 0, 2])] = h[1:4] * 2
         b = h * 1.0
         b[torch.tensor([1, 3, 1])] += h[:3] * 3
+        # 3 and -1 name one row of four.
+        d = h * 1.0
+        d[torch.tensor([3, -1])] = h[:2] * 4
         c = h.scatter(1, torch.tensor([[0, 0], [1, 2], [4, 4], [3, 1]]),
                       h[:, 2:4] ** 2)
-        return torch.cat([a.flatten(), b.flatten(), c.flatten()])
+        return torch.cat([a.flatten(), b.flatten(), c.flatten(),
+                          d.flatten()])
 
     model = OnInput((4, 5), fn).double()
     batch = (randn(4, 5).double(),)
@@ -1831,6 +1835,30 @@ def _views_before_a_write():
         a.add_(h[0, :4])
         return cat(b, w, y)
 
+    def sibling_read_alone(y, h):
+        # Only the other view is read afterwards, not y.
+        a, b = y[0], y[0:2]
+        a.mul_(h[0])
+        return b
+
+    def view_of_a_view_read_alone(y, h):
+        w = y.view(24)
+        a, b = w[:8], y[0]
+        a.add_(1.0)
+        return b
+
+    def reshaped_in_place(y, h):
+        # What unsqueeze_ returns is v, re-shaped.
+        v = y[0]
+        u = v.unsqueeze_(0)
+        y.mul_(h)
+        return u
+
+    def in_place_result(y, h):
+        r = y[1:].add_(1.0)
+        y.mul_(h)
+        return r
+
     def setitem(y, h):
         v = y.view(24)
         y[1] = h[0] * 2
@@ -1857,6 +1885,10 @@ def _views_before_a_write():
         ("setitem", setitem),
         ("sibling views", sibling_views),
         ("same view twice", same_view_twice),
+        ("sibling read alone", sibling_read_alone),
+        ("reshaped in place", reshaped_in_place),
+        ("an in-place op's result", in_place_result),
+        ("view of a view read alone", view_of_a_view_read_alone),
         ("view of a view written", view_of_a_view_written),
         # A copy (contiguous() of a transpose) keeps its values.
         ("contiguous copy", lambda y, h: (c := y.t().contiguous(),

@@ -130,12 +130,18 @@ def test_options_are_checked_before_anything_runs(mlp):
         zb.run(mlp, threads=-4)
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         zb.evaluate(mlp, timeout=0)
+    with pytest.raises(ValueError, match="momentum sets the momentum of "
+                       "optimizer=\"sgd-momentum\", not of 'adamw'"):
+        zb.run(mlp, optimizer="adamw", momentum=0.5)
     # compile()'s values each make one option of the pipeline's text: one
     # holding a space would set another option.
     with pytest.raises(ValueError, match="schedule must be a schedule's name"):
         zb.compile(mlp, stages=2, microbatches=4,
                    schedule="zb-h1 stages=1")
-    with pytest.raises(ValueError, match="mem_limit must be a finite number"):
+    with pytest.raises(TypeError, match="mem_limit must be a number"):
+        zb.compile(mlp, stages=2, microbatches=4, mem_limit="1 stages=1")
+    with pytest.raises(zb.CompilerError, match="mem-limit must be a finite "
+                       "number, 0 .no limit. or more, got nan"):
         zb.compile(mlp, stages=2, microbatches=4, mem_limit=float("nan"))
     with pytest.raises(TypeError, match="chunks must be an integer"):
         zb.compile(mlp, stages=2, microbatches=4, chunks="2 stages=1")

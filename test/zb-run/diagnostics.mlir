@@ -8,6 +8,7 @@
 // RUN: not zb-run %t/loss.mlir --np 2 --schedule nope 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not zb-run %t/loss.mlir --optimizer lamb 2>&1 | FileCheck %s --check-prefix=OPTIMIZER
 // RUN: not zb-run %t/loss.mlir --optimizer sgd-momentum --momentum 1.5 2>&1 | FileCheck %s --check-prefix=MOMENTUM
+// RUN: not zb-run %t/loss.mlir --momentum 0.5 2>&1 | FileCheck %s --check-prefix=MOMENTUM-SGD
 // RUN: not zb-run %t/stats.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATS
 // RUN: not zb-run %t/stat-arg.mlir --eval 2>&1 | FileCheck %s --check-prefix=STATARG
 // RUN: not zb-run %t/range.mlir --eval 2>&1 | FileCheck %s --check-prefix=RANGE
@@ -40,7 +41,8 @@
 // MODES: zb-run: error: pass at most one of --eval and --grads
 // SCHEDULE: zb-run: error: unknown --schedule 'nope'; known: gpipe, 1f1b
 // OPTIMIZER: zb-run: error: unknown --optimizer 'lamb' (expected sgd, sgd-momentum or adamw)
-// MOMENTUM: zb-run: error: --momentum must lie in [0, 1), got 1.5
+// MOMENTUM: zb-run: error: --momentum must lie in (0, 1), got 1.5 (no momentum: --optimizer sgd)
+// MOMENTUM-SGD: zb-run: error: --momentum sets the momentum of --optimizer sgd-momentum, not of sgd
 // STATS: stats.mlir:4:3: error: running statistic 'bn.mean' is recorded twice
 // STATS: stats.mlir:3:3: note: first recorded here
 // STATARG: error: running statistic 'w' has the name of an argument

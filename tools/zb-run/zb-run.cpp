@@ -787,6 +787,11 @@ int main(int argc, char **argv) {
 
   if (std::string problem = opts.check(); !problem.empty())
     return failOnce(problem, &argc, &argv);
+  if (momentum.getNumOccurrences() && opts.optimizer != "sgd-momentum")
+    return failOnce("--momentum sets the momentum of --optimizer "
+                    "sgd-momentum, not of " +
+                        opts.optimizer,
+                    &argc, &argv);
   if (!opts.compileOnly)
     if (std::string problem = opts.checkOutputs(); !problem.empty())
       return failOnce(problem, &argc, &argv);

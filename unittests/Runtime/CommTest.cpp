@@ -505,6 +505,9 @@ TEST_F(LocalCommTest, TimeoutFromTheEnvironment) {
   setenv("ZB_TIMEOUT_S", "1e400", 1);
   EXPECT_TRUE(readTimeoutFromEnv(seconds, error));
   EXPECT_TRUE(std::isinf(seconds));
+  setenv("ZB_TIMEOUT_S", "1e-400", 1);
+  EXPECT_TRUE(readTimeoutFromEnv(seconds, error));
+  EXPECT_EQ(seconds, 0.0);
   for (const char *bad : {"soon", "nan", "-1", "-inf", "2s", ""}) {
     setenv("ZB_TIMEOUT_S", bad, 1);
     error.clear();

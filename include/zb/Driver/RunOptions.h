@@ -96,6 +96,10 @@ struct RunOptions {
   /// Where replica `replica`'s values come from.
   DataOptions data(int64_t replica) const;
   zbrt::Optimizer makeOptimizer() const;
+  /// The update --zb-emit-optimizer compiles for makeOptimizer() (its kind
+  /// name: sgd, sgd-momentum or adamw): what the programs and their cache
+  /// keys say.
+  std::string compiledUpdateKind() const;
   /// What a checkpoint of this run belongs to.
   std::string checkpointConfig(llvm::StringRef modelText) const;
   /// The training loop's options for steps `firstStep` on (no onStep).

@@ -101,6 +101,11 @@ struct Problem {
   bool verifyCounts(std::string &error) const;
 };
 
+/// What is wrong with `limit` as a memory limit (mem-limit: finite, 0 for
+/// none, or more), naming the value; empty when nothing is. Problem::verify
+/// and the pipeline's options check it alike.
+std::string memLimitProblem(double limit);
+
 /// The largest counts a problem may have (verifyCounts()).
 constexpr int kMaxRanks = 4096;
 constexpr int kMaxMicrobatches = 1000000;

@@ -166,6 +166,10 @@ LogicalResult ZBDialect::verifyRegionArgAttribute(Operation *op,
                     : IntegerAttr();
     if (fn && !range)
       return where() << "needs 'zb.range' beside it";
+    // Indices counted from the end reach back one table's length at most.
+    if (range && value.getInt() < -range.getInt())
+      return where() << "must be -range or more (" << -range.getInt()
+                     << "), got " << value.getInt();
     if (element && !element.isInteger())
       return where() << "bounds integer data, but the argument is " << type;
     return success();

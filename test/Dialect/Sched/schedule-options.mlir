@@ -9,7 +9,7 @@
 // The options' errors name the function's place without printing its IR.
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-h1 microbatches=4 mem-limit=nan" 2>&1 | FileCheck %s --check-prefix=MEMLIMIT
 // MEMLIMIT-NOT: see current operation
-// MEMLIMIT: error: --zb-schedule needs a finite 'mem-limit' of 0 or more, got nan
+// MEMLIMIT: error: --zb-schedule: mem-limit must be a finite number, 0 (no limit) or more, got nan
 // MEMLIMIT-NOT: see current operation
 // RUN: not zb-opt %s --zb-schedule="schedule=zb-h1 microbatches=4 comm-cost=-2" 2>&1 | FileCheck %s --check-prefix=COMMCOST
 // COMMCOST: error: --zb-schedule needs a finite 'comm-cost' of 0 or more, got -2

@@ -50,6 +50,14 @@ func.func @nonnegative_range_from(%x: tensor<4xi64> {zb.range = 4, zb.range_from
 
 // -----
 
+// expected-error @below {{argument #0: 'zb.range_from' must be -range or more (-4), got -5}}
+func.func @range_from_past_the_table(%x: tensor<4xi64> {zb.range = 4, zb.range_from = -5}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // expected-error @below {{argument #0: 'zb.range_from' needs 'zb.range' beside it}}
 func.func @range_from_alone(%x: tensor<4xi64> {zb.range_from = -4}) -> tensor<f32> {
   %z = arith.constant dense<0.0> : tensor<f32>

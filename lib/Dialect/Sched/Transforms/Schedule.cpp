@@ -264,12 +264,12 @@ LogicalResult SchedulePass::schedule() {
     return emitError(loc) << "--zb-schedule: a forward-only program "
                              "evaluates one pipeline; it takes no "
                              "'replicas'";
-  for (auto [name, value] :
-       {std::pair<const char *, double>{"mem-limit", memLimit},
-        {"comm-cost", commCost}})
-    if (!std::isfinite(value) || value < 0)
-      return emitError(loc) << "--zb-schedule needs a finite '" << name
-                            << "' of 0 or more, got " << value;
+  if (std::string problem = zs::memLimitProblem(memLimit); !problem.empty())
+    return emitError(loc) << "--zb-schedule: " << problem;
+  if (!std::isfinite(commCost) || commCost < 0)
+    return emitError(loc)
+           << "--zb-schedule needs a finite 'comm-cost' of 0 or more, got "
+           << commCost;
 
   zs::Problem problem;
   problem.numRanks = numRanks;
