@@ -119,17 +119,12 @@ std::string ModelData::checkFiles(const ModelSignature &signature,
       .load(/*headersOnly=*/true, unknown);
 }
 
-/// The arrays of `archive` (read from `path`) that name no argument or
-/// running statistic of `sig`, as "'path' holds N arrays the model does not
-/// have: a, b, ...", empty when there are none.
-static std::string unknownArrays(const ModelSignature &sig,
+/// The arrays of `archive` (read from `path`) that are not `known` (the
+/// names of a model's arguments and running statistics), as "'path' holds N
+/// arrays the model does not have: a, b, ...", empty when there are none.
+static std::string unknownArrays(const std::set<std::string> &known,
                                  const zbrt::NpzArchive &archive,
                                  const std::string &path) {
-  std::set<std::string> known;
-  for (const ModelArg &arg : sig.args)
-    known.insert(arg.name);
-  for (const RunningStat &stat : sig.runningStats)
-    known.insert(stat.name);
   std::vector<std::string> names;
   for (const auto &entry : archive)
     if (!known.count(entry.first))
@@ -202,8 +197,13 @@ std::string ModelData::load(bool headersOnly, std::string *unknown) {
   if (!inputsPath.empty() && !read(inputsPath, archive, error))
     return error;
   if (unknown) {
-    std::string inParams = unknownArrays(sig, params, paramsPath);
-    std::string inInputs = unknownArrays(sig, archive, inputsPath);
+    std::set<std::string> known;
+    for (const ModelArg &arg : sig.args)
+      known.insert(arg.name);
+    for (const RunningStat &stat : sig.runningStats)
+      known.insert(stat.name);
+    std::string inParams = unknownArrays(known, params, paramsPath);
+    std::string inInputs = unknownArrays(known, archive, inputsPath);
     *unknown = inParams + (inParams.empty() || inInputs.empty() ? "" : "; ") +
                inInputs;
   }

@@ -8,7 +8,6 @@
 
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/SHA256.h"
 
 #include <chrono>
@@ -207,12 +206,8 @@ static bool writeRunCheckpoint(TrainingContext &context,
                                std::string &error) {
   const std::string &dir = options.checkpointDir;
   zbrt::Checkpoint checkpoint{step + 1, options.checkpointConfig, {}, {}};
-  if (context.world.size() > 1)
-    if (std::error_code ec = llvm::sys::fs::create_directories(dir)) {
-      error =
-          "cannot create checkpoint directory '" + dir + "': " + ec.message();
-      return false;
-    }
+  if (context.world.size() > 1 && !zbrt::createCheckpointDir(dir, error))
+    return false;
   if (context.replica == 0) {
     collectArchive(context.pipeline, dir + "/.params",
                    context.data.paramArchive(context.params),

@@ -63,18 +63,23 @@ static bool isStateName(const std::string &name) {
   return rest.empty();
 }
 
-bool zbrt::writeCheckpoint(const std::string &dir, const Checkpoint &checkpoint,
-                           std::string &error) {
+bool zbrt::createCheckpointDir(const std::string &dir, std::string &error) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) {
+  if (ec)
     error = "cannot create checkpoint directory '" + dir + "': " + ec.message();
+  return !ec;
+}
+
+bool zbrt::writeCheckpoint(const std::string &dir, const Checkpoint &checkpoint,
+                           std::string &error) {
+  if (!createCheckpointDir(dir, error))
     return false;
-  }
   auto nonce = std::chrono::steady_clock::now().time_since_epoch().count();
   std::string name = "state-" + std::to_string(checkpoint.step) + "-" +
                      std::to_string(getpid()) + "-" + std::to_string(nonce);
   fs::path state = fs::path(dir) / name;
+  std::error_code ec;
   fs::create_directory(state, ec);
   if (ec) {
     error = "cannot create '" + state.string() + "': " + ec.message();
@@ -292,12 +297,8 @@ bool zbrt::readCheckpoint(const std::string &dir, Checkpoint &checkpoint,
 
 std::unique_ptr<CheckpointLock> CheckpointLock::acquire(const std::string &dir,
                                                         std::string &error) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) {
-    error = "cannot create checkpoint directory '" + dir + "': " + ec.message();
+  if (!createCheckpointDir(dir, error))
     return nullptr;
-  }
   std::string path = dir + "/.lock";
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {

@@ -42,6 +42,10 @@ struct Checkpoint {
   NpzArchive optimizer;
 };
 
+/// Creates checkpoint directory `dir` (and its parents) if missing. On
+/// failure returns false and sets `error`, naming it.
+bool createCheckpointDir(const std::string &dir, std::string &error);
+
 /// Writes `checkpoint` as the newest state in `dir` (created if missing).
 bool writeCheckpoint(const std::string &dir, const Checkpoint &checkpoint,
                      std::string &error);
