@@ -164,14 +164,15 @@ static std::string checkArgumentBytes(const ModelSignature &sig) {
   return "";
 }
 
-/// The first element of an integer array outside [from, range) as "V at
-/// [i, j, ...]", empty when every one lies inside.
-static std::string outsideRange(const zbrt::NpyArray &array, int64_t from,
-                                int64_t range) {
+/// The first element of integer data `arg`'s array outside [rangeFrom,
+/// range) (and not its rangeIgnored) as "V at [i, j, ...]", empty when
+/// every one lies inside.
+static std::string outsideRange(const zbrt::NpyArray &array,
+                                const ModelArg &arg) {
   for (int64_t i = 0, e = array.numElements(); i < e; ++i) {
     int64_t v = array.dtype == zbrt::DType::I64 ? array.as<int64_t>()[i]
                                                 : array.as<int32_t>()[i];
-    if (v >= from && v < range)
+    if ((v >= arg.rangeFrom && v < arg.range) || v == arg.rangeIgnored)
       continue;
     std::vector<int64_t> index(array.shape.size());
     for (int64_t d = static_cast<int64_t>(index.size()) - 1, rest = i; d >= 0;
@@ -269,13 +270,16 @@ std::string ModelData::load(bool headersOnly, std::string *unknown) {
     // Integer data index tables (token ids): a value past the model's
     // zb.range would read outside them.
     if (!headersOnly && arg.range > 0 && !isFloat(dtype))
-      if (std::string bad = outsideRange(all, arg.rangeFrom, arg.range);
-          !bad.empty())
+      if (std::string bad = outsideRange(all, arg); !bad.empty())
         return "data array '" + arg.name + "' in '" + inputsPath + "' holds " +
                bad + ", outside the model's range [" +
                std::to_string(arg.rangeFrom) + ", " +
                std::to_string(arg.range) + ") (zb.range" +
-               (arg.rangeFrom ? ", zb.range_from" : "") + ")";
+               (arg.rangeFrom ? ", zb.range_from" : "") + ")" +
+               (arg.rangeIgnored
+                    ? " and not " + std::to_string(*arg.rangeIgnored) +
+                          " (zb.range_ignored)"
+                    : "");
   }
   for (const RunningStat &stat : sig.runningStats) {
     zbrt::NpyArray &value = stats[stat.name];

@@ -62,14 +62,18 @@ static bool tooManyBytes(Type type) {
 }
 
 /// Checks that integer data bounded by {zb.range = `range`} indexes no
-/// tensor dimension with fewer entries than the range: follows the
+/// tensor dimension with fewer entries than the range (and, where
+/// zb.range_from or zb.range_ignored lets values below 0 or past the range
+/// through, no table at all): follows the
 /// argument's values through reshapes, slices and integer casts, and into
 /// the bodies of the linalg ops that read them, to the `tensor.extract` ops
 /// that take them as an index (a table lookup such as an embedding's).
 /// Values computed from the ids (an offset, a clamp) are not followed.
-static LogicalResult verifyRangeFitsTables(BlockArgument arg, StringRef name,
-                                           int64_t range, int64_t from) {
-  SmallVector<Value> worklist{arg};
+static LogicalResult verifyRangeFitsTables(BlockArgument blockArg,
+                                           const ModelArg &arg) {
+  StringRef name = arg.name;
+  int64_t range = arg.range, from = arg.rangeFrom;
+  SmallVector<Value> worklist{blockArg};
   llvm::DenseSet<Value> seen;
   while (!worklist.empty()) {
     Value value = worklist.pop_back_val();
@@ -103,6 +107,13 @@ static LogicalResult verifyRangeFitsTables(BlockArgument arg, StringRef name,
                << name << "' may hold negative values (zb.range_from = " << from
                << "), but indexes dimension " << dim << " of " << table
                << " here as it is, where they would read before it";
+      if (arg.rangeIgnored &&
+          (*arg.rangeIgnored < 0 || table.isDynamicDim(dim) ||
+           *arg.rangeIgnored >= table.getDimSize(dim)))
+        return extract.emitError("data argument '")
+               << name << "' may hold " << *arg.rangeIgnored
+               << " (zb.range_ignored), but indexes dimension " << dim << " of "
+               << table << " here, which has no such entry";
       if (table.isDynamicDim(dim) || table.getDimSize(dim) >= range)
         continue;
       return extract.emitError("data argument '")
@@ -193,8 +204,9 @@ FailureOr<ModelSignature> zb::analyzeModel(ModuleOp module) {
       arg.range = range.getInt();
       if (auto from = fn.getArgAttrOfType<IntegerAttr>(i, kRangeFromAttr))
         arg.rangeFrom = from.getInt();
-      if (failed(verifyRangeFitsTables(fn.getArgument(i), arg.name, arg.range,
-                                       arg.rangeFrom)))
+      if (auto ignored = fn.getArgAttrOfType<IntegerAttr>(i, kRangeIgnoredAttr))
+        arg.rangeIgnored = ignored.getInt();
+      if (failed(verifyRangeFitsTables(fn.getArgument(i), arg)))
         return failure();
     }
     if (!names.insert(arg.name).second)

@@ -1471,6 +1471,11 @@ def _div(ctx, a, b, rounding_mode=None):
         return ctx.elementwise([a, b], lambda bb, xs: _rounded_quotient(
             bb, _cast(bb, xs[0], ctx.dtype), _cast(bb, xs[1], ctx.dtype),
             ctx.dtype, rounding_mode))
+    if rounding_mode in ("floor", "trunc") and ctx.dtype != "i1":
+        t = ctx.dtype
+        op = "arith.floordivsi" if rounding_mode == "floor" else "arith.divsi"
+        return ctx.elementwise([a, b], lambda bb, xs: _integer_division(
+            bb, _cast(bb, xs[0], t), _cast(bb, xs[1], t), t, op))
     if rounding_mode is not None or not is_float(ctx.dtype):
         ctx.unsupported("only true division of floats is supported")
     return ctx.elementwise([a, b], lambda bb, xs: bb.binary(
@@ -1583,7 +1588,7 @@ def _remainder(ctx, a, b):
     def fn(bb, xs):
         x, y = (_cast(bb, v, t) for v in xs)
         # Python's sign convention: the result has the divisor's sign.
-        r = bb.binary("arith.remsi", x, y, t)
+        r = _integer_division(bb, x, y, t, "arith.remsi")
         zero = bb.const(0, t)
         nonzero = bb.op(f"arith.cmpi ne, {r}, {zero} : {t}")
         r_neg = bb.op(f"arith.cmpi slt, {r}, {zero} : {t}")
@@ -1604,6 +1609,23 @@ def _float_binary(build):
         return ctx.elementwise([a, b], lambda bb, xs: build(
             bb, _cast(bb, xs[0], t), _cast(bb, xs[1], t), t, *args))
     return handler
+
+
+def _integer_division(bb, x, y, t, op):
+    """x op y for an integer quotient or remainder (``op``:
+    arith.floordivsi, arith.divsi or arith.remsi) that cannot trap: a
+    divisor of 0, which PyTorch refuses, gives 0 (the CPU's division would
+    stop the process), and one of -1 gives -x (wrapping at the least value,
+    where PyTorch's CPU kernel stops the process) or a remainder of 0."""
+    zero, one = bb.const(0, t), bb.const(1, t)
+    by_zero = bb.op(f"arith.cmpi eq, {y}, {zero} : {t}")
+    by_minus_one = bb.op(f"arith.cmpi eq, {y}, {bb.const(-1, t)} : {t}")
+    special = bb.binary("arith.ori", by_zero, by_minus_one, "i1")
+    result = bb.binary(op, x, bb.select(special, one, y, t), t)
+    negated = zero if op == "arith.remsi" else bb.binary("arith.subi", zero,
+                                                         x, t)
+    result = bb.select(by_minus_one, negated, result, t)
+    return bb.select(by_zero, zero, result, t)
 
 
 def _rounded_quotient(bb, a, b, t, rounding):
@@ -1667,6 +1689,18 @@ _handles("aten.fmod.Tensor", "aten.fmod.Scalar")(_float_binary(
 
 def _unary(build):
     def handler(ctx, x, *args, **kwargs):
+        if op_name(ctx.node) == "aten.abs.default" and \
+                ctx.dtype not in ("i1",) and not is_float(ctx.dtype):
+            # |x| of integers (wrapping at the least value, as PyTorch's).
+            t = ctx.dtype
+
+            def magnitude(bb, xs):
+                v = _cast(bb, xs[0], t)
+                negative = bb.op(f"arith.cmpi slt, {v}, {bb.const(0, t)} : "
+                                 f"{t}")
+                return bb.select(negative, bb.binary(
+                    "arith.subi", bb.const(0, t), v, t), v, t)
+            return ctx.elementwise([x], magnitude)
         if not is_float(ctx.dtype):
             ctx.unsupported("only float operands are supported")
         return ctx.elementwise(
@@ -3845,13 +3879,12 @@ def _pick_loss(ctx, logits, target, ignore_index, reduction, log_probs,
     t = logits.dtype
     weight = _class_weights(ctx, weight, classes, t)
     # Labels index no table here (each row compares them with its class
-    # numbers), so the runner's check of a zb.range only stands in for
-    # PyTorch's of the labels: where ignore_index lies outside the classes
-    # (-100, BERT's masked-language-model labels) the labels hold it, and a
-    # label neither a class nor ignored makes its row's loss NaN instead.
+    # numbers), so the runner's check of a zb.range stands in for PyTorch's
+    # of the labels: a class, or ignore_index where it lies outside the
+    # classes (-100, BERT's masked-language-model labels: zb.range_ignored).
     labels_checked = 0 <= ignore_index < classes
-    if labels_checked:
-        ctx.translator.note_range(target, classes)
+    ctx.translator.note_range(
+        target, classes, ignored=None if labels_checked else ignore_index)
     zero_rows = ctx.b.filled((rows,), t, 0.0)
 
     def at_label(value, hint):

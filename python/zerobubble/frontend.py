@@ -89,6 +89,9 @@ class DataArg:
         # The least value where negative indices count from the end
         # (-range), or None: values lie in [0, range).
         self.range_from = None
+        # One more value the data may hold outside the range, which every
+        # use leaves out (a loss's ignore_index), or None.
+        self.range_ignored = None
         # The random key of the program's random ops ({zb.rng}): zb-run
         # supplies it per microbatch; it is no value of a microbatch.
         self.rng = rng
@@ -101,6 +104,8 @@ class DataArg:
         bound = f", range={self.range}" if self.range is not None else ""
         if self.range_from is not None:
             bound += f", range_from={self.range_from}"
+        if self.range_ignored is not None:
+            bound += f", range_ignored={self.range_ignored}"
         return (f"DataArg({self.key}: {self.name} {list(self.shape)} "
                 f"{self.dtype}{bound})")
 
@@ -775,6 +780,7 @@ class _Translator:
         self.arg_index = {}
         self.ranges = {}
         self.negative_ok = {}
+        self.range_ignored = {}
         self.cuts = 0
         # The random key (a Value), made by the first random op.
         self.rng = None
@@ -897,6 +903,8 @@ class _Translator:
             arg.range = self.ranges.get(arg.index)
             if arg.range is not None and self.negative_ok.get(arg.index):
                 arg.range_from = -arg.range
+            if arg.range is not None:
+                arg.range_ignored = self.range_ignored.get(arg.index)
         buffers = {name: self.buffer_values[name].numpy()
                    for name in self.running_stats}
         counters = {name: self.buffer_values[name].numpy()
@@ -962,6 +970,8 @@ class _Translator:
         ranges = {a.index: a.range for a in data_args if a.range is not None}
         froms = {a.index: a.range_from for a in data_args
                  if a.range_from is not None}
+        ignored = {a.index: a.range_ignored for a in data_args
+                   if a.range_ignored is not None}
         keys = {a.index for a in data_args if a.rng}
         args = []
         for index, (value, target) in enumerate(signature_args):
@@ -972,6 +982,9 @@ class _Translator:
                 attrs.append(f"zb.range = {ranges[index]} : i64")
                 if index in froms:
                     attrs.append(f"zb.range_from = {froms[index]} : i64")
+                if index in ignored:
+                    attrs.append(
+                        f"zb.range_ignored = {ignored[index]} : i64")
             elif index in keys:
                 attrs.append('zb.data = "zb_rng", zb.rng')
             text = f"{value.name}: {value.type}"
@@ -1069,11 +1082,14 @@ class _Translator:
                 name not in self.counters:
             self.counters.append(name)
 
-    def note_range(self, value, bound, negative=False):
+    def note_range(self, value, bound, negative=False, ignored=None):
         """Record that data argument ``value`` (if it is one) indexes
         ``bound`` entries: its ``zb.range``; with ``negative``, a use that
         counts negative values from the end. Where every use does, the
-        values may also lie in [-range, 0) (``zb.range_from``)."""
+        values may also lie in [-range, 0) (``zb.range_from``). ``ignored``:
+        one more value this use leaves out (a loss's ``ignore_index``, past
+        the range), allowed where every use leaves it out
+        (``zb.range_ignored``)."""
         index = self.arg_index.get(value.name)
         if index is not None:
             current = self.ranges.get(index)
@@ -1081,6 +1097,8 @@ class _Translator:
                                                                    bound)
             self.negative_ok[index] = negative and self.negative_ok.get(
                 index, True)
+            same = self.range_ignored.get(index, ignored) == ignored
+            self.range_ignored[index] = ignored if same else None
 
     def alias(self, result, source):
         """``result`` is a view of ``source``: it inherits the argument it

@@ -20,7 +20,6 @@ real models are compared with autograd pipelined only
 whole model compiled by one process takes 2-2.5 times that wall time.
 """
 
-import math
 import re
 
 import numpy as np
@@ -323,6 +322,37 @@ def test_integer_sums_and_broadcast_to(tmp_path):
     program = check_op("integer sums", model, (randn(2, 3, 5), ids),
                        tmp_path)
     assert "arith.addi" in program.mlir
+
+
+def test_integer_division_and_abs(tmp_path):
+    """Integer // and torch.div(rounding_mode="trunc"), % and abs of data,
+    with negative operands (floor and trunc differ) and a divisor of -1,
+    against PyTorch; a divisor of 0, which PyTorch refuses, gives 0 where
+    the CPU's division would stop the process."""
+    def fn(m, h, a, b):
+        q = torch.stack([a // b, torch.div(a, b, rounding_mode="trunc"),
+                         a % b, torch.abs(a - 7), (a * 3) // 4])
+        return h * q.to(h.dtype)
+
+    a = torch.tensor([7, -7, 9, -3, 0, 5])
+    b = torch.tensor([2, 2, -4, -2, 3, -1])
+    model = OnInput((5, 6), fn)
+    program = check_op("integer division", model, (randn(5, 6), a, b),
+                       tmp_path, check_grad=False)
+    assert "arith.floordivsi" in program.mlir
+
+    zero = torch.tensor([2, 0, -4, 0, 3, -1])
+    safe = torch.where(zero == 0, 1, zero)
+    q = torch.stack([torch.where(zero == 0, 0, a // safe),
+                     torch.where(zero == 0, 0, torch.div(
+                         a, safe, rounding_mode="trunc")),
+                     torch.where(zero == 0, 0, a % safe), torch.abs(a - 7),
+                     (a * 3) // 4])
+    x = randn(5, 6).double()
+    h = x + model.shift.detach()
+    loss, _ = compiled_gradients(program, [(x, a, zero)],
+                                 tmp_path, check_grad=False)
+    assert loss == pytest.approx(weighted(h * q.double()).item(), rel=1e-12)
 
 
 def test_unfold_and_glu(tmp_path):
@@ -2200,7 +2230,9 @@ def test_ignored_labels_as_data(tmp_path):
     """BERT's masked-language-model labels: -100 (ignore_index) where no
     token is predicted, reaching the loss through views only. They were
     refused at run time as outside the classes. A label that is neither a
-    class nor ignored makes the loss NaN (PyTorch raises)."""
+    class nor ignored is refused by zb-run's check of its data, as PyTorch
+    raises (zb.range_ignored lets -100 through, nothing else); ids that
+    read a table get no such exception."""
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
@@ -2214,11 +2246,26 @@ def test_ignored_labels_as_data(tmp_path):
     ids = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 0]])
     labels = torch.tensor([[1, 2, 3, -100, -100], [6, 7, 8, 9, -100]])
     program = check_op("ignored labels", Model(), (ids, labels), tmp_path)
-    bad = labels.clone()
-    bad[0, 0] = 10
-    loss, _ = compiled_gradients(program, [(ids, bad)], tmp_path,
-                                 check_grad=False)
-    assert math.isnan(loss)
+    assert program.mlir.count("zb.range_ignored = -100 : i64") == 1
+    # (zb-run's arrays hold every microbatch: index [microbatch, ...].)
+    for value, where in ((10, (0, 0)), (-1, (1, 2))):
+        bad = labels.clone()
+        bad[where] = value
+        with pytest.raises(zb.CompilerError, match=(
+                rf"'arg1' .* holds {value} at \[0, {where[0]}, {where[1]}\], "
+                r"outside "
+                r"the model's range \[0, 10\) \(zb.range\) and not -100 "
+                r"\(zb.range_ignored\)")):
+            compiled_gradients(program, [(ids, bad)], tmp_path,
+                               check_grad=False)
+    bad_ids = ids.clone()
+    bad_ids[0, 1] = -100
+    with pytest.raises(zb.CompilerError, match=r"'arg0' .* holds -100 at "
+                       r"\[0, 0, 1\], outside the model's range \[0, 10\) "
+                       r"\(zb.range\)") as refused:
+        compiled_gradients(program, [(bad_ids, labels)], tmp_path,
+                           check_grad=False)
+    assert "zb.range_ignored" not in str(refused.value)
 
 
 def test_cross_entropy_over_extra_dims(tmp_path):

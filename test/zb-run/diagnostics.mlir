@@ -17,6 +17,8 @@
 // RUN: zb-run %t/range-fits.mlir --eval | FileCheck %s --check-prefix=FITS
 // RUN: sed 's/zb.range = 64 : i64/zb.range = 64 : i64, zb.range_from = -64 : i64/' %t/range-fits.mlir > %t/range-from.mlir
 // RUN: not zb-run %t/range-from.mlir --eval 2>&1 | FileCheck %s --check-prefix=RANGEFROM
+// RUN: sed 's/zb.range = 64 : i64/zb.range = 64 : i64, zb.range_ignored = -100 : i64/' %t/range-fits.mlir > %t/range-ignored.mlir
+// RUN: not zb-run %t/range-ignored.mlir --eval 2>&1 | FileCheck %s --check-prefix=RANGEIGNORED
 // RUN: env ZB_SGEMM=fast not zb-run %t/loss.mlir --eval 2>&1 | FileCheck %s --check-prefix=SGEMM
 // RUN: env ZB_TIMEOUT_S=nan not zb-run %t/range-fits.mlir --eval 2>&1 | FileCheck %s --check-prefix=TIMEOUT
 // RUN: env ZB_TIMEOUT_S=nan not zb-run %t/range-fits.mlir --np 2 2>&1 | FileCheck %s --check-prefix=TIMEOUT
@@ -48,6 +50,7 @@
 // STATARG: error: running statistic 'w' has the name of an argument
 // RANGE: range.mlir:11:10: error: data argument 'ids' holds values in [0, 100) (zb.range), but indexes dimension 0 of 'tensor<64x4xf32>' here, which has 64 entries: values from 64 on would read past it
 // RANGEFROM: range-from.mlir:11:10: error: data argument 'ids' may hold negative values (zb.range_from = -64), but indexes dimension 0 of 'tensor<64x4xf32>' here as it is, where they would read before it
+// RANGEIGNORED: range-ignored.mlir:11:10: error: data argument 'ids' may hold -100 (zb.range_ignored), but indexes dimension 0 of 'tensor<64x4xf32>' here, which has no such entry
 // FITS: loss
 // HUGE: huge.mlir:3:8: error: result of type 'tensor<2305843009213693952xf32>' holds more than 2^50 bytes (1 PiB), past what the compiler counts
 // SGEMM: zb-run: error: ZB_SGEMM must be 'zbrt' or 'openblas', got 'fast'

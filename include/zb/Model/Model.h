@@ -35,6 +35,8 @@ inline constexpr llvm::StringLiteral kDataAttr = ZBDialect::kDataAttrName;
 inline constexpr llvm::StringLiteral kRangeAttr = ZBDialect::kRangeAttrName;
 inline constexpr llvm::StringLiteral kRangeFromAttr =
     ZBDialect::kRangeFromAttrName;
+inline constexpr llvm::StringLiteral kRangeIgnoredAttr =
+    ZBDialect::kRangeIgnoredAttrName;
 inline constexpr llvm::StringLiteral kRngAttr = ZBDialect::kRngAttrName;
 
 /// One argument of the model function.
@@ -50,6 +52,9 @@ struct ModelArg {
   /// given, rangeFrom 0 but where zb.range_from allows negative values.
   int64_t range = 0;
   int64_t rangeFrom = 0;
+  /// One more value the data may hold outside [rangeFrom, range), which
+  /// every use leaves out (zb.range_ignored: a loss's ignore_index).
+  std::optional<int64_t> rangeIgnored;
   /// A random key ({zb.rng}): the runner fills it per microbatch
   /// (zbrt::rngKey), never from input files.
   bool rng = false;

@@ -110,7 +110,7 @@ LogicalResult ZBDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kParamAttrName || name == kDataAttrName ||
       name == kRangeAttrName || name == kRangeFromAttrName ||
-      name == kRngAttrName)
+      name == kRangeIgnoredAttrName || name == kRngAttrName)
     return op->emitError("'")
            << name << "' belongs on an argument of the model function";
   return op->emitError("unknown attribute '") << name << "' of the zb dialect";
@@ -157,19 +157,40 @@ LogicalResult ZBDialect::verifyRegionArgAttribute(Operation *op,
       return where() << "bounds integer data, but the argument is " << type;
     return success();
   }
+  // zb.range_from and zb.range_ignored widen a zb.range beside them (known
+  // where the op is a function).
+  auto fn = dyn_cast<FunctionOpInterface>(op);
+  auto rangeBeside = [&](StringRef attrName) {
+    return fn ? fn.getArgAttrOfType<IntegerAttr>(argIndex, attrName)
+              : IntegerAttr();
+  };
   if (name == kRangeFromAttrName) {
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
     if (!value || value.getInt() >= 0)
       return where() << "must be a negative integer, got " << attr.getValue();
-    auto fn = dyn_cast<FunctionOpInterface>(op);
-    auto range = fn ? fn.getArgAttrOfType<IntegerAttr>(argIndex, kRangeAttrName)
-                    : IntegerAttr();
+    IntegerAttr range = rangeBeside(kRangeAttrName);
     if (fn && !range)
       return where() << "needs 'zb.range' beside it";
     // Indices counted from the end reach back one table's length at most.
     if (range && value.getInt() < -range.getInt())
       return where() << "must be -range or more (" << -range.getInt()
                      << "), got " << value.getInt();
+    if (element && !element.isInteger())
+      return where() << "bounds integer data, but the argument is " << type;
+    return success();
+  }
+  if (name == kRangeIgnoredAttrName) {
+    auto value = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!value)
+      return where() << "must be an integer, got " << attr.getValue();
+    IntegerAttr range = rangeBeside(kRangeAttrName);
+    if (fn && !range)
+      return where() << "needs 'zb.range' beside it";
+    IntegerAttr from = rangeBeside(kRangeFromAttrName);
+    int64_t low = from ? from.getInt() : 0;
+    if (range && value.getInt() >= low && value.getInt() < range.getInt())
+      return where() << "must lie outside the range [" << low << ", "
+                     << range.getInt() << "), got " << value.getInt();
     if (element && !element.isInteger())
       return where() << "bounds integer data, but the argument is " << type;
     return success();

@@ -66,6 +66,30 @@ func.func @range_from_alone(%x: tensor<4xi64> {zb.range_from = -4}) -> tensor<f3
 
 // -----
 
+// expected-error @below {{argument #0: 'zb.range_ignored' must lie outside the range [-4, 4), got -2}}
+func.func @ignored_inside_the_range(%x: tensor<4xi64> {zb.range = 4, zb.range_from = -4, zb.range_ignored = -2}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{argument #0: 'zb.range_ignored' needs 'zb.range' beside it}}
+func.func @ignored_alone(%x: tensor<4xi64> {zb.range_ignored = -100}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
+// expected-error @below {{argument #0: 'zb.range_ignored' must be an integer, got 1.000000e+00 : f32}}
+func.func @float_ignored(%x: tensor<4xi64> {zb.range = 4, zb.range_ignored = 1.0 : f32}) -> tensor<f32> {
+  %z = arith.constant dense<0.0> : tensor<f32>
+  return %z : tensor<f32>
+}
+
+// -----
+
 // expected-error @below {{argument #0: 'zb.rng' marks a random key, a tensor<1xi64>, got 'tensor<2xi64>'}}
 func.func @wide_key(%k: tensor<2xi64> {zb.rng}) -> tensor<f32> {
   %z = arith.constant dense<0.0> : tensor<f32>

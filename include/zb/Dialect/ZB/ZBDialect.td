@@ -26,6 +26,9 @@ def ZB_Dialect : Dialect {
     - `zb.range_from` (negative integer, with `zb.range`): the data may also
       lie in [range_from, 0), indices counted from the end where every use
       wraps them; no table is indexed by the values directly.
+    - `zb.range_ignored` (integer outside the range, with `zb.range`): one
+      more value the data may hold, which every use leaves out (a loss's
+      `ignore_index`, such as -100); no table is indexed by it.
     - `zb.rng` (unit), on a `tensor<1xi64>` data argument: a random key
       the runner supplies per microbatch (never read from input files),
       for the model's random ops (training-mode dropout).
@@ -61,6 +64,8 @@ def ZB_Dialect : Dialect {
     constexpr const static ::llvm::StringLiteral kRangeAttrName = "zb.range";
     constexpr const static ::llvm::StringLiteral kRangeFromAttrName =
         "zb.range_from";
+    constexpr const static ::llvm::StringLiteral kRangeIgnoredAttrName =
+        "zb.range_ignored";
     constexpr const static ::llvm::StringLiteral kRngAttrName = "zb.rng";
     constexpr const static ::llvm::StringLiteral kGradientOfAttrName =
         "zb.gradient_of";
