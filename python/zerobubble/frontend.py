@@ -42,6 +42,22 @@ from .errors import (FrontendError, FrontendWarning, UnsupportedOpError,
 # writes to .npz files.
 _ARGUMENT_TYPES = ("f32", "f64", "i32", "i64")
 
+# Ops whose result holds only values of their first operand (moved,
+# copied, left out) and constants: a result of a data argument counts as
+# that argument for its zb.range (GPT-2's labels reach the loss padded
+# with -100, sliced and copied).
+_MOVES_VALUES = frozenset(
+    f"aten.{name}" for name in (
+        "pad.default", "constant_pad_nd.default", "slice.Tensor",
+        "select.int", "narrow.default", "contiguous.default",
+        "clone.default", "alias.default", "detach.default",
+        "lift_fresh_copy.default", "view.default", "_unsafe_view.default",
+        "reshape.default", "flatten.using_ints", "unflatten.int",
+        "permute.default", "transpose.int", "t.default", "movedim.int",
+        "expand.default", "unsqueeze.default", "squeeze.default",
+        "squeeze.dim", "squeeze.dims", "to.dtype", "to.dtype_layout",
+        "_to_copy.default"))
+
 # -- the stage boundary marker -----------------------------------------
 
 
@@ -944,6 +960,11 @@ class _Translator:
     def _call(self, node):
         try:
             self.env[node] = _aten.translate(self, node)
+            if _aten.op_name(node) in _MOVES_VALUES and node.args:
+                result, source = self.env[node], self.env.get(node.args[0])
+                if isinstance(result, Value) and isinstance(source, Value) \
+                        and result.dtype == source.dtype:
+                    self.alias(result, source)
         except FrontendError:
             raise
         except Exception as exc:
@@ -1089,7 +1110,8 @@ class _Translator:
         values may also lie in [-range, 0) (``zb.range_from``). ``ignored``:
         one more value this use leaves out (a loss's ``ignore_index``, past
         the range), allowed where every use leaves it out
-        (``zb.range_ignored``)."""
+        (``zb.range_ignored``). The bound holds for every value of the
+        argument, also those a slice on the way leaves out."""
         index = self.arg_index.get(value.name)
         if index is not None:
             current = self.ranges.get(index)
@@ -1101,8 +1123,9 @@ class _Translator:
             self.range_ignored[index] = ignored if same else None
 
     def alias(self, result, source):
-        """``result`` is a view of ``source``: it inherits the argument it
-        came from (for ``zb.range``)."""
+        """``result`` holds only values of ``source`` (a view, a copy, a
+        padding): it inherits the argument it came from (for
+        ``zb.range``)."""
         if source.name in self.arg_index and result is not source:
             self.arg_index[result.name] = self.arg_index[source.name]
         return result

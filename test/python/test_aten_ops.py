@@ -2226,13 +2226,17 @@ def test_cross_entropy_with_class_probabilities(tmp_path):
     check_op("soft targets", Model(), (randn(3, 4, 4), q), tmp_path)
 
 
-def test_ignored_labels_as_data(tmp_path):
+@pytest.mark.parametrize("shifted", [False, True],
+                         ids=["views", "padded and shifted"])
+def test_ignored_labels_as_data(tmp_path, shifted):
     """BERT's masked-language-model labels: -100 (ignore_index) where no
-    token is predicted, reaching the loss through views only. They were
-    refused at run time as outside the classes. A label that is neither a
-    class nor ignored is refused by zb-run's check of its data, as PyTorch
-    raises (zb.range_ignored lets -100 through, nothing else); ids that
-    read a table get no such exception."""
+    token is predicted, reaching the loss through views only, or, as in
+    Hugging Face's causal-LM loss, padded with -100, shifted by a slice and
+    copied. They were refused at run time as outside the classes. A label
+    that is neither a class nor ignored is refused by zb-run's check of its
+    data, as PyTorch raises (zb.range_ignored lets -100 through, nothing
+    else), also one the shift leaves out; ids that read a table get no such
+    exception."""
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
@@ -2241,6 +2245,9 @@ def test_ignored_labels_as_data(tmp_path):
 
         def forward(self, ids, labels):
             logits = self.out(self.emb(ids))
+            if shifted:
+                labels = F.pad(labels, (0, 1), value=-100)[..., 1:]
+                labels = labels.contiguous()
             return F.cross_entropy(logits.view(-1, 10), labels.view(-1))
 
     ids = torch.tensor([[1, 2, 3, 4, 5], [6, 7, 8, 9, 0]])
