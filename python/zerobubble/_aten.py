@@ -675,7 +675,10 @@ class _Context:
             return x
         if isinstance(x, Const):
             array = x.tensor.detach().cpu()
-            return self.b.dense(array.numpy(), element_type(array.dtype))
+            value = self.b.dense(array.numpy(), element_type(array.dtype))
+            if not array.is_floating_point() and array.dtype != torch.bool:
+                self.translator.constants[value.name] = array.numpy()
+            return value
         raise FrontendError(f"expected a tensor, got {x!r}")
 
     def reshape(self, x, shape):
@@ -1689,18 +1692,22 @@ _handles("aten.fmod.Tensor", "aten.fmod.Scalar")(_float_binary(
 
 def _unary(build):
     def handler(ctx, x, *args, **kwargs):
-        if op_name(ctx.node) == "aten.abs.default" and \
-                ctx.dtype not in ("i1",) and not is_float(ctx.dtype):
-            # |x| of integers (wrapping at the least value, as PyTorch's).
+        name = op_name(ctx.node)
+        if name in ("aten.abs.default", "aten.neg.default") and \
+                ctx.dtype != "i1" and not is_float(ctx.dtype):
+            # -x and |x| of integers (wrapping at the least value, as
+            # PyTorch's).
             t = ctx.dtype
 
-            def magnitude(bb, xs):
+            def integer(bb, xs):
                 v = _cast(bb, xs[0], t)
+                minus = bb.binary("arith.subi", bb.const(0, t), v, t)
+                if name == "aten.neg.default":
+                    return minus
                 negative = bb.op(f"arith.cmpi slt, {v}, {bb.const(0, t)} : "
                                  f"{t}")
-                return bb.select(negative, bb.binary(
-                    "arith.subi", bb.const(0, t), v, t), v, t)
-            return ctx.elementwise([x], magnitude)
+                return bb.select(negative, minus, v, t)
+            return ctx.elementwise([x], integer)
         if not is_float(ctx.dtype):
             ctx.unsupported("only float operands are supported")
         return ctx.elementwise(
@@ -3714,7 +3721,7 @@ def _embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
     if scale_grad_by_freq:
         ctx.unsupported("scale_grad_by_freq is not supported")
     weight, indices = ctx.tensor(weight), ctx.tensor(indices)
-    ctx.translator.note_range(indices, weight.shape[0])
+    checked = ctx.translator.note_range(indices, weight.shape[0])
     rank = indices.rank
     t = weight.dtype
 
@@ -3722,9 +3729,9 @@ def _embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
 
     def body(bb, names, acc):
         column = bb.index(rank)
-        row = bb.op(f"arith.index_cast {names[0]} : {indices.dtype} to index")
-        value = bb.op(f"tensor.extract {weight.name}[{row}, {column}] : "
-                      f"{weight.type}")
+        row = _to_index(bb, names[0], indices.dtype)
+        value = _guarded_lookup(bb, weight, [row, column],
+                                [] if checked else [0])
         if not padded:
             return value
         # As in PyTorch, the padding row is looked up like any other (its
@@ -4273,6 +4280,27 @@ def _constant_pad(ctx, x, pad, value):
     if x.shape == ctx.shape:
         return x
     return ctx.b.insert_slice(x, filled, [max(lo, 0) for lo in low])
+
+
+def _guarded_lookup(bb, table, indices, guarded):
+    """_lookup of ``table`` at ``indices``, where the positions listed in
+    ``guarded`` were computed in the model (no check of the data bounds
+    them) and may fall outside their dimension, where PyTorch raises: such
+    a read takes entry 0 instead and gives NaN (0 for integers), so that the
+    loss shows it and neither the read nor its gradient's scatter leaves the
+    table."""
+    if not guarded:
+        return _lookup(bb, table, indices)
+    indices, inside = list(indices), None
+    for k in guarded:
+        ok = bb.op(f"arith.cmpi ult, {indices[k]}, "
+                   f"{_index_const(bb, table.shape[k])} : index", "i")
+        indices[k] = bb.select(ok, indices[k], _index_const(bb, 0), "index")
+        inside = ok if inside is None else bb.binary("arith.andi", inside,
+                                                     ok, "i1")
+    t = table.dtype
+    return bb.select(inside, _lookup(bb, table, indices),
+                     bb.const(math.nan if is_float(t) else 0, t), t)
 
 
 def _lookup(bb, table, indices):
@@ -5062,17 +5090,18 @@ def _gather(ctx, x, dim, index, sparse_grad=False):
     x = ctx.tensor(x)
     index = _index_tensor(ctx, index, "the index")
     dim = _norm_dim(dim, x.rank)
-    ctx.translator.note_range(index, x.shape[dim])
-    return _gather_along(ctx, x, dim, index)
+    checked = ctx.translator.note_range(index, x.shape[dim])
+    return _gather_along(ctx, x, dim, index, guard=not checked)
 
 
-def _gather_along(ctx, x, dim, index):
+def _gather_along(ctx, x, dim, index, guard=False):
     """out[i...] = x[i...] with dimension ``dim`` replaced by index[i...],
-    shaped as ``index``."""
+    shaped as ``index`` (``guard``: an index computed in the model, see
+    _guarded_lookup)."""
     def body(bb, names, acc):
         at = [bb.index(d) for d in range(index.rank)]
         at[dim] = _to_index(bb, names[0], index.dtype)
-        return _lookup(bb, x, at)
+        return _guarded_lookup(bb, x, at, [dim] if guard else [])
 
     return ctx.b.generic(index.shape, x.dtype, [(index, list(range(
         index.rank)))], body, hint=ctx.hint)
@@ -5601,13 +5630,13 @@ def _index_select(ctx, x, dim, index):
     x = ctx.tensor(x)
     index = _index_tensor(ctx, index, "the index")
     dim = _norm_dim(dim, x.rank)
-    ctx.translator.note_range(index, x.shape[dim])
+    checked = ctx.translator.note_range(index, x.shape[dim])
     index = ctx.b.reshape(index, (index.size,))
 
     def body(bb, names, acc):
         at = [bb.index(d) for d in range(x.rank)]
         at[dim] = _to_index(bb, names[0], index.dtype)
-        return _lookup(bb, x, at)
+        return _guarded_lookup(bb, x, at, [] if checked else [dim])
 
     return ctx.b.generic(ctx.shape, x.dtype, [(index, [dim])], body,
                          hint=ctx.hint)
@@ -5626,14 +5655,14 @@ def _take_along_dim(ctx, x, indices, dim=None):
     shape = tuple(torch.broadcast_shapes(shape, indices.shape))
     if x.rank != indices.rank:
         ctx.unsupported("the input and the indices must have the same rank")
-    ctx.translator.note_range(indices, x.shape[dim])
+    checked = ctx.translator.note_range(indices, x.shape[dim])
     read, dims = ctx.broadcast(indices, shape)
 
     def body(bb, names, acc):
         at = [bb.index(d) if x.shape[d] == shape[d] else _index_const(bb, 0)
               for d in range(x.rank)]
         at[dim] = _to_index(bb, names[0], indices.dtype)
-        return _lookup(bb, x, at)
+        return _guarded_lookup(bb, x, at, [] if checked else [dim])
 
     result = ctx.b.generic(shape, x.dtype, [(read, dims)], body,
                            hint=ctx.hint)
@@ -5654,8 +5683,9 @@ def _index(ctx, x, indices):
     if len(where) == 1 and first.dtype == "i1":
         return _masked_rows(ctx, x, where[0], first)
     tensors = [_index_tensor(ctx, indices[d], "an index") for d in where]
-    for d, index in zip(where, tensors):
-        ctx.translator.note_range(index, x.shape[d], negative=True)
+    guarded = [d for d, index in zip(where, tensors)
+               if not ctx.translator.note_range(index, x.shape[d],
+                                                negative=True)]
     bshape = tuple(torch.broadcast_shapes(*(i.shape for i in tensors)))
     adjacent = where == list(range(where[0], where[-1] + 1))
     first = where[0] if adjacent else 0
@@ -5686,7 +5716,7 @@ def _index(ctx, x, indices):
                                          x.shape[d]))
             else:
                 at.append(bb.index(loop_of[d]))
-        return _lookup(bb, x, at)
+        return _guarded_lookup(bb, x, at, guarded)
 
     return ctx.b.generic(shape, x.dtype, inputs, body, hint=ctx.hint)
 

@@ -797,6 +797,9 @@ class _Translator:
         self.ranges = {}
         self.negative_ok = {}
         self.range_ignored = {}
+        # Integer constants materialised as values (name -> array): an
+        # index among them is checked as it is translated.
+        self.constants = {}
         self.cuts = 0
         # The random key (a Value), made by the first random op.
         self.rng = None
@@ -1111,7 +1114,19 @@ class _Translator:
         one more value this use leaves out (a loss's ``ignore_index``, past
         the range), allowed where every use leaves it out
         (``zb.range_ignored``). The bound holds for every value of the
-        argument, also those a slice on the way leaves out."""
+        argument, also those a slice on the way leaves out. Returns whether
+        ``value``'s values are known to be in bounds: an argument, which
+        zb-run checks, or a constant, checked here (an index computed in
+        the model is not)."""
+        known = self.constants.get(value.name)
+        if known is not None:
+            low = -bound if negative else 0
+            outside = (known < low) | (known >= bound)
+            if outside.any():
+                raise FrontendError(
+                    f"a constant index holds {int(known[outside][0])}, "
+                    f"outside [{low}, {bound}) of the dimension it indexes")
+            return True
         index = self.arg_index.get(value.name)
         if index is not None:
             current = self.ranges.get(index)
@@ -1121,6 +1136,7 @@ class _Translator:
                 index, True)
             same = self.range_ignored.get(index, ignored) == ignored
             self.range_ignored[index] = ignored if same else None
+        return index is not None
 
     def alias(self, result, source):
         """``result`` holds only values of ``source`` (a view, a copy, a

@@ -20,6 +20,7 @@ real models are compared with autograd pipelined only
 whole model compiled by one process takes 2-2.5 times that wall time.
 """
 
+import math
 import re
 
 import numpy as np
@@ -322,6 +323,48 @@ def test_integer_sums_and_broadcast_to(tmp_path):
     program = check_op("integer sums", model, (randn(2, 3, 5), ids),
                        tmp_path)
     assert "arith.addi" in program.mlir
+
+
+def test_computed_indices_outside_their_dimension(tmp_path):
+    """Indices computed in the model (ids - 1, counted from the end) that
+    no check of the data bounds: inside, reads as PyTorch's (against
+    autograd); outside, where PyTorch raises, each read gives NaN instead
+    of reading (and its gradient writing) outside the table. A constant
+    index outside its dimension is refused."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(6, 3)
+            self.p = nn.Parameter(randn(6, 3, seed=2))
+
+        def forward(self, ids):
+            at = ids - 1
+            flat = at.flatten()
+            picked = torch.gather(self.p, 0, flat.view(-1, 1).expand(-1, 3))
+            return weighted(torch.cat([
+                self.emb(at).flatten(), picked.flatten(),
+                self.p[-flat - 1].flatten(),
+                torch.index_select(self.p, 0, flat).flatten()]))
+
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    program = check_op("computed indices", Model(), (ids,), tmp_path)
+    for bad in (0, 7):
+        loss, _ = compiled_gradients(
+            program, [(torch.tensor([[1, 2, bad], [4, 5, 6]]),)], tmp_path,
+            check_grad=False)
+        assert math.isnan(loss), bad
+
+    class Constant(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = nn.Parameter(randn(6, 3, seed=2))
+
+        def forward(self, x):
+            return (self.p[torch.tensor([0, 9])] * x).sum()
+
+    with pytest.raises(zb.FrontendError, match=r"constant index holds 9, "
+                       r"outside \[-6, 6\)"):
+        zb.from_torch(Constant(), (randn(2, 3),))
 
 
 def test_integer_division_and_abs(tmp_path):
