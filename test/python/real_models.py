@@ -377,6 +377,123 @@ def mixtral(count=2, seed=7):
             _ids(count, seed=seed))
 
 
+def _causal(kind, count, seed, model_class=None, **options):
+    """A transformers ``<kind>ForCausalLM`` (two blocks of width 32, four
+    heads sharing two key/value heads) with ``options`` in its config, and
+    ``count`` microbatches of ids that are also the labels."""
+    transformers = require("transformers")
+    config = getattr(transformers, f"{kind}Config")(**{
+        "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "max_position_embeddings": 64,
+        "bos_token_id": 0, "eos_token_id": 0, "pad_token_id": 0,
+        **options})
+    model = getattr(transformers, model_class or f"{kind}ForCausalLM")
+    return LossOf(model(config)).eval(), _ids(count, seed=seed)
+
+
+def gemma2(count=2, seed=7):
+    """Gemma 2: attention logits and final logits soft-capped (tanh),
+    sliding-window attention in every other layer."""
+    return _causal("Gemma2", count, seed, head_dim=8, sliding_window=8,
+                   attn_logit_softcapping=50.0, final_logit_softcapping=30.0)
+
+
+def qwen3_moe(count=2, seed=7):
+    """Qwen3-MoE: q/k RMS norms, top 2 of 4 experts with the router's
+    load-balancing loss."""
+    return _causal("Qwen3Moe", count, seed, head_dim=8,
+                   moe_intermediate_size=32, num_experts=4,
+                   num_experts_per_tok=2, output_router_logits=True)
+
+
+def recurrent_gemma(count=2, seed=7):
+    """RecurrentGemma: a real-gated linear recurrence (RG-LRU) with a
+    causal depthwise convolution, then local attention."""
+    return _causal("RecurrentGemma", count, seed, num_key_value_heads=1,
+                   lru_width=32, attention_window_size=8, conv1d_width=4,
+                   block_types=["recurrent", "attention"])
+
+
+def modernbert(count=2, seed=7):
+    """ModernBERT: local (sliding-window) attention in every other layer,
+    global rotary attention in the rest, the classifier on mean or CLS
+    pooling."""
+    transformers = require("transformers")
+    config = transformers.ModernBertConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=64, global_attn_every_n_layers=2,
+        local_attention=8, num_labels=3, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, cls_token_id=1, sep_token_id=2)
+    gen = torch.Generator().manual_seed(seed)
+    batches = [(torch.randint(3, 64, (2, 16), generator=gen),
+                torch.randint(0, 3, (2,), generator=gen))
+               for _ in range(count)]
+    return (LossOf(transformers.ModernBertForSequenceClassification(
+        config)).eval(), batches)
+
+
+def xlnet(count=2, seed=7):
+    """XLNet: relative positional attention with its content and position
+    biases, the summary of the last token."""
+    transformers = require("transformers")
+    config = transformers.XLNetConfig(
+        vocab_size=64, d_model=32, n_layer=2, n_head=4, d_inner=64,
+        dropout=0.0, num_labels=3, summary_last_dropout=0.0)
+    _, batches = _classifier("Bert", count, seed)
+    return (LossOf(transformers.XLNetForSequenceClassification(config))
+            .eval(), batches)
+
+
+class _ContrastiveLoss(nn.Module):
+    """CLIP's own contrastive loss over the microbatch's (text, image)
+    pairs."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, pixels):
+        return self.model(input_ids=ids, pixel_values=pixels,
+                          return_loss=True).loss
+
+
+def clip(count=2, seed=7):
+    """CLIP: a text and a vision transformer, their pooled features
+    projected, normalised and compared by a learned temperature."""
+    transformers = require("transformers")
+    config = transformers.CLIPConfig(
+        text_config=dict(vocab_size=64, hidden_size=32,
+                         intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=16,
+                         eos_token_id=2, bos_token_id=1, pad_token_id=0),
+        vision_config=dict(image_size=32, patch_size=8, hidden_size=32,
+                           intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4),
+        projection_dim=16)
+    gen = torch.Generator().manual_seed(seed)
+    batches = [(torch.randint(3, 64, (2, 8), generator=gen),
+                torch.randn(2, 3, 32, 32, generator=gen))
+               for _ in range(count)]
+    return _ContrastiveLoss(transformers.CLIPModel(config)).eval(), batches
+
+
+def albert(count=2, seed=7):
+    """ALBERT: one set of layer weights shared by both layers (a tied
+    parameter used twice in a row, on two ranks one copy each) and a
+    factorised embedding."""
+    transformers = require("transformers")
+    config = transformers.AlbertConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, vocab_size=64, max_position_embeddings=32,
+        num_labels=3, embedding_size=16, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0)
+    _, batches = _classifier("Bert", count, seed)
+    return (LossOf(transformers.AlbertForSequenceClassification(config))
+            .eval(), batches)
+
+
 def _images(count, shape, classes=10, seed=7):
     """Random inputs of ``shape`` (images, audio...) with class labels."""
     gen = torch.Generator().manual_seed(seed)
@@ -441,7 +558,8 @@ def resnet18(count=2, seed=7):
 MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
           "bloom": bloom, "t5": t5, "mixtral": mixtral, "vit": vit,
-          "maxvit": maxvit, "swin_v2": swin_v2, "resnet18": resnet18}
+          "maxvit": maxvit, "swin_v2": swin_v2, "resnet18": resnet18,
+          "albert": albert}
 # Checked on one process only (test_aten_ops.py).
 ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,
@@ -449,7 +567,11 @@ ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "llama4": llama4, "time_series": time_series,
                       "xlm": xlm, "llava": llava,
                       "qwen2_vl": lambda **kw: qwen_vl(2, **kw),
-                      "qwen3_vl": lambda **kw: qwen_vl(3, **kw)}
+                      "qwen3_vl": lambda **kw: qwen_vl(3, **kw),
+                      "gemma2": gemma2, "qwen3_moe": qwen3_moe,
+                      "recurrent_gemma": recurrent_gemma,
+                      "modernbert": modernbert, "xlnet": xlnet,
+                      "clip": clip}
 
 
 def torch_reference(model, batches):
