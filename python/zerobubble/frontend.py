@@ -140,13 +140,16 @@ class Program:
     value; ``counters`` each such batch norm's ``num_batches_tracked``
     with its current value (one more per training forward); ``frozen``
     names the parameters with ``requires_grad=False``, which the program
-    holds as constants (no gradient, no update). A Program can
+    holds as constants (no gradient, no update); ``unused`` the parameters
+    the loss does not read (XLNet's ``mask_emb`` without masked inputs),
+    which the program leaves out: PyTorch gives them no gradient, and its
+    optimizers leave them as they are. A Program can
     be given wherever :mod:`zerobubble` takes a model; its ``params`` and
     ``buffers`` are then the default parameters.
     """
 
     def __init__(self, mlir, name, params, data_args, cuts, tied=None,
-                 buffers=None, counters=None, frozen=()):
+                 buffers=None, counters=None, frozen=(), unused=()):
         self.mlir = mlir
         self.name = name
         self.params = params
@@ -156,6 +159,7 @@ class Program:
         self.buffers = dict(buffers or {})
         self.counters = dict(counters or {})
         self.frozen = list(frozen)
+        self.unused = list(unused)
 
     def save(self, path):
         """Write the IR text to ``path``."""
@@ -914,6 +918,22 @@ class _Translator:
             elif node.op != "placeholder":
                 raise FrontendError(f"unsupported graph node '{node.op}'")
 
+        # Parameters the loss does not depend on (under none of their
+        # names) are left out, with the further names of a tied one.
+        unused = self._unused_params(graph, params, tied, frozen)
+        if unused:
+            # Dead code may still read them (its results are removed as the
+            # program compiles): an empty tensor stands for each.
+            self.builder.lines[:0] = [
+                f"  {value.name} = tensor.empty() : {value.type}"
+                for value, target in signature_args if target in unused]
+            signature_args = [(value, target) for value, target in
+                              signature_args if target not in unused]
+            for target in unused:
+                del param_values[target]
+            unused += [name for name, kept in tied.items() if kept in unused]
+            tied = {name: kept for name, kept in tied.items()
+                    if kept not in unused}
         if self.rng is not None:
             data_args.append(DataArg(len(signature_args), "zb_rng", (1,),
                                      np.int64, rng=True))
@@ -931,7 +951,7 @@ class _Translator:
         return Program(self._function(signature_args, loss, data_args),
                        self.name, param_values, data_args, self.cuts,
                        tied=tied, buffers=buffers, counters=counters,
-                       frozen=frozen)
+                       frozen=frozen, unused=unused)
 
     # -- pieces -----------------------------------------------------
 
@@ -959,6 +979,19 @@ class _Translator:
     @staticmethod
     def _numpy_dtype(node):
         return torch.empty((), dtype=node.meta["val"].dtype).numpy().dtype
+
+    @staticmethod
+    def _unused_params(graph, params, tied, frozen):
+        """The kept names of the parameters whose placeholders the graph's
+        output does not depend on (LLaVA's last vision layer, whose output
+        nothing reads)."""
+        reached = _loss_inputs(graph.output_node())
+        used = {}
+        for node, target in params:
+            if target not in frozen:
+                kept = tied.get(target, target)
+                used[kept] = used.get(kept, False) or node in reached
+        return [kept for kept, hit in used.items() if not hit]
 
     def _call(self, node):
         try:

@@ -576,16 +576,18 @@ ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
 
 def torch_reference(model, batches):
     """Mean loss and mean parameter gradients over the microbatches (of
-    the trained parameters: frozen ones are constants of the program)."""
+    the trained parameters: frozen ones are constants of the program, and
+    the program leaves out those the loss does not read, which PyTorch
+    gives no gradient)."""
     model.zero_grad()
     losses = []
     for args in batches:
         loss = model(*args) / len(batches)
         loss.backward()
         losses.append(loss.item())
-    grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p))
-             .detach().numpy().copy() for n, p in model.named_parameters()
-             if p.requires_grad}
+    grads = {n: p.grad.detach().numpy().copy()
+             for n, p in model.named_parameters()
+             if p.requires_grad and p.grad is not None}
     return sum(losses), grads
 
 

@@ -67,7 +67,8 @@ def autograd(model, data):
     loss = sum(model(*b) / len(data) for b in data)
     loss.backward()
     return loss.item(), {n: p.grad.detach().numpy().copy()
-                         for n, p in model.named_parameters()}
+                         for n, p in model.named_parameters()
+                         if p.grad is not None}
 
 
 def torch_adamw(reference, model, data, lr=0.01):
@@ -197,3 +198,55 @@ def test_checkpoint_and_resume_keep_the_copies(tmp_path):
     rest = losses("--steps", 4, "--resume", tmp_path / "ckpt")
     assert first == full[:2]
     assert rest == full[2:]
+
+
+class WithUnused(TiedLM):
+    """TiedLM with a parameter the loss never reads (XLNet's mask_emb
+    without masked inputs) and a second name tied to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Parameter(torch.randn(3, WIDTH))
+        self.alias = nn.Linear(WIDTH, 3, bias=False)
+        self.alias.weight = self.unused
+
+
+def test_unused_parameters_are_left_out(tmp_path):
+    """A parameter the loss does not read is left out of the program
+    (PyTorch gives it no gradient and AdamW leaves it as it is): listed in
+    Program.unused with its tied names, and a pipelined run, checkpointed
+    and resumed, trains the rest as torch does. A pipelined run used to
+    drop it from its parameter files and checkpoints (no rank holds it),
+    whose resumption then refused the checkpoint."""
+    from zerobubble._tools import run_tool
+
+    torch.manual_seed(0)
+    model = WithUnused()
+    data = batches(3)
+    program = zb.from_torch(model, data[0])
+    assert program.unused == ["unused", "alias.weight"]
+    assert "unused" not in program.params and program.tied == {
+        "head.weight": "wte.weight"}
+    assert "zb.param = \"unused\"" not in program.mlir
+
+    path, params = tmp_path / "m.mlir", tmp_path / "params.npz"
+    program.save(path)
+    program.save_params(params)
+    inputs = tmp_path / "inputs.npz"
+    program.save_inputs(inputs, [[b] for b in data])
+    common = [path, "--params", params, "--inputs", inputs, "--np", 2,
+              "--schedule", "zb-h1", "--microbatches", 1, "--optimizer",
+              "adamw", "--lr", 0.01]
+    run_tool("zb-run", [*common, "--steps", 2, "--checkpoint",
+                        tmp_path / "ckpt"])
+    run_tool("zb-run", [*common, "--steps", 3, "--resume", tmp_path / "ckpt",
+                        "--dump-params", tmp_path / "trained.npz"])
+    trained = np.load(tmp_path / "trained.npz")
+    reference = WithUnused()
+    torch_adamw(reference, model, [[b] for b in data])
+    assert sorted(trained.files) == sorted(program.params)
+    for name, param in reference.named_parameters():
+        if name in program.params:
+            assert_close(f"param {name}", trained[name],
+                         param.detach().numpy(), RTOL)
+    assert torch.equal(reference.unused, model.unused)
