@@ -604,7 +604,8 @@ void RankLowering::lookUpRuntime() {
   // transfers (isTransferable).
   Builder types(module.getContext());
   Type elements[kTransferElements] = {types.getF32Type(), types.getF64Type(),
-                                      types.getI32Type(), types.getI64Type()};
+                                      types.getI32Type(), types.getI64Type(),
+                                      types.getI1Type()};
   for (size_t i = 0; i < kTransferElements; ++i) {
     sendFns[i] = module.lookupSymbol<func::FuncOp>(
         transferFunctionName(/*send=*/true, elements[i]));

@@ -68,8 +68,10 @@ mlir::LogicalResult lowerRankProgram(mlir::OpBuilder &b,
 /// The element types the runtime's transfers carry, in the order of
 /// transferIndex: f32, f64 (zbrt_send_f32 / zbrt_recv_f32, ...), and the
 /// integers a stage may hand the next one (a mixture of experts' routing,
-/// masks computed from activations): i32, i64.
-inline constexpr size_t kTransferElements = 4;
+/// masks computed from activations): i32, i64, and booleans (a padded
+/// batch's attention mask, made once and read by every layer): i1, one byte
+/// per element as memrefs hold them.
+inline constexpr size_t kTransferElements = 5;
 
 /// The index of `element` among the transferred element types, or
 /// kTransferElements for one the runtime does not transfer.
@@ -82,6 +84,8 @@ inline size_t transferIndex(mlir::Type element) {
     return 2;
   if (element.isSignlessInteger(64))
     return 3;
+  if (element.isSignlessInteger(1))
+    return 4;
   return kTransferElements;
 }
 
@@ -95,7 +99,7 @@ inline bool isTransferable(mlir::Type type) {
 /// type): "zbrt_send_f32", "zbrt_recv_i64", ...
 inline std::string transferFunctionName(bool send, mlir::Type element) {
   static const char *const suffixes[kTransferElements] = {"f32", "f64", "i32",
-                                                          "i64"};
+                                                          "i64", "i1"};
   return std::string(send ? "zbrt_send_" : "zbrt_recv_") +
          suffixes[transferIndex(element)];
 }

@@ -324,7 +324,7 @@ LogicalResult RankLowering::plan(Region &region) {
         Type t = r.kind == Ref::Value ? Type(values[r.index].type)
                                       : model.getArgument(r.index).getType();
         if (!isTransferable(t))
-          return op.emitError("only f32, f64, i32 and i64 values can be "
+          return op.emitError("only f32, f64, i32, i64 and i1 values can be "
                               "transferred, got ")
                  << t;
       }
@@ -343,7 +343,7 @@ LogicalResult RankLowering::plan(Region &region) {
           continue;
         }
         if (!isTransferable(t))
-          return op.emitError("only f32, f64, i32 and i64 values can be "
+          return op.emitError("only f32, f64, i32, i64 and i1 values can be "
                               "transferred, got ")
                  << t;
         a.payload.push_back(

@@ -128,6 +128,8 @@ static void recvMemRef(const char *function, zbrt_unranked_memref *memref,
 ZBRT_DEFINE_TRANSFER(f32, float)
 ZBRT_DEFINE_TRANSFER(f64, double)
 ZBRT_DEFINE_TRANSFER(i32, int32_t)
+// Booleans: memrefs of i1 hold one byte per element.
+ZBRT_DEFINE_TRANSFER(i1, uint8_t)
 ZBRT_DEFINE_TRANSFER(i64, int64_t)
 
 #undef ZBRT_DEFINE_TRANSFER

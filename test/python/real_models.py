@@ -392,6 +392,32 @@ def _causal(kind, count, seed, model_class=None, **options):
     return LossOf(model(config)).eval(), _ids(count, seed=seed)
 
 
+class _PaddedLoss(nn.Module):
+    """A causal LM's own loss on a padded batch: ``attention_mask`` zero
+    at the padding, whose labels are -100."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids, mask, labels):
+        return self.model(input_ids=ids, attention_mask=mask,
+                          labels=labels).loss
+
+
+def padded_llama(count=2, seed=7):
+    """Llama on a padded batch: transformers builds the boolean causal and
+    padding mask once, before the first layer, and every layer reads it
+    (pipelined, it crosses the cuts)."""
+    model, batches = llama(1, count=count, seed=seed)
+    padded = []
+    for (ids,) in batches:
+        mask = torch.ones_like(ids)
+        mask[1, 11:] = 0
+        padded.append((ids, mask, ids.masked_fill(mask == 0, -100)))
+    return _PaddedLoss(model.model).eval(), padded
+
+
 def gemma2(count=2, seed=7):
     """Gemma 2: attention logits and final logits soft-capped (tanh),
     sliding-window attention in every other layer."""
@@ -559,7 +585,7 @@ MODELS = {"gpt2": gpt2, "llama": lambda **kw: llama(1, **kw),
           "llama_mha": lambda **kw: llama(2, **kw), "bert": bert,
           "bloom": bloom, "t5": t5, "mixtral": mixtral, "vit": vit,
           "maxvit": maxvit, "swin_v2": swin_v2, "resnet18": resnet18,
-          "albert": albert}
+          "albert": albert, "padded_llama": padded_llama}
 # Checked on one process only (test_aten_ops.py).
 ONE_PROCESS_MODELS = {"deberta": deberta, "mamba": mamba,
                       "deepseek_v3": deepseek_v3, "whisper": whisper,

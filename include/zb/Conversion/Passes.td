@@ -365,7 +365,7 @@ def ZBLowerToRuntime : Pass<"zb-lower-to-runtime", "mlir::ModuleOp"> {
       returned loss are means; each microbatch's gradients are added to
       the running sums (how: below);
       `sched.send` and `sched.recv` become calls of the runtime's
-      `zbrt_send_f32` / `zbrt_recv_f32` (`_f64`, `_i32`, `_i64` for
+      `zbrt_send_f32` / `zbrt_recv_f32` (`_f64`, `_i32`, `_i64`, `_i1` for
       values of those element types; tag = channel), except that no
       gradient of an integer input is sent or received: none flows
       through an integer (`autodiff::isDifferentiable`), and the stage

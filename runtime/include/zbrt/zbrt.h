@@ -188,6 +188,10 @@ void _mlir_ciface_zbrt_send_i64(zbrt_unranked_memref *buf, int64_t peer,
                                 int64_t channel);
 void _mlir_ciface_zbrt_recv_i64(zbrt_unranked_memref *buf, int64_t peer,
                                 int64_t channel);
+void _mlir_ciface_zbrt_send_i1(zbrt_unranked_memref *buf, int64_t peer,
+                               int64_t channel);
+void _mlir_ciface_zbrt_recv_i1(zbrt_unranked_memref *buf, int64_t peer,
+                               int64_t channel);
 
 /* What compiled code calls for
  *   func.func private @zbrt_group_sum_f32(memref<*xf32>, memref<*xi64>)
