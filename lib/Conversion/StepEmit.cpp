@@ -602,10 +602,8 @@ void RankLowering::lookUpRuntime() {
   ModuleOp module = model->getParentOfType<ModuleOp>();
   // Declared by --zb-lower-to-runtime for each element type the program
   // transfers (isTransferable).
-  Builder types(module.getContext());
-  Type elements[kTransferElements] = {types.getF32Type(), types.getF64Type(),
-                                      types.getI32Type(), types.getI64Type(),
-                                      types.getI1Type()};
+  std::array<Type, kTransferElements> elements =
+      transferElements(module.getContext());
   for (size_t i = 0; i < kTransferElements; ++i) {
     sendFns[i] = module.lookupSymbol<func::FuncOp>(
         transferFunctionName(/*send=*/true, elements[i]));

@@ -20,7 +20,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <array>
 #include <string>
 
 namespace zb::detail {
@@ -73,20 +76,20 @@ mlir::LogicalResult lowerRankProgram(mlir::OpBuilder &b,
 /// per element as memrefs hold them.
 inline constexpr size_t kTransferElements = 5;
 
+/// The transferred element types, in transferIndex's order.
+inline std::array<mlir::Type, kTransferElements>
+transferElements(mlir::MLIRContext *context) {
+  mlir::Builder types(context);
+  return {types.getF32Type(), types.getF64Type(), types.getI32Type(),
+          types.getI64Type(), types.getI1Type()};
+}
+
 /// The index of `element` among the transferred element types, or
 /// kTransferElements for one the runtime does not transfer.
 inline size_t transferIndex(mlir::Type element) {
-  if (element.isF32())
-    return 0;
-  if (element.isF64())
-    return 1;
-  if (element.isSignlessInteger(32))
-    return 2;
-  if (element.isSignlessInteger(64))
-    return 3;
-  if (element.isSignlessInteger(1))
-    return 4;
-  return kTransferElements;
+  std::array<mlir::Type, kTransferElements> all =
+      transferElements(element.getContext());
+  return std::find(all.begin(), all.end(), element) - all.begin();
 }
 
 /// Whether the runtime's transfers carry tensors of type `type`.
@@ -98,10 +101,9 @@ inline bool isTransferable(mlir::Type type) {
 /// The runtime's transfer function for elements of `element` (a transferred
 /// type): "zbrt_send_f32", "zbrt_recv_i64", ...
 inline std::string transferFunctionName(bool send, mlir::Type element) {
-  static const char *const suffixes[kTransferElements] = {"f32", "f64", "i32",
-                                                          "i64", "i1"};
-  return std::string(send ? "zbrt_send_" : "zbrt_recv_") +
-         suffixes[transferIndex(element)];
+  std::string name = send ? "zbrt_send_" : "zbrt_recv_";
+  llvm::raw_string_ostream(name) << element;
+  return name;
 }
 
 /// The attribute on a `memref.view` of the arena that a call's result is

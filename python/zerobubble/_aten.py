@@ -1625,8 +1625,7 @@ def _integer_division(bb, x, y, t, op):
     by_minus_one = bb.op(f"arith.cmpi eq, {y}, {bb.const(-1, t)} : {t}")
     special = bb.binary("arith.ori", by_zero, by_minus_one, "i1")
     result = bb.binary(op, x, bb.select(special, one, y, t), t)
-    negated = zero if op == "arith.remsi" else bb.binary("arith.subi", zero,
-                                                         x, t)
+    negated = zero if op == "arith.remsi" else _integer_negation(bb, x, t)
     result = bb.select(by_minus_one, negated, result, t)
     return bb.select(by_zero, zero, result, t)
 
@@ -1690,24 +1689,14 @@ _handles("aten.fmod.Tensor", "aten.fmod.Scalar")(_float_binary(
     lambda bb, a, b, t: _modulo(bb, a, b, t, "trunc")))
 
 
-def _unary(build):
+def _unary(build, integer=None):
+    """The handler of a float unary op ``build(body, x, t)``; with
+    ``integer``, also of integers (not booleans)."""
     def handler(ctx, x, *args, **kwargs):
-        name = op_name(ctx.node)
-        if name in ("aten.abs.default", "aten.neg.default") and \
-                ctx.dtype != "i1" and not is_float(ctx.dtype):
-            # -x and |x| of integers (wrapping at the least value, as
-            # PyTorch's).
-            t = ctx.dtype
-
-            def integer(bb, xs):
-                v = _cast(bb, xs[0], t)
-                minus = bb.binary("arith.subi", bb.const(0, t), v, t)
-                if name == "aten.neg.default":
-                    return minus
-                negative = bb.op(f"arith.cmpi slt, {v}, {bb.const(0, t)} : "
-                                 f"{t}")
-                return bb.select(negative, minus, v, t)
-            return ctx.elementwise([x], integer)
+        t = ctx.dtype
+        if integer is not None and t != "i1" and not is_float(t):
+            return ctx.elementwise([x], lambda bb, xs: integer(
+                bb, _cast(bb, xs[0], t), t))
         if not is_float(ctx.dtype):
             ctx.unsupported("only float operands are supported")
         return ctx.elementwise(
@@ -2040,8 +2029,24 @@ _UNARY = {
     "trunc": lambda bb, x, t: bb.unary("math.trunc", x, t),
     "round": lambda bb, x, t: bb.unary("math.roundeven", x, t),
 }
+
+
+def _integer_negation(bb, x, t):
+    """-x of an integer (wrapping at the least value, as PyTorch's)."""
+    return bb.binary("arith.subi", bb.const(0, t), x, t)
+
+
+# The unary ops of integers too (-x and |x| wrap at the least value, as
+# PyTorch's).
+_INTEGER_UNARY = {
+    "neg": _integer_negation,
+    "abs": lambda bb, x, t: bb.select(
+        bb.op(f"arith.cmpi slt, {x}, {bb.const(0, t)} : {t}"),
+        _integer_negation(bb, x, t), x, t),
+}
 for _name, _build in _UNARY.items():
-    _handles(f"aten.{_name}.default")(_unary(_build))
+    _handles(f"aten.{_name}.default")(_unary(_build,
+                                             _INTEGER_UNARY.get(_name)))
 _handles("aten.atan2.default")(_float_binary(_atan2))
 _handles("aten.gelu.default")(_unary(_gelu))
 _handles("aten.pow.Tensor_Scalar")(_unary(_pow_scalar))
