@@ -11,8 +11,10 @@
 #include "zb/Dialect/Pipe/PipeOps.h"
 #include "zb/Dialect/Sched/SchedOps.h"
 #include "zb/Dialect/ZB/StageTable.h"
+#include "zb/Model/Model.h"
 
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace zb {
 #define GEN_PASS_DEF_ZBLOWERTORUNTIME
@@ -187,7 +189,6 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
     // The runtime's transfer functions: f32 always, the other transferred
     // element types where a stage takes or yields such values.
     MLIRContext *ctx = &getContext();
-    auto unranked = UnrankedMemRefType::get(Float32Type::get(ctx), 0);
     auto i64 = IntegerType::get(ctx, 64);
     llvm::SetVector<Type> transferred;
     transferred.insert(Float32Type::get(ctx));
@@ -208,17 +209,31 @@ struct LowerToRuntimePass : zb::impl::ZBLowerToRuntimeBase<LowerToRuntimePass> {
                 ctx, {UnrankedMemRefType::get(element, 0), i64, i64}, {}),
             /*cInterface=*/true);
 
-    // The runtime's group sums (replica means in a program with replicas),
-    // for programs with sched.allreduce.
+    // The runtime's group sums (replica means in a program with replicas)
+    // for the element types of the parameters sched.allreduce ops reduce.
     bool hasReductions = false;
-    program.walk([&](sched::AllReduceOp) { hasReductions = true; });
-    StringRef sumName = program.getNumReplicas() > 1 ? "zbrt_replica_mean_f32"
-                                                     : "zbrt_group_sum_f32";
+    llvm::StringSet<> reducedNames;
+    program.walk([&](sched::AllReduceOp reduce) {
+      hasReductions = true;
+      for (Attribute name : reduce.getParams())
+        reducedNames.insert(cast<StringAttr>(name).getValue());
+    });
+    llvm::SetVector<Type> summed;
+    for (BlockArgument arg : model.getArguments())
+      if (model.getArgAttr(arg.getArgNumber(), ZBDialect::kParamAttrName) &&
+          reducedNames.contains(argName(model, arg.getArgNumber())))
+        if (auto type = dyn_cast<RankedTensorType>(arg.getType());
+            type && zb::detail::isSummable(type.getElementType()))
+          summed.insert(type.getElementType());
     if (hasReductions) {
       auto groupType = UnrankedMemRefType::get(i64, 0);
-      declareRuntimeFunction(b, module, sumName,
-                             FunctionType::get(ctx, {unranked, groupType}, {}),
-                             /*cInterface=*/true);
+      for (Type element : summed)
+        declareRuntimeFunction(
+            b, module,
+            zb::detail::sumFunctionName(program.getNumReplicas() > 1, element),
+            FunctionType::get(
+                ctx, {UnrankedMemRefType::get(element, 0), groupType}, {}),
+            /*cInterface=*/true);
       declareRuntimeFunction(b, module, "zbrt_wait_group_sums",
                              FunctionType::get(ctx, {}, {}),
                              /*cInterface=*/false);

@@ -575,8 +575,11 @@ void RankLowering::emitReduction(const Action &a,
     auto type = cast<MemRefType>(buffer.getType());
     Value unranked = memref::CastOp::create(
         b, loc, UnrankedMemRefType::get(type.getElementType(), 0), buffer);
-    func::CallOp::create(b, loc, replicas ? replicaMeanFn : groupSumFn,
-                         ValueRange{unranked, groupArg});
+    auto sum = module.lookupSymbol<func::FuncOp>(
+        sumFunctionName(replicas, type.getElementType()));
+    assert(sum && "--zb-lower-to-runtime declares the sums of the reduced "
+                  "parameters' element types");
+    func::CallOp::create(b, loc, sum, ValueRange{unranked, groupArg});
     if (after)
       after(model.getArgument(index), buffer);
   }
@@ -612,8 +615,6 @@ void RankLowering::lookUpRuntime() {
   }
   beginFn = module.lookupSymbol<func::FuncOp>("zbrt_action_begin");
   endFn = module.lookupSymbol<func::FuncOp>("zbrt_action_end");
-  groupSumFn = module.lookupSymbol<func::FuncOp>("zbrt_group_sum_f32");
-  replicaMeanFn = module.lookupSymbol<func::FuncOp>("zbrt_replica_mean_f32");
   waitSumsFn = module.lookupSymbol<func::FuncOp>("zbrt_wait_group_sums");
 }
 

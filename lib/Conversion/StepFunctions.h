@@ -106,6 +106,21 @@ inline std::string transferFunctionName(bool send, mlir::Type element) {
   return name;
 }
 
+/// Whether the runtime's group sums and replica means add gradients of
+/// element type `element`: f32 and f64 (zbrt_group_sum_f32, ..._f64).
+inline bool isSummable(mlir::Type element) {
+  return element.isF32() || element.isF64();
+}
+
+/// The runtime's group sum of `element` gradients (a summable type), or its
+/// replica mean in a program with replicas: "zbrt_group_sum_f32",
+/// "zbrt_replica_mean_f64", ...
+inline std::string sumFunctionName(bool replicas, mlir::Type element) {
+  std::string name = replicas ? "zbrt_replica_mean_" : "zbrt_group_sum_";
+  llvm::raw_string_ostream(name) << element;
+  return name;
+}
+
 /// The attribute on a `memref.view` of the arena that a call's result is
 /// copied into when that view aliases none of the call's other operands;
 /// `--zb-results-to-slots` then lets the call write there directly.

@@ -165,7 +165,7 @@ private:
   llvm::MapVector<mlir::Value, mlir::Value>
       sums; // model param -> its sum buffer
   mlir::Value lossBuffer;
-  mlir::func::FuncOp beginFn, endFn, groupSumFn, replicaMeanFn, waitSumsFn;
+  mlir::func::FuncOp beginFn, endFn, waitSumsFn;
   /// The runtime's sends and receives for f32 ([0]) and f64 ([1]) buffers
   /// (null where the program moves no such values).
   std::array<mlir::func::FuncOp, kTransferElements> sendFns, recvFns;

@@ -230,10 +230,10 @@ LogicalResult RankLowering::planReduction(Action &a,
              << "reduces '" << name << "', which no stage of rank " << rank
              << " uses";
     auto type = cast<RankedTensorType>(model.getArgument(*found).getType());
-    if (!type.getElementType().isF32())
+    if (!isSummable(type.getElementType()))
       return reduce.emitOpError()
              << "reduces '" << name << "' of type " << type
-             << "; only f32 gradients can be summed between ranks";
+             << "; only f32 and f64 gradients can be summed between ranks";
     a.reduced.push_back(*found);
   }
   return success();

@@ -245,7 +245,8 @@ std::vector<double> zb::run::measureReductions(zbrt::Comm &world, int numRanks,
   world.barrier();
   double start = zbrt::traceClock();
   for (int i = 0; i < kRepeats; ++i) {
-    world.startGroupSum(scratch.data(), scratch.size(), group);
+    world.startGroupSum(scratch.data(), scratch.size(), zbrt::SumElement::F32,
+                        group);
     world.waitGroupSums();
   }
   double seconds = (zbrt::traceClock() - start) / kRepeats;

@@ -76,7 +76,8 @@ void Comm::checkGroup(const std::vector<int> &group) {
   }
 }
 
-void Comm::startGroupSum(float *, size_t, const std::vector<int> &group) {
+void Comm::startGroupSum(void *, size_t, SumElement,
+                         const std::vector<int> &group) {
   checkGroup(group);
   if (group.size() > 1)
     abort("group sums over several ranks are not supported by this "

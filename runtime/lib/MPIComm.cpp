@@ -84,7 +84,7 @@ public:
   void allreduceMax(double *values, size_t n) override {
     allreduce(values, n, MPI_DOUBLE, sizeof(double), MPI_MAX, "max");
   }
-  void startGroupSum(float *values, size_t n,
+  void startGroupSum(void *values, size_t n, SumElement element,
                      const std::vector<int> &group) override;
   void waitGroupSums() override;
   void startAllgather(const double *mine, size_t n, double *all) override;
@@ -136,8 +136,9 @@ private:
 
   /// A group sum started or waiting for its group's communicator.
   struct GroupSum {
-    float *values;
+    void *values;
     int count;
+    MPI_Datatype type;
     std::vector<int> group;
     MPI_Request request = MPI_REQUEST_NULL;
     bool started = false;
@@ -413,13 +414,13 @@ MPI_Comm MPIComm::groupComm(const std::vector<int> &group) {
 void MPIComm::startReduce(GroupSum &sum, MPI_Comm groupComm) {
   bool root = sum.group.front() == myRank;
   check(MPI_Ireduce(root ? MPI_IN_PLACE : sum.values,
-                    root ? sum.values : nullptr, sum.count, MPI_FLOAT, MPI_SUM,
+                    root ? sum.values : nullptr, sum.count, sum.type, MPI_SUM,
                     /*root=*/0, groupComm, &sum.request),
         "MPI_Ireduce");
   sum.started = true;
 }
 
-void MPIComm::startGroupSum(float *values, size_t n,
+void MPIComm::startGroupSum(void *values, size_t n, SumElement element,
                             const std::vector<int> &group) {
   checkGroup(group);
   if (group.size() == 1 || n == 0)
@@ -427,7 +428,9 @@ void MPIComm::startGroupSum(float *values, size_t n,
   if (n > static_cast<size_t>(INT_MAX))
     abort("group sum of " + std::to_string(n) +
           " elements: more than MPI's int counts allow");
-  groupSums.push_back({values, static_cast<int>(n), group});
+  groupSums.push_back({values, static_cast<int>(n),
+                       element == SumElement::F64 ? MPI_DOUBLE : MPI_FLOAT,
+                       group});
   if (MPI_Comm existing = findGroupComm(group); existing != MPI_COMM_NULL)
     startReduce(groupSums.back(), existing);
 }
@@ -466,7 +469,7 @@ void MPIComm::waitGroupSums() {
       startReduce(sum, groupComm(sum.group));
   waitStarted("the reduction of shared gradients");
   for (GroupSum &sum : groupSums)
-    check(MPI_Ibcast(sum.values, sum.count, MPI_FLOAT, /*root=*/0,
+    check(MPI_Ibcast(sum.values, sum.count, sum.type, /*root=*/0,
                      groupComm(sum.group), &sum.request),
           "MPI_Ibcast");
   waitStarted("the broadcast of shared gradients");

@@ -134,11 +134,12 @@ ZBRT_DEFINE_TRANSFER(i64, int64_t)
 
 #undef ZBRT_DEFINE_TRANSFER
 
-/// The contiguous f32 buffer and the group of ranks of a group sum.
+/// The contiguous buffer of `element`s and the group of ranks of a group
+/// sum.
 static std::pair<View, std::vector<int>>
 readGroupSum(const char *function, Comm &comm, zbrt_unranked_memref *buf,
-             zbrt_unranked_memref *group) {
-  View view = readView(function, comm, buf, sizeof(float));
+             SumElement element, zbrt_unranked_memref *group) {
+  View view = readView(function, comm, buf, sumElementBytes(element));
   View members = readView(function, comm, group, sizeof(int64_t));
   if (!view.isContiguous() || !members.isContiguous() ||
       members.sizes.size() != 1)
@@ -155,20 +156,27 @@ readGroupSum(const char *function, Comm &comm, zbrt_unranked_memref *buf,
   return {view, ranks};
 }
 
-void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
-                                     zbrt_unranked_memref *group) {
-  const char *function = "zbrt_group_sum_f32";
+static void groupSum(const char *function, zbrt_unranked_memref *buf,
+                     SumElement element, zbrt_unranked_memref *group) {
   Comm &comm = requireComm(function);
-  auto [view, ranks] = readGroupSum(function, comm, buf, group);
-  comm.startGroupSum(reinterpret_cast<float *>(view.data),
-                     static_cast<size_t>(view.numElements()), ranks);
+  auto [view, ranks] = readGroupSum(function, comm, buf, element, group);
+  comm.startGroupSum(view.data, static_cast<size_t>(view.numElements()),
+                     element, ranks);
 }
 
+/// A replica mean started this step: divided by the number of replicas once
+/// its sum completes.
+struct PendingMean {
+  void *values;
+  size_t count;
+  SumElement element;
+};
+
 /// The replicas of zbrt_set_replicas(), and the replica means started this
-/// step (divided by the number of replicas once their sums complete).
+/// step.
 static Comm *replicaWorld = nullptr;
 static int numReplicas = 1;
-static std::vector<std::pair<float *, size_t>> pendingMeans;
+static std::vector<PendingMean> pendingMeans;
 
 void zbrt_set_replicas(Comm *world, int replicas) {
   replicaWorld = replicas > 1 ? world : nullptr;
@@ -176,15 +184,13 @@ void zbrt_set_replicas(Comm *world, int replicas) {
   pendingMeans.clear();
 }
 
-void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
-                                        zbrt_unranked_memref *group) {
-  const char *function = "zbrt_replica_mean_f32";
+static void replicaMean(const char *function, zbrt_unranked_memref *buf,
+                        SumElement element, zbrt_unranked_memref *group) {
   Comm &comm = requireComm(function);
-  auto [view, ranks] = readGroupSum(function, comm, buf, group);
-  auto *values = reinterpret_cast<float *>(view.data);
+  auto [view, ranks] = readGroupSum(function, comm, buf, element, group);
   auto count = static_cast<size_t>(view.numElements());
   if (!replicaWorld) {
-    comm.startGroupSum(values, count, ranks);
+    comm.startGroupSum(view.data, count, element, ranks);
     return;
   }
   int pipeline = comm.size();
@@ -204,8 +210,30 @@ void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
                    " is not in [0, " + std::to_string(pipeline) + ")");
       world.push_back(r * pipeline + member);
     }
-  replicaWorld->startGroupSum(values, count, world);
-  pendingMeans.emplace_back(values, count);
+  replicaWorld->startGroupSum(view.data, count, element, world);
+  pendingMeans.push_back({view.data, count, element});
+}
+
+#define ZBRT_DEFINE_GROUP_SUM(SUFFIX, ELEMENT)                                 \
+  void _mlir_ciface_zbrt_group_sum_##SUFFIX(zbrt_unranked_memref *buf,         \
+                                            zbrt_unranked_memref *group) {     \
+    groupSum("zbrt_group_sum_" #SUFFIX, buf, ELEMENT, group);                  \
+  }                                                                            \
+  void _mlir_ciface_zbrt_replica_mean_##SUFFIX(zbrt_unranked_memref *buf,      \
+                                               zbrt_unranked_memref *group) {  \
+    replicaMean("zbrt_replica_mean_" #SUFFIX, buf, ELEMENT, group);            \
+  }
+
+ZBRT_DEFINE_GROUP_SUM(f32, SumElement::F32)
+ZBRT_DEFINE_GROUP_SUM(f64, SumElement::F64)
+
+#undef ZBRT_DEFINE_GROUP_SUM
+
+/// Divides `n` values at `values` by `divisor`.
+template <typename T> static void divide(void *values, size_t n, T divisor) {
+  T *first = static_cast<T *>(values);
+  for (size_t i = 0; i < n; ++i)
+    first[i] /= divisor;
 }
 
 void zbrt_wait_group_sums(void) {
@@ -214,10 +242,12 @@ void zbrt_wait_group_sums(void) {
     comm->waitGroupSums();
   if (replicaWorld) {
     replicaWorld->waitGroupSums();
-    auto replicas = static_cast<float>(numReplicas);
-    for (auto [values, count] : pendingMeans)
-      for (size_t i = 0; i < count; ++i)
-        values[i] /= replicas;
+    for (const PendingMean &mean : pendingMeans) {
+      if (mean.element == SumElement::F64)
+        divide(mean.values, mean.count, static_cast<double>(numReplicas));
+      else
+        divide(mean.values, mean.count, static_cast<float>(numReplicas));
+    }
     pendingMeans.clear();
   }
   addReductionWaitSeconds(traceClock() - start);

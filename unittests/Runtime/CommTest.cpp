@@ -257,6 +257,26 @@ TEST_F(MPICommTest, ReplicaMeansThroughTheCABI) {
   _mlir_ciface_zbrt_replica_mean_f32(&memref, &group);
   zbrt_wait_group_sums();
   EXPECT_EQ(grads, (std::vector<float>{1.5f, 1.5f, -2.0f}));
+
+  // The f64 forms add in double precision: 2^-40 is below float's
+  // resolution at 1, and survives the mean and the sum.
+  double tiny = std::ldexp(1.0, -40);
+  std::vector<double> wide = {1.0 + rank * tiny, -3.0 * rank};
+  auto wideDesc = makeDescriptor<double, 1>(wide.data(), 0, {2}, {1});
+  auto wideMemref = unranked(wideDesc);
+  zbrt_set_replicas(&world, 2);
+  _mlir_ciface_zbrt_replica_mean_f64(&wideMemref, &group);
+  zbrt_wait_group_sums();
+  EXPECT_EQ(wide, (std::vector<double>{1.0 + tiny / 2, -1.5}));
+  // A group sum over both ranks of the world.
+  zbrt_set_replicas(nullptr, 1);
+  zbrt_set_comm(&world);
+  int64_t bothRanks[2] = {0, 1};
+  auto bothDesc = makeDescriptor<int64_t, 1>(bothRanks, 0, {2}, {1});
+  auto worldGroup = unranked(bothDesc);
+  _mlir_ciface_zbrt_group_sum_f64(&wideMemref, &worldGroup);
+  zbrt_wait_group_sums();
+  EXPECT_EQ(wide, (std::vector<double>{2.0 + tiny, -3.0}));
   zbrt_set_comm(previous);
 
   // One communicator per color, numbered by key.

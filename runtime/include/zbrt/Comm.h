@@ -32,6 +32,15 @@ constexpr double kDefaultTimeoutSeconds = 300.0;
 /// non-negative number returns false and sets `error`.
 bool readTimeoutFromEnv(double &seconds, std::string &error);
 
+/// The element types group sums add: the gradients of f32 and of f64
+/// parameters.
+enum class SumElement { F32, F64 };
+
+/// The bytes one element of `element` takes.
+inline size_t sumElementBytes(SumElement element) {
+  return element == SumElement::F64 ? sizeof(double) : sizeof(float);
+}
+
 /// A communicator over `size()` ranks. Not thread-safe: call it from one
 /// thread per process.
 class Comm {
@@ -72,7 +81,8 @@ public:
   /// waitGroupSums(). Every rank of the group starts the same sums in the
   /// same order. The result is bitwise the same on every rank of the group.
   /// Group sums are what keep the copies of a shared parameter equal.
-  virtual void startGroupSum(float *values, size_t n,
+  /// `values` holds `n` elements of `element`.
+  virtual void startGroupSum(void *values, size_t n, SumElement element,
                              const std::vector<int> &group);
   /// Completes every group sum started so far.
   virtual void waitGroupSums() {}
@@ -153,8 +163,8 @@ zbrt::Comm *zbrt_get_comm();
 /// Data parallelism for the C ABI: `world` runs `replicas` copies of the
 /// pipeline whose communicator zbrt_set_comm() set, rank p of replica r
 /// being rank r * P + p of `world` (P the pipeline's size); the replica
-/// means of compiled code (zbrt_replica_mean_f32) reduce over it. Null (or
-/// one replica): a replica mean is the pipeline's group sum. The caller
+/// means of compiled code (zbrt_replica_mean_f32, _f64) reduce over it. Null
+/// (or one replica): a replica mean is the pipeline's group sum. The caller
 /// keeps ownership.
 void zbrt_set_replicas(zbrt::Comm *world, int replicas);
 

@@ -207,10 +207,17 @@ void _mlir_ciface_zbrt_recv_i1(zbrt_unranked_memref *buf, int64_t peer,
  * parallelism) is the same over the ranks of `group` in every replica of
  * the pipeline (zbrt_set_replicas, zbrt/Comm.h), divided by the number of
  * replicas once the sum completes: the mean over the replicas of the
- * group's sum, the same bits on every rank that takes part. */
+ * group's sum, the same bits on every rank that takes part.
+ *
+ * The _f64 forms do the same for memref<*xf64>, the gradients of f64
+ * parameters. */
 void _mlir_ciface_zbrt_group_sum_f32(zbrt_unranked_memref *buf,
                                      zbrt_unranked_memref *group);
 void _mlir_ciface_zbrt_replica_mean_f32(zbrt_unranked_memref *buf,
+                                        zbrt_unranked_memref *group);
+void _mlir_ciface_zbrt_group_sum_f64(zbrt_unranked_memref *buf,
+                                     zbrt_unranked_memref *group);
+void _mlir_ciface_zbrt_replica_mean_f64(zbrt_unranked_memref *buf,
                                         zbrt_unranked_memref *group);
 void zbrt_wait_group_sums(void);
 

@@ -83,7 +83,7 @@ public:
   }
   /// Group sums run on the host communicator; device buffers go through
   /// host copies.
-  void startGroupSum(float *values, size_t n,
+  void startGroupSum(void *values, size_t n, SumElement element,
                      const std::vector<int> &group) override;
   void waitGroupSums() override;
   /// Host values: the host communicator's.
@@ -120,8 +120,8 @@ private:
   /// A group sum of device memory: the host copy the host communicator
   /// sums, and where it goes back.
   struct StagedSum {
-    float *device;
-    std::vector<float> host;
+    void *device;
+    std::vector<char> host;
   };
 
   std::unique_ptr<Comm> host;
@@ -259,23 +259,23 @@ void NCCLComm::checkNCCL(ncclResult_t result, const char *what,
   abort(message);
 }
 
-void NCCLComm::startGroupSum(float *values, size_t n,
+void NCCLComm::startGroupSum(void *values, size_t n, SumElement element,
                              const std::vector<int> &group) {
   if (!isDevicePointer(values)) {
-    host->startGroupSum(values, n, group);
+    host->startGroupSum(values, n, element, group);
     return;
   }
   CUstream compute = requireDevice().compute;
   StagedSum &staged = stagedSums.emplace_back();
   staged.device = values;
-  staged.host.resize(n);
+  staged.host.resize(n * sumElementBytes(element));
   checkCUDA(cuMemcpyDtoHAsync(staged.host.data(),
                               reinterpret_cast<CUdeviceptr>(values),
-                              n * sizeof(float), compute),
+                              staged.host.size(), compute),
             "cuMemcpyDtoHAsync");
   pollUntil([&] { return cuStreamQuery(compute) != CUDA_ERROR_NOT_READY; },
             "a device-to-host copy");
-  host->startGroupSum(staged.host.data(), n, group);
+  host->startGroupSum(staged.host.data(), n, element, group);
 }
 
 void NCCLComm::waitGroupSums() {
@@ -285,8 +285,8 @@ void NCCLComm::waitGroupSums() {
   CUstream compute = requireDevice().compute;
   for (StagedSum &staged : stagedSums)
     checkCUDA(cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(staged.device),
-                                staged.host.data(),
-                                staged.host.size() * sizeof(float), compute),
+                                staged.host.data(), staged.host.size(),
+                                compute),
               "cuMemcpyHtoDAsync");
   pollUntil([&] { return cuStreamQuery(compute) != CUDA_ERROR_NOT_READY; },
             "a host-to-device copy");
