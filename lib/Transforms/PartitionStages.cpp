@@ -290,7 +290,16 @@ static LogicalResult materialise(func::FuncOp fn, const ModelSignature &sig,
 
   // A parameter used by several stages (a tied weight) is a parameter of
   // each: every stage holds a copy, and the schedule sums the copies'
-  // gradients over the ranks that hold them (sched.allreduce).
+  // gradients over the ranks that hold them (sched.allreduce). One that no
+  // operation reads is a parameter of the first stage, as the whole model
+  // on one process holds it: its gradient is zero, and the rank that holds
+  // it trains, writes and restores it.
+  for (BlockArgument arg : body.getArguments())
+    if (sig.args[arg.getArgNumber()].isParam() &&
+        llvm::none_of(argsOfStage, [&](const llvm::SetVector<Value> &args) {
+          return args.contains(arg);
+        }))
+      argsOfStage.front().insert(arg);
 
   // crossing[b]: values defined up to stage b and used after it.
   SmallVector<SmallVector<Value>> crossing(numStages);

@@ -298,3 +298,55 @@ def test_a_random_key_is_neither_samples_nor_input(zb_run, examples_dir,
     m = json.loads(metrics.read_text())
     assert m["samples_per_s"] == pytest.approx(
         [r * 8 for r in m["microbatches_per_s"]], rel=1e-6)
+
+
+UNREAD_PARAMETER_MODEL = """
+func.func @m(%x: tensor<2x4xf32> {zb.data = "x"},
+             %w: tensor<4x4xf32> {zb.param = "w"},
+             %unread: tensor<3x3xf32> {zb.param = "unread"},
+             %v: tensor<4x4xf32> {zb.param = "v"}) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<2x4xf32>)
+      -> tensor<2x4xf32>
+  %a = linalg.matmul ins(%x, %w : tensor<2x4xf32>, tensor<4x4xf32>)
+      outs(%f : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %h = pipe.cut %a : tensor<2x4xf32>
+  %b = linalg.matmul ins(%h, %v : tensor<2x4xf32>, tensor<4x4xf32>)
+      outs(%f : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %c = linalg.mul ins(%b, %b : tensor<2x4xf32>, tensor<2x4xf32>)
+      outs(%e : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %z = arith.constant dense<0.0> : tensor<f32>
+  %l = linalg.reduce ins(%c : tensor<2x4xf32>) outs(%z : tensor<f32>)
+      dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  return %l : tensor<f32>
+}
+"""
+
+
+def test_a_parameter_nothing_reads(zb_run, tmp_path):
+    """A parameter no operation reads is held by the first stage, as the
+    whole model on one process holds it: a pipelined run trains it as one
+    process does (a zero gradient, AdamW's decay), writes it to its
+    parameter file and its checkpoints, and resumes from them."""
+    model = tmp_path / "unread.mlir"
+    model.write_text(UNREAD_PARAMETER_MODEL)
+    common = ["--microbatches", 2, "--optimizer", "adamw", "--lr", 0.05,
+              "--seed", 4]
+    check(zb_run(model, *common, "--steps", 4, "--dump-params",
+                 tmp_path / "one.npz"))
+    ckpt = tmp_path / "ckpt"
+    check(zb_run(model, *common, "--np", 2, "--steps", 2, "--checkpoint",
+                 ckpt))
+    check(zb_run(model, *common, "--np", 2, "--steps", 4, "--resume", ckpt,
+                 "--dump-params", tmp_path / "two.npz"))
+    one, two = np.load(tmp_path / "one.npz"), np.load(tmp_path / "two.npz")
+    assert sorted(one.files) == sorted(two.files) == ["unread", "v", "w"]
+    assert np.any(one["unread"] != 0)
+    for name in one.files:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-5,
+                                   err_msg=name)

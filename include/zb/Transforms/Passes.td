@@ -293,7 +293,9 @@ def ZBPartitionStages : Pass<"zb-partition-stages", "mlir::ModuleOp"> {
     parameters go to the stages that use them (a parameter used by two
     stages, such as a tied embedding, is a parameter of both, and the
     schedule sums its gradient over the ranks holding it, see
-    `sched.allreduce`); data arguments are `data` of every stage that
+    `sched.allreduce`; one that no operation reads is a parameter of
+    stage 0, whose rank trains, writes and restores it as the whole model
+    on one process does); data arguments are `data` of every stage that
     reads them; constants and `tensor.empty` are recreated where used.
     - With `profile`, the measured F/B/W milliseconds of each stage of
       another partition of the same model into N stages (what `zb-run
