@@ -100,6 +100,12 @@ struct StepFunction {
 };
 } // namespace
 
+/// The loss a step function returns, the mean of its microbatches': the
+/// model's (tensor<f32> or tensor<f64>).
+static RankedTensorType stepLossType(func::FuncOp model) {
+  return cast<RankedTensorType>(model.getFunctionType().getResult(0));
+}
+
 /// Creates rank `r`'s empty step function, with its attributes, before
 /// `model`.
 static StepFunction createStepFunction(OpBuilder &b, func::FuncOp model,
@@ -117,7 +123,7 @@ static StepFunction createStepFunction(OpBuilder &b, func::FuncOp model,
                         fns.stage.getParams().end());
   SmallVector<Attribute> paramNames;
   SmallVector<Type> argTypes, dataTypes, resultTypes;
-  resultTypes.push_back(RankedTensorType::get({}, b.getF32Type()));
+  resultTypes.push_back(stepLossType(model));
   for (BlockArgument arg : model.getArguments()) {
     if (model.getArgAttr(arg.getArgNumber(), kParamAttr)) {
       if (!rankParams.contains(arg))
@@ -155,16 +161,16 @@ static StepFunction createStepFunction(OpBuilder &b, func::FuncOp model,
   return result;
 }
 
-/// `fn` of the scalar in 0-d tensor `x`, as a 0-d f32 tensor.
+/// `fn` of the scalar in 0-d tensor `x`, as a 0-d tensor of its type.
 static Value
-mapScalarToF32(OpBuilder &b, Location loc, Value x,
-               llvm::function_ref<Value(OpBuilder &, Location, Value)> fn) {
+mapScalar(OpBuilder &b, Location loc, Value x,
+          llvm::function_ref<Value(OpBuilder &, Location, Value)> fn) {
   MLIRContext *ctx = b.getContext();
-  auto f32 = RankedTensorType::get({}, b.getF32Type());
-  Value empty =
-      tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, b.getF32Type());
+  auto type = cast<RankedTensorType>(x.getType());
+  Value empty = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{},
+                                        type.getElementType());
   return linalg::GenericOp::create(
-             b, loc, TypeRange{f32}, ValueRange{x}, ValueRange{empty},
+             b, loc, TypeRange{type}, ValueRange{x}, ValueRange{empty},
              ArrayRef<AffineMap>{AffineMap::get(0, 0, ctx),
                                  AffineMap::get(0, 0, ctx)},
              ArrayRef<utils::IteratorType>{},
@@ -175,26 +181,21 @@ mapScalarToF32(OpBuilder &b, Location loc, Value x,
       .getResult(0);
 }
 
-/// A microbatch's loss as the f32 the step function sums and returns (an
-/// f64 model's loss rounded once; an f32 one as it is).
-static Value lossAsF32(OpBuilder &b, Location loc, Value loss) {
-  if (cast<RankedTensorType>(loss.getType()).getElementType().isF32())
-    return loss;
-  return mapScalarToF32(
-      b, loc, loss, [](OpBuilder &nb, Location nloc, Value v) -> Value {
-        return arith::TruncFOp::create(nb, nloc, nb.getF32Type(), v);
-      });
-}
-
 /// `lossSum / numMicrobatches` as a 0-d tensor.
 static Value buildLossMean(OpBuilder &b, Location loc, Value lossSum,
                            int64_t numMicrobatches) {
-  Value scale = arith::ConstantOp::create(
-      b, loc, b.getF32FloatAttr(1.0f / static_cast<float>(numMicrobatches)));
-  return mapScalarToF32(b, loc, lossSum,
-                        [&](OpBuilder &nb, Location nloc, Value v) -> Value {
-                          return arith::MulFOp::create(nb, nloc, v, scale);
-                        });
+  auto element = cast<FloatType>(
+      cast<RankedTensorType>(lossSum.getType()).getElementType());
+  // The reciprocal rounded to the loss's type (1/M in f32 for an f32 loss).
+  double reciprocal = element.isF32()
+                          ? 1.0f / static_cast<float>(numMicrobatches)
+                          : 1.0 / static_cast<double>(numMicrobatches);
+  Value scale =
+      arith::ConstantOp::create(b, loc, b.getFloatAttr(element, reciprocal));
+  return mapScalar(b, loc, lossSum,
+                   [&](OpBuilder &nb, Location nloc, Value v) -> Value {
+                     return arith::MulFOp::create(nb, nloc, v, scale);
+                   });
 }
 
 /// The constant seed of the last stage's backward: 1/M of `type`.
@@ -442,12 +443,10 @@ void RankLowering::emitTemplate(const Action &a, Value row) {
   }
   if (a.loss) {
     Value sum = bufferization::ToTensorOp::create(
-        b, loc, RankedTensorType::get({}, b.getF32Type()), lossBuffer,
+        b, loc, stepLossType(model), lossBuffer,
         /*restrict=*/true, /*writable=*/true);
     bufferization::MaterializeInDestinationOp::create(
-        b, loc, Type(),
-        autodiff::buildAdd(b, loc, sum,
-                           lossAsF32(b, loc, tensorOf(*a.loss, a))),
+        b, loc, Type(), autodiff::buildAdd(b, loc, sum, tensorOf(*a.loss, a)),
         lossBuffer, /*restrict=*/true, /*writable=*/true);
   }
   func::CallOp::create(b, loc, endFn, record);
@@ -538,8 +537,7 @@ void RankLowering::emitUnrolledAction(const Action &a) {
       gradSums[param] = sum;
   }
   if (a.loss)
-    lossSum = autodiff::buildAdd(b, loc, lossSum,
-                                 lossAsF32(b, loc, tensorOf(*a.loss, a)));
+    lossSum = autodiff::buildAdd(b, loc, lossSum, tensorOf(*a.loss, a));
   func::CallOp::create(b, loc, endFn, record);
 }
 
@@ -629,7 +627,7 @@ LogicalResult RankLowering::emitUnrolled(sched::ProgramOp program) {
   for (const Action &a : actions)
     emitUnrolledAction(a);
   emitWaitForReductions();
-  auto lossType = RankedTensorType::get({}, b.getF32Type());
+  RankedTensorType lossType = stepLossType(model);
   SmallVector<Value> results;
   results.push_back(lossSum ? buildLossMean(b, loc, lossSum, numMicrobatches)
                             : autodiff::buildZeros(b, loc, lossType));
@@ -700,7 +698,7 @@ LogicalResult RankLowering::emitLoop(sched::ProgramOp program) {
       b.getI64IntegerAttr(64));
   for (Value p : fn.params)
     sums[p] = zeroedBuffer(b, loc, cast<RankedTensorType>(p.getType()));
-  auto lossType = RankedTensorType::get({}, b.getF32Type());
+  RankedTensorType lossType = stepLossType(model);
   bool hasLoss =
       llvm::any_of(actions, [](const Action &a) { return a.loss.has_value(); });
   if (hasLoss)

@@ -13,21 +13,23 @@
 
 using namespace zb;
 
-/// A number as "%.9g" (null when not finite).
-static void number(llvm::json::OStream &os, double value) {
+/// A number with `digits` significant digits, "%.9g" by default (null when
+/// not finite).
+static void number(llvm::json::OStream &os, double value, int digits = 9) {
   if (!std::isfinite(value)) {
     os.value(nullptr);
     return;
   }
-  os.rawValue(
-      [&](llvm::raw_ostream &out) { out << llvm::format("%.9g", value); });
+  os.rawValue([&](llvm::raw_ostream &out) {
+    out << llvm::format("%.*g", digits, value);
+  });
 }
 
 static void numbers(llvm::json::OStream &os, llvm::StringRef key,
-                    llvm::ArrayRef<double> values) {
+                    llvm::ArrayRef<double> values, int digits = 9) {
   os.attributeArray(key, [&] {
     for (double v : values)
-      number(os, v);
+      number(os, v, digits);
   });
 }
 
@@ -93,7 +95,8 @@ std::string zb::metricsJson(const RunMetrics &metrics) {
   llvm::raw_string_ostream out(json);
   llvm::json::OStream os(out);
   os.object([&] {
-    numbers(os, "loss", metrics.losses);
+    int lossDigits = metrics.f64Losses ? 17 : 9;
+    numbers(os, "loss", metrics.losses, lossDigits);
     if (!metrics.microbatchesPerSecond.empty()) {
       numbers(os, "microbatches_per_s", metrics.microbatchesPerSecond);
       std::vector<double> samples;
@@ -102,7 +105,7 @@ std::string zb::metricsJson(const RunMetrics &metrics) {
       numbers(os, "samples_per_s", samples);
     }
     if (metrics.microbatchLosses)
-      numbers(os, "microbatch_loss", *metrics.microbatchLosses);
+      numbers(os, "microbatch_loss", *metrics.microbatchLosses, lossDigits);
     if (metrics.measured)
       measurement(os, *metrics.measured, metrics.replicas > 1);
     checks(os, metrics);

@@ -25,6 +25,12 @@ zbrt::DType zb::dtypeOf(mlir::Type type) {
   return zbrt::DType::F32;
 }
 
+zbrt::DType zb::lossDType(const ModelSignature &signature) {
+  mlir::func::FuncOp fn = signature.func;
+  return dtypeOf(mlir::cast<mlir::RankedTensorType>(fn.getResultTypes()[0])
+                     .getElementType());
+}
+
 static bool isFloat(zbrt::DType d) {
   return d == zbrt::DType::F32 || d == zbrt::DType::F64;
 }

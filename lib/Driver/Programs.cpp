@@ -280,7 +280,10 @@ double PipelineRankProgram::run(int64_t step,
     callArgs.push_back(&data.values()[arg->position]);
   for (zbrt::NpyArray &d : stepData)
     callArgs.push_back(&d);
-  zbrt::NpyArray loss{zbrt::DType::F32, {}, std::vector<char>(4)};
+  // The step function's loss, of the model's loss type.
+  zbrt::DType lossType = lossDType(data.signature());
+  zbrt::NpyArray loss{
+      lossType, {}, std::vector<char>(zbrt::dtypeSize(lossType))};
   callArgs.push_back(&loss);
   grads.clear();
   if (!cuda)
@@ -321,7 +324,7 @@ double PipelineRankProgram::run(int64_t step,
       localSteps.pop_back();
     localSteps.emplace_back(step, run::serialize(mine));
   }
-  return *loss.as<float>();
+  return loadScalar(loss, 0);
 }
 
 void PipelineRankProgram::endRun() {

@@ -3,20 +3,23 @@
 
 // An f64 model pipelined: its activations and input gradients go through
 // zbrt_send_f64/zbrt_recv_f64 (declared only for programs that move f64
-// values), and each microbatch's f64 loss is rounded once to the f32 the
-// step function sums and returns.
+// values), and the step function sums the microbatches' f64 losses in f64
+// and returns their mean as the model's tensor<f64>.
 
 // CHECK-DAG: func.func private @zbrt_send_f64(memref<*xf64>, i64, i64) attributes {llvm.emit_c_interface}
 // CHECK-DAG: func.func private @zbrt_recv_f64(memref<*xf64>, i64, i64) attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @zb_rank0_step(
-// CHECK-SAME: -> (tensor<f32>, tensor<4x4xf64>)
+// CHECK-SAME: -> (tensor<f64>, tensor<4x4xf64>)
 // CHECK: func.call @zbrt_send_f64(%{{.*}}, %c1_i64, %c0_i64) : (memref<*xf64>, i64, i64) -> ()
 // CHECK: func.call @zbrt_recv_f64(%{{.*}}, %c1_i64, %c1_i64{{.*}}) : (memref<*xf64>, i64, i64) -> ()
 // CHECK-LABEL: func.func @zb_rank1_step(
-// CHECK-SAME: -> (tensor<f32>, tensor<4x4xf64>)
+// CHECK-SAME: -> (tensor<f64>, tensor<4x4xf64>)
+// CHECK-NOT: arith.truncf
 // CHECK: func.call @zbrt_recv_f64(
-// CHECK: arith.truncf %{{.*}} : f64 to f32
+// CHECK: arith.addf %{{.*}} : f64
 // CHECK: func.call @zbrt_send_f64(
+// CHECK: arith.constant 5.000000e-01 : f64
+// CHECK: arith.mulf %{{.*}} : f64
 
 
 #id = affine_map<(i, j) -> (i, j)>

@@ -476,10 +476,7 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   std::string error = data.prepare();
   if (!error.empty())
     return fail(error);
-  zb::ModelProgram program(
-      data, forward, gradient,
-      zb::dtypeOf(cast<RankedTensorType>(modelFn.getResultTypes()[0])
-                      .getElementType()));
+  zb::ModelProgram program(data, forward, gradient, zb::lossDType(signature));
 
   zbrt::Optimizer optimizer = opts.makeOptimizer();
   std::vector<const zb::ModelArg *> params;
@@ -500,6 +497,7 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
 
   zb::RunMetrics metrics;
   metrics.losses = result.losses;
+  metrics.f64Losses = zb::lossDType(signature) == zbrt::DType::F64;
   if (opts.training())
     metrics.microbatchesPerSecond = stepRates(result);
   else
@@ -727,6 +725,7 @@ static int runPipelineRank(MLIRContext &context, const zb::ModelFile &model,
   int code = 0;
   zb::RunMetrics metrics;
   metrics.losses = result.losses;
+  metrics.f64Losses = zb::lossDType(signature) == zbrt::DType::F64;
   // --eval runs forwards alone: no schedule to measure against.
   std::optional<zb::run::RunMeasurement> measured;
   if (worldRank == 0 && !opts.eval) {

@@ -23,6 +23,10 @@ namespace zb {
 struct RunMetrics {
   /// The loss of each step run.
   std::vector<double> losses;
+  /// Whether the losses are an f64 model's: written with the 17
+  /// significant digits that give back the double (an f32 loss's 9 give
+  /// back the float).
+  bool f64Losses = false;
   /// Microbatches per second of each step, every replica's counted; empty:
   /// not written (no throughput without training).
   std::vector<double> microbatchesPerSecond;

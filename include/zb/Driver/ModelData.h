@@ -31,6 +31,10 @@ namespace zb {
 /// The runtime's name for a tensor element type (f32 unless f64, i32, i64).
 zbrt::DType dtypeOf(mlir::Type elementType);
 
+/// The element type of the loss `signature`'s function returns (f32 or
+/// f64), which its step functions return as well.
+zbrt::DType lossDType(const ModelSignature &signature);
+
 /// Converts `array` in place to `dtype`: float to float, integer to integer.
 /// Returns false (leaving `array` alone) across the two kinds.
 bool convertArray(zbrt::NpyArray &array, zbrt::DType dtype);
