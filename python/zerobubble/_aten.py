@@ -564,13 +564,31 @@ def _translate(translator, node, name):
     if handler is None:
         raise UnsupportedOpError(op_name(node), *module_of(node),
                                  _RANDOM_DETAIL if _RANDOM.search(name)
-                                 else "")
+                                 else _out_detail(node)
+                                 if "out" in node.kwargs else "")
     ctx = _Context(translator, node)
     if any(isinstance(x, Complex) or _is_complex_const(x) for x in leaves):
         return _translate_complex(ctx, canonical, handler, args, kwargs)
     result = handler(ctx, *args, **kwargs)
     ctx.check(result)
     return result
+
+
+def _out_detail(node):
+    """Why an op writing into ``out=`` is refused, and for spectral_norm's
+    (whose training-mode power iteration writes its buffers so) what to do
+    instead."""
+    detail = ("it writes its result into a tensor given as out=, which "
+              "from_torch does not translate (it translates functional "
+              "calls and in-place ones, x.op_())")
+    if module_of(node)[1] == "_SpectralNorm":
+        detail += (
+            "; spectral_norm's power iteration does so on its buffers in "
+            "every training-mode forward, state that the compiled step "
+            "(every microbatch on the buffers as they were before the "
+            "step) does not keep: put the parametrization in eval mode "
+            "(fixed u and v), updating them between steps if need be")
+    return detail
 
 
 def _decomposition(node):

@@ -2140,6 +2140,30 @@ def test_embedding_max_norm_is_refused_by_name():
         zb.from_torch(Model(), (torch.tensor([[1, 2, 3]]),))
 
 
+def test_spectral_norm_in_eval_mode_and_refused_in_training(tmp_path):
+    """spectral_norm's parametrization: in eval mode (fixed u and v) the
+    weight over its estimated largest singular value, against autograd; in
+    training mode its power iteration writes its buffers through out=,
+    refused naming the module and the way out."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.utils.parametrizations.spectral_norm(
+                nn.Linear(4, 3))
+
+        def forward(self, x):
+            return weighted(self.lin(x))
+
+    torch.manual_seed(0)
+    model = Model()
+    with pytest.raises(zb.UnsupportedOpError,
+                       match=r"\(_SpectralNorm\): it writes its result into "
+                       r"a tensor given as out=.*eval mode"):
+        zb.from_torch(model, (randn(3, 4),))
+    model.lin.parametrizations.weight[0].eval()
+    check_op("spectral_norm eval", model, (randn(3, 4),), tmp_path)
+
+
 # -- attention and losses -----------------------------------------------
 
 
