@@ -762,17 +762,44 @@ def _static_experts(module, implementation=_GROUPED_EXPERTS):
             del interface[_GROUPED_EXPERTS]
 
 
+def _alias_base(node):
+    """The tensor that ``node`` aliases: through views and the results of
+    in-place ops (``r = x.add_(y)`` is x) to the tensor they write."""
+    while isinstance(node, torch.fx.Node) and (
+            _aten._is_view(node) or _aten._is_in_place_result(node)):
+        node = node.args[0]
+    return node
+
+
+def _in_place_updates(graph, cache):
+    """The in-place ops of ``graph`` by the tensor they change
+    (_alias_base), computed once a graph."""
+    if graph not in cache:
+        updates = {}
+        for node in graph.nodes:
+            if _aten._is_in_place_result(node):
+                updates.setdefault(_alias_base(node.args[0]),
+                                   []).append(node)
+        cache[graph] = updates
+    return cache[graph]
+
+
 def _loss_inputs(output):
     """The graph nodes that the exported graph's ``output`` depends on. A
     torch.no_grad() region's output depends on what that output reads in
-    the region, not on all of the region's inputs."""
-    seen, stack = set(), [output]
+    the region, not on all of the region's inputs. A read of a tensor
+    depends on every in-place change of it or of its views as well
+    (``attn[:, 1:] += rel``, then ``attn.softmax(-1)``: the softmax reads
+    ``rel``), before or after the read (more than it reads, never less)."""
+    seen, stack, updates = set(), [output], {}
     while stack:
         node = stack.pop()
         if node in seen:
             continue
         seen.add(node)
-        inputs = node.all_input_nodes
+        inputs = list(node.all_input_nodes)
+        inputs += _in_place_updates(node.graph, updates).get(
+            _alias_base(node), [])
         region = node.args[0] if node.target is operator.getitem else None
         if isinstance(region, torch.fx.Node) and \
                 _aten.op_name(region) == "wrap_with_set_grad_enabled":

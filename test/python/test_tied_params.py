@@ -277,3 +277,30 @@ def test_unused_parameters_are_left_out(tmp_path):
             assert_close(f"param {name}", trained[name],
                          param.detach().numpy(), RTOL)
     assert torch.equal(reference.unused, model.unused)
+
+
+def test_a_parameter_read_through_an_in_place_update_is_used():
+    """A parameter the loss reads only through an in-place update of a
+    view of another tensor (torchvision MViT's relative positions,
+    ``attn[:, 1:, 1:] += rel``) is used: its value and gradient as
+    autograd's. It was taken for unused (the graph's output reaches the
+    updated tensor, not the update) and left uninitialised."""
+    class RelativeBias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.rel = nn.Parameter(torch.randn(3, 3))
+
+        def forward(self, x):
+            attn = self.lin(x) @ x.transpose(1, 2)
+            attn[:, 1:, 1:] += self.rel
+            return attn.softmax(-1).pow(2).sum()
+
+    torch.manual_seed(0)
+    model = RelativeBias().double()
+    x = torch.randn(2, 4, 4, dtype=torch.float64)
+    program = zb.from_torch(model, (x,))
+    assert program.unused == []
+    result = zb.gradients(program, microbatches=1, inputs=[(x,)])
+    check_grads("in-place", result.loss, result.grads,
+                *autograd(model, [(x,)]), rtol=1e-9)
