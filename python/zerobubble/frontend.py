@@ -1048,6 +1048,20 @@ class _Translator:
             raise FrontendError("the module must return the scalar loss, a "
                                 "0-d float tensor that depends on the "
                                 "inputs or parameters")
+        region = results[0].args[0] \
+            if results[0].target is operator.getitem else None
+        if isinstance(region, torch.fx.Node) and \
+                _aten.op_name(region) == "wrap_with_set_grad_enabled" and \
+                not region.args[0]:
+            raise FrontendError(
+                "the exported program computes the loss under "
+                "torch.no_grad(), so that no parameter gets a gradient "
+                "(PyTorch refuses the backward of such a loss). A "
+                "torch.autograd.Function whose forward runs layers under "
+                "torch.no_grad() and whose backward runs them again "
+                "(reversible layers, as Reformer's) makes torch.export "
+                "record what follows the Function without gradients too: "
+                "call its layers directly when exporting")
         return loss
 
     def _function(self, signature_args, loss, data_args):

@@ -7,6 +7,8 @@ pipelined over P = 2 ranks (one training step, which also checks the SGD
 update).
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -586,6 +588,54 @@ def test_constants_compile_in_the_values_that_decide_shapes():
 def test_loss_must_be_a_scalar():
     with pytest.raises(zb.FrontendError, match="scalar loss"):
         zb.from_torch(nn.Linear(4, 3), (torch.randn(2, 4),))
+
+
+class _Recomputed(torch.autograd.Function):
+    """Reformer's reversible layers in small: the forward runs the layer
+    under no_grad, the backward runs it again with gradients."""
+
+    @staticmethod
+    def forward(ctx, x, layer):
+        with torch.no_grad():
+            y = layer(x)
+        ctx.save_for_backward(x.detach())
+        ctx.layer = layer
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.requires_grad_(True)
+            torch.autograd.backward(ctx.layer(x), g)
+        return x.grad, None
+
+
+@pytest.mark.parametrize("how", ["no_grad", "recomputing function"])
+def test_a_loss_without_gradient_is_refused(how):
+    """A loss the exported program computes under torch.no_grad() (written
+    so, or as torch.export records what follows an autograd.Function whose
+    forward runs its layer under no_grad) is refused: every gradient would
+    be zero, where PyTorch refuses the backward (or, for the Function, runs
+    its recomputing backward)."""
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first = nn.Linear(4, 4)
+            self.last = nn.Linear(4, 1)
+
+        def forward(self, x):
+            if how == "no_grad":
+                with torch.no_grad():
+                    return self.last(self.first(x)).square().mean()
+            h = _Recomputed.apply(x, self.first)
+            return self.last(h).square().mean()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", zb.FrontendWarning)
+        with pytest.raises(zb.FrontendError,
+                           match=r"computes the loss under torch\.no_grad"):
+            zb.from_torch(Model(), (torch.randn(3, 4),))
 
 
 def test_a_0d_data_argument_is_refused_with_the_way_out():
