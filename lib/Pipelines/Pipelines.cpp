@@ -81,6 +81,9 @@ void zb::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(zb::createZBVectorizeRowReductions());
   pm.addPass(zb::createZBSplitLongSums());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  // LLVM's loop passes take time growing with the square of a function's
+  // loops: no function keeps more than a few hundred.
+  pm.addPass(zb::createZBOutlineLoopNests());
   buildLoopsToLLVMPipeline(pm);
 }
 
