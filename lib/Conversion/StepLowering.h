@@ -166,8 +166,8 @@ private:
       sums; // model param -> its sum buffer
   mlir::Value lossBuffer;
   mlir::func::FuncOp beginFn, endFn, waitSumsFn;
-  /// The runtime's sends and receives for f32 ([0]) and f64 ([1]) buffers
-  /// (null where the program moves no such values).
+  /// The runtime's sends and receives, by transferIndex (null where the
+  /// program moves no such values).
   std::array<mlir::func::FuncOp, kTransferElements> sendFns, recvFns;
   int64_t numReductions = 0;
 };

@@ -17,8 +17,15 @@
 using namespace zb;
 
 ModelProgram::ModelProgram(ModelData &data, zbrt::EntryFn forward,
-                           zbrt::EntryFn gradient, zbrt::DType lossType)
-    : data(data), forward(forward), gradient(gradient), lossType(lossType) {}
+                           zbrt::EntryFn gradient)
+    : data(data), forward(forward), gradient(gradient) {}
+
+/// The 0-d array an entry point or step function of `data`'s model writes
+/// its loss into: of the model's loss type.
+static zbrt::NpyArray lossArray(const ModelData &data) {
+  zbrt::DType type = lossDType(data.signature());
+  return zbrt::NpyArray{type, {}, std::vector<char>(zbrt::dtypeSize(type))};
+}
 
 /// values[j] /= divisor.
 template <typename T> static void divide(zbrt::NpyArray &values, T divisor) {
@@ -39,8 +46,7 @@ double ModelProgram::runMicrobatch(int64_t step, int64_t mb,
   if (grads)
     for (zbrt::NpyArray &sum : *grads)
       callArgs.push_back(&sum);
-  zbrt::NpyArray loss{
-      lossType, {}, std::vector<char>(zbrt::dtypeSize(lossType))};
+  zbrt::NpyArray loss = lossArray(data);
   callArgs.push_back(&loss);
   zbrt::EntryFn entry = grads ? gradient : forward;
   assert(entry && "the program was made without this entry point");
@@ -280,10 +286,7 @@ double PipelineRankProgram::run(int64_t step,
     callArgs.push_back(&data.values()[arg->position]);
   for (zbrt::NpyArray &d : stepData)
     callArgs.push_back(&d);
-  // The step function's loss, of the model's loss type.
-  zbrt::DType lossType = lossDType(data.signature());
-  zbrt::NpyArray loss{
-      lossType, {}, std::vector<char>(zbrt::dtypeSize(lossType))};
+  zbrt::NpyArray loss = lossArray(data);
   callArgs.push_back(&loss);
   grads.clear();
   if (!cuda)

@@ -784,6 +784,17 @@ def _in_place_updates(graph, cache):
     return cache[graph]
 
 
+def _set_grad_region(node):
+    """The ``wrap_with_set_grad_enabled`` region (a torch.no_grad() or
+    enable_grad() block) whose output ``node`` takes (``getitem``), or
+    None."""
+    region = node.args[0] if node.target is operator.getitem else None
+    if isinstance(region, torch.fx.Node) and \
+            _aten.op_name(region) == "wrap_with_set_grad_enabled":
+        return region
+    return None
+
+
 def _loss_inputs(output):
     """The graph nodes that the exported graph's ``output`` depends on. A
     torch.no_grad() region's output depends on what that output reads in
@@ -800,9 +811,8 @@ def _loss_inputs(output):
         inputs = list(node.all_input_nodes)
         inputs += _in_place_updates(node.graph, updates).get(
             _alias_base(node), [])
-        region = node.args[0] if node.target is operator.getitem else None
-        if isinstance(region, torch.fx.Node) and \
-                _aten.op_name(region) == "wrap_with_set_grad_enabled":
+        region = _set_grad_region(node)
+        if region is not None:
             # getitem(region, k): region's output k, then its inputs.
             seen.add(region)
             module = getattr(region.graph.owning_module,
@@ -1048,11 +1058,8 @@ class _Translator:
             raise FrontendError("the module must return the scalar loss, a "
                                 "0-d float tensor that depends on the "
                                 "inputs or parameters")
-        region = results[0].args[0] \
-            if results[0].target is operator.getitem else None
-        if isinstance(region, torch.fx.Node) and \
-                _aten.op_name(region) == "wrap_with_set_grad_enabled" and \
-                not region.args[0]:
+        region = _set_grad_region(results[0])
+        if region is not None and not region.args[0]:
             raise FrontendError(
                 "the exported program computes the loss under "
                 "torch.no_grad(), so that no parameter gets a gradient "

@@ -476,7 +476,7 @@ static int runSingleProcess(const zb::ModelFile &model, const char *argv0) {
   std::string error = data.prepare();
   if (!error.empty())
     return fail(error);
-  zb::ModelProgram program(data, forward, gradient, zb::lossDType(signature));
+  zb::ModelProgram program(data, forward, gradient);
 
   zbrt::Optimizer optimizer = opts.makeOptimizer();
   std::vector<const zb::ModelArg *> params;

@@ -32,8 +32,7 @@ public:
   /// leaves the gradients empty). `forward`: the model's `<name>`, which
   /// meanLoss() and a run() without `gradient` call (null where neither
   /// is called).
-  ModelProgram(ModelData &data, zbrt::EntryFn forward, zbrt::EntryFn gradient,
-               zbrt::DType lossType);
+  ModelProgram(ModelData &data, zbrt::EntryFn forward, zbrt::EntryFn gradient);
 
   /// The mean loss over the step's microbatches and, with a gradient entry
   /// point, the mean gradients of every parameter (signature order).
@@ -55,7 +54,6 @@ private:
 
   ModelData &data;
   zbrt::EntryFn forward, gradient;
-  zbrt::DType lossType;
   std::vector<double> losses;
 };
 
