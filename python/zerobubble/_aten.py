@@ -5131,9 +5131,9 @@ def _gather_along(ctx, x, dim, index, guard=False):
 
 
 def _scatter_operands(ctx, what, x, dim, index):
-    """(x, index, dim, the index's loops) of a scatter into ``x`` along
-    ``dim``: ``index`` must have x's shape but along ``dim``; its positions
-    along ``dim`` become a reduction loop."""
+    """(x, index, dim, the index's loops, _outside's flag) of a scatter
+    into ``x`` along ``dim``: ``index`` must have x's shape but along
+    ``dim``; its positions along ``dim`` become a reduction loop."""
     x = ctx.tensor(x)
     index = _index_tensor(ctx, index, "the index")
     dim = _norm_dim(dim, x.rank)
@@ -5142,10 +5142,54 @@ def _scatter_operands(ctx, what, x, dim, index):
         ctx.unsupported(f"{what} needs an index of the input's shape "
                         f"{list(x.shape)} but along dim {dim}, got "
                         f"{list(index.shape)}")
-    ctx.translator.note_range(index, x.shape[dim])
+    outside = _outside(ctx, index, x.shape[dim])
     loops = list(range(x.rank))
     loops[dim] = x.rank
-    return x, index, dim, loops
+    return x, index, dim, loops, outside
+
+
+def _outside(ctx, index, bound, negative=False):
+    """Whether some value of integer tensor ``index`` lies outside
+    [0, ``bound``) ([-bound, bound) with ``negative``): a rank-0 i1
+    tensor, for an index computed in the model; None for one known to be
+    inside (data, which zb-run checks, or a constant, checked here;
+    note_range)."""
+    if ctx.translator.note_range(index, bound, negative=negative):
+        return None
+    t = index.dtype
+
+    def body(bb, names, acc):
+        low = bb.const(-bound if negative else 0, t)
+        below = bb.op(f"arith.cmpi slt, {names[0]}, {low} : {t}")
+        above = bb.op(f"arith.cmpi sge, {names[0]}, "
+                      f"{bb.const(bound, t)} : {t}")
+        return bb.binary("arith.ori", acc, bb.binary(
+            "arith.ori", below, above, "i1"), "i1")
+
+    return ctx.b.generic((), "i1", [(index, list(range(index.rank)))], body,
+                         reductions=index.rank,
+                         init=ctx.b.filled((), "i1", False), hint="outside")
+
+
+def _poisoned(ctx, result, flags):
+    """``result`` of a write through indices computed in the model, NaN
+    in every element where one of ``flags`` (_outside) holds: PyTorch
+    raises there, and the loss shows it (the gradients it reaches skip the
+    step). An integer result keeps what landed inside."""
+    flags = [f for f in flags if f is not None]
+    if not flags or not isinstance(result, Value) or \
+            not is_float(result.dtype):
+        return result
+    t = result.dtype
+
+    def fn(bb, xs):
+        bad = xs[1][0]
+        for flag, _ in xs[2:]:
+            bad = bb.binary("arith.ori", bad, flag, "i1")
+        return bb.select(bad, bb.const(math.nan, t), xs[0][0], t)
+
+    return ctx.elementwise([result, *flags], fn, shape=result.shape,
+                           dtype=t)
 
 
 @_handles("aten.scatter.value", "aten.scatter.src")
@@ -5156,7 +5200,8 @@ def _scatter(ctx, x, dim, index, src):
     each element's last writer, a second generic selects; the gradients
     are PyTorch's (below). ``index`` must have x's shape but along
     ``dim``."""
-    x, index, dim, loops = _scatter_operands(ctx, "scatter", x, dim, index)
+    x, index, dim, loops, outside = _scatter_operands(ctx, "scatter", x,
+                                                      dim, index)
 
     def last(bb, names, acc):
         target = _to_index(bb, names[0], index.dtype)
@@ -5188,7 +5233,7 @@ def _scatter(ctx, x, dim, index, src):
                                               (writer, list(range(x.rank)))],
                            body, hint=ctx.hint)
     if scalar or not is_float(x.dtype):
-        return result
+        return _poisoned(ctx, result, [outside])
     # PyTorch's gradients: every src element gets the output's at its index
     # (grad.gather(dim, index)), a losing duplicate's too; x's where
     # nothing is written. Those of x where unwritten plus the scattered sum
@@ -5205,7 +5250,7 @@ def _scatter(ctx, x, dim, index, src):
     carrier = ctx.elementwise([kept, summed], lambda bb, xs: bb.binary(
         "arith.addf", xs[0][0], xs[1][0], x.dtype), shape=x.shape,
         dtype=x.dtype, hint="scatter_grads")
-    return _straight_through(ctx, carrier, result)
+    return _poisoned(ctx, _straight_through(ctx, carrier, result), [outside])
 
 
 @_handles("aten.masked_scatter.default")
@@ -5319,8 +5364,8 @@ def _scatter_add(ctx, x, dim, index, src):
     ``dim``, then x added. The gradient reaches x whole and src as what
     each position added to. ``index`` must have x's shape but along
     ``dim``, and src the index's shape."""
-    x, index, dim, loops = _scatter_operands(ctx, "scatter_add", x, dim,
-                                             index)
+    x, index, dim, loops, outside = _scatter_operands(ctx, "scatter_add",
+                                                      x, dim, index)
     src = ctx.tensor(src)
     if src.shape != index.shape:
         ctx.unsupported(f"scatter_add needs src of the index's shape "
@@ -5328,8 +5373,9 @@ def _scatter_add(ctx, x, dim, index, src):
     t = x.dtype
     add = "arith.addf" if is_float(t) else "arith.addi"
     summed = _scattered_sum(ctx, x, dim, index, loops, src)
-    return ctx.elementwise([x, summed], lambda bb, xs: bb.binary(
-        add, xs[0][0], xs[1][0], t), shape=x.shape, dtype=t)
+    return _poisoned(ctx, ctx.elementwise([x, summed], lambda bb, xs: (
+        bb.binary(add, xs[0][0], xs[1][0], t)), shape=x.shape, dtype=t),
+        [outside])
 
 
 def _scattered_sum(ctx, x, dim, index, loops, src):
@@ -5360,8 +5406,8 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
     nothing lands, x stays)."""
     if reduce not in ("sum", "mean"):
         ctx.unsupported(f"scatter_reduce '{reduce}' (only sum and mean)")
-    x, index, dim, loops = _scatter_operands(ctx, "scatter_reduce", x, dim,
-                                             index)
+    x, index, dim, loops, outside = _scatter_operands(
+        ctx, "scatter_reduce", x, dim, index)
     src = ctx.tensor(src)
     if src.shape != index.shape:
         ctx.unsupported("scatter_reduce needs src of the index's shape")
@@ -5382,7 +5428,8 @@ def _scatter_reduce(ctx, x, dim, index, src, reduce, include_self=True):
                 landed, hits, bb.const(1.0, t), t), t)
         return bb.select(landed, total, own, t)
 
-    return ctx.elementwise([x, summed, count], fn, shape=x.shape, dtype=t)
+    return _poisoned(ctx, ctx.elementwise([x, summed, count], fn,
+                                          shape=x.shape, dtype=t), [outside])
 
 
 @_handles("aten.index_put.default")
@@ -5393,14 +5440,17 @@ def _index_put(ctx, x, indices, values, accumulate=False):
     is written. The values of _put_at carry the gradients of x with the
     written places cleared, plus the values accumulated there."""
     result = _put_at(ctx, x, indices, values, accumulate)
+    shape = ctx.tensor(x).shape
+    outside = [_outside(ctx, ctx.tensor(i), shape[d], negative=True)
+               for d, i in enumerate(indices)
+               if i is not None and ctx.tensor(i).dtype != "i1"]
     if accumulate or not isinstance(values, Value) or \
-            not is_float(values.dtype) or \
-            not _may_repeat(indices, ctx.tensor(x).shape):
-        return result
+            not is_float(values.dtype) or not _may_repeat(indices, shape):
+        return _poisoned(ctx, result, outside)
     t = ctx.tensor(x).dtype
     cleared = _put_at(ctx, x, indices, ctx.b.filled((), t, 0.0), False)
     carrier = _put_at(ctx, cleared, indices, values, True)
-    return _straight_through(ctx, carrier, result)
+    return _poisoned(ctx, _straight_through(ctx, carrier, result), outside)
 
 
 def _may_repeat(indices, shape):
@@ -5516,6 +5566,7 @@ def _index_fill(ctx, x, dim, index, value):
     x = ctx.tensor(x)
     index = _index_tensor(ctx, index, "the index")
     dim = _norm_dim(dim, x.rank)
+    outside = _outside(ctx, index, x.shape[dim], negative=True)
     index = ctx.b.reshape(index, (index.size,))
     t = x.dtype
 
@@ -5528,10 +5579,10 @@ def _index_fill(ctx, x, dim, index, value):
                            reductions=1,
                            init=ctx.b.filled((x.shape[dim],), "i1", False),
                            hint="filled")
-    return ctx.elementwise([x, ctx.b.reshape(chosen, tuple(
+    return _poisoned(ctx, ctx.elementwise([x, ctx.b.reshape(chosen, tuple(
         n if d == dim else 1 for d, n in enumerate(x.shape))), value],
         lambda bb, xs: bb.select(xs[1][0], _cast(bb, xs[2], t), xs[0][0],
-                                 t), shape=x.shape, dtype=t)
+                                 t), shape=x.shape, dtype=t), [outside])
 
 
 @_handles("aten.bucketize.Tensor", "aten.searchsorted.Tensor")
@@ -5589,7 +5640,7 @@ def _embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False,
     _require_float(ctx, weight)
     indices = _index_tensor(ctx, indices, "the indices")
     offsets = _index_tensor(ctx, offsets, "the offsets")
-    ctx.translator.note_range(indices, weight.shape[0])
+    checked = ctx.translator.note_range(indices, weight.shape[0])
     t, count = weight.dtype, indices.shape[0]
     bags = offsets.shape[0] - (1 if include_last_offset else 0)
     dim = weight.shape[1]
@@ -5621,7 +5672,8 @@ def _embedding_bag(ctx, weight, indices, offsets, scale_grad_by_freq=False,
 
     def total(bb, names, acc):
         row = _to_index(bb, names[0], indices.dtype)
-        value = _lookup(bb, weight, [row, bb.index(1)])
+        value = _guarded_lookup(bb, weight, [row, bb.index(1)],
+                                [] if checked else [0])
         if per_sample_weights is not None:
             value = bb.binary("arith.mulf", value, _cast(
                 bb, (names[1], inputs[1][0].dtype), t), t)

@@ -367,6 +367,55 @@ def test_computed_indices_outside_their_dimension(tmp_path):
         zb.from_torch(Constant(), (randn(2, 3),))
 
 
+_COMPUTED_WRITES = {
+    "scatter": lambda p, at: p.scatter(
+        0, at.view(-1, 1).expand(-1, 3), p[:3] * 2),
+    "scatter_add": lambda p, at: p.scatter_add(
+        0, at.view(-1, 1).expand(-1, 3), p[:3] * 2),
+    "scatter_reduce": lambda p, at: p.scatter_reduce(
+        0, at.view(-1, 1).expand(-1, 3), p[:3] * 2, "mean"),
+    "index_put": lambda p, at: p.index_put((at,), p[:3] * 2),
+    "index_put accumulate": lambda p, at: p.index_put(
+        (at,), p[:3] * 2, accumulate=True),
+    "index_fill": lambda p, at: p.index_fill(0, at, 0.5),
+    "embedding_bag": lambda p, at: F.embedding_bag(
+        at, p, torch.tensor([0, 1])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_COMPUTED_WRITES))
+def test_computed_indices_outside_their_dimension_in_writes(name,
+                                                            tmp_path):
+    """A write (and embedding_bag's read) through indices computed in the
+    model (ids - 1): inside its dimension as PyTorch (against autograd);
+    where PyTorch raises (index 6 of 6 rows, or -1 where it does not count
+    from the end), the written tensor is NaN, so the loss is, instead of
+    the write being left out; -1 where PyTorch counts from the end writes
+    the last row, as in PyTorch."""
+    fn = _COMPUTED_WRITES[name]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = nn.Parameter(randn(6, 3, seed=2))
+
+        def forward(self, ids):
+            return weighted(fn(self.p, ids - 1))
+
+    model = Model()
+    program = check_op(name, model, (torch.tensor([1, 3, 5]),), tmp_path)
+    for bad in (0, 7):
+        ids = torch.tensor([1, 3, bad])
+        loss, _ = compiled_gradients(program, [(ids,)], tmp_path,
+                                     check_grad=False)
+        try:
+            expected = model(ids).item()
+        except (IndexError, RuntimeError):
+            assert math.isnan(loss), (name, bad)
+        else:
+            assert loss == pytest.approx(expected, rel=F64_RTOL), (name, bad)
+
+
 def test_integer_division_and_abs(tmp_path):
     """Integer // and torch.div(rounding_mode="trunc"), % and abs of data,
     with negative operands (floor and trunc differ) and a divisor of -1,
