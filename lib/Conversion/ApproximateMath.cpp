@@ -89,7 +89,7 @@ struct ApproximateMathPass
   void runOnOperation() override {
     SmallVector<std::string> names(ops.begin(), ops.end());
     if (names.empty())
-      names = {"erf", "exp", "log"};
+      names = {"erf", "exp", "log", "tanh"};
     auto selected = [&](StringRef name) {
       name.consume_front("math.");
       return llvm::is_contained(names, name);

@@ -1754,12 +1754,20 @@ def _gelu(bb, x, t, approximate="none"):
 
 
 def _pow_scalar(bb, x, t, exponent):
+    """x ** exponent: products, square roots and reciprocals for the
+    exponents PyTorch's CPU kernel computes so (GELU's tanh form cubes),
+    math.powf for the others."""
     if exponent == 0:
         # 1 everywhere (NaN and 0 included), with PyTorch's gradient 0 (0 *
         # x^-1 would be NaN at 0).
         return bb.const(1.0, t)
-    if exponent == 2:
-        return bb.binary("arith.mulf", x, x, t)
+    if exponent in (2, 3, -2):
+        square = bb.binary("arith.mulf", x, x, t)
+        if exponent == 3:
+            return bb.binary("arith.mulf", square, x, t)
+        if exponent == -2:
+            return bb.binary("arith.divf", bb.const(1.0, t), square, t)
+        return square
     if exponent == 1:
         return x
     if exponent == 0.5:

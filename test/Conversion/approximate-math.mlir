@@ -1,21 +1,24 @@
 // RUN: zb-opt %s --zb-approximate-math | FileCheck %s
 // RUN: zb-opt %s --zb-approximate-math="ops=exp" | FileCheck %s --check-prefix=EXP
 
-// f32 erf, exp and log become inline arithmetic; f64 stays for libm.
+// f32 erf, exp, log and tanh become inline arithmetic; f64 stays for libm.
 // CHECK-LABEL: func.func @f32(
 // CHECK-NOT: math.erf
 // CHECK-NOT: math.exp
 // CHECK-NOT: math.log
+// CHECK-NOT: math.tanh
 // CHECK: return
 // EXP-LABEL: func.func @f32(
 // EXP: math.erf
 // EXP-NOT: math.exp
 // EXP: math.log
-func.func @f32(%x: f32) -> (f32, f32, f32) {
+// EXP: math.tanh
+func.func @f32(%x: f32) -> (f32, f32, f32, f32) {
   %e = math.erf %x : f32
   %x2 = math.exp %x : f32
   %l = math.log %x : f32
-  return %e, %x2, %l : f32, f32, f32
+  %t = math.tanh %x : f32
+  return %e, %x2, %l, %t : f32, f32, f32, f32
 }
 
 // f32 erf: x clamped to [-3.8, 3.8] (NaN kept: ordered comparisons), then

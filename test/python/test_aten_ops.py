@@ -164,6 +164,21 @@ def test_products_powers_and_turns(tmp_path):
              tmp_path)
 
 
+def test_scalar_powers(tmp_path):
+    """x ** c for constant c: products, roots and reciprocals where
+    PyTorch's CPU kernel computes so (GPT-2's GELU cubes), so the compiled
+    code calls no pow for them; math.powf for the others."""
+    def fn(m, h):
+        base = h.abs() + 0.5
+        return torch.cat([o.flatten() for o in (
+            h ** 2, torch.pow(h, 3.0), base ** -2, base ** -1, base ** 0.5,
+            base ** -0.5, base ** 2.5, h ** 1, h ** 0)])
+
+    program = check_op("scalar powers", OnInput((4, 5), fn),
+                       (randn(4, 5),), tmp_path)
+    assert program.mlir.count("math.powf") == 1, program.mlir
+
+
 def test_bilinear(tmp_path):
     """nn.Bilinear with and without a bias, over extra leading dims."""
     def fn(m, h):

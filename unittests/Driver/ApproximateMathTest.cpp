@@ -2,8 +2,8 @@
 //
 // Part of ZeroBubble MLIR.
 //
-// --zb-approximate-math's f32 erf, exp and log, compiled for the CPU as a
-// model's elementwise op is (a linalg.generic over a tensor, lowered by
+// --zb-approximate-math's f32 erf, exp, log and tanh, compiled for the CPU
+// as a model's elementwise op is (a linalg.generic over a tensor, lowered by
 // --zb-lower-to-cpu: loops that LLVM vectorises, with a scalar remainder),
 // called on inputs spread over each function's range (every f32 where erf's
 // error peaks) plus its special values, against the C library's
@@ -247,6 +247,23 @@ TEST(ApproximateMathTest, LogWithinTwoUlps) {
                       /*bothSigns=*/false));
   errors.check({1.0f, kNaN, kInf, -1.0f, -kInf});
   EXPECT_LE(errors.largest, 2.0) << "at log(" << errors.worst << ")";
+}
+
+TEST(ApproximateMathTest, TanhWithinFiveUlps) {
+  Compiled tanh("math.tanh", "tanhf");
+  ASSERT_TRUE(tanh.ok());
+  Errors errors(tanh, [](double x) { return std::tanh(x); });
+  // MLIR's rational approximation on x clamped to [-7.9988, 7.9988] (x
+  // itself below 0.0004): dense samples of that range, where the error
+  // peaks (4.65 ulp near 7.08, 4.2 near 0.015), sparse ones beyond (where
+  // f32's tanh is 1), tiny ones, both signs.
+  errors.check(spread(3e-4f, 8.0f, 16 * kCount, /*bothSigns=*/false));
+  errors.check(spread(1e-38f, 10.0f, kCount, /*bothSigns=*/true));
+  errors.check(spread(10.0f, 1e30f, 1000, /*bothSigns=*/true));
+  errors.check({0.0f, kNaN, kInf, -kInf});
+  EXPECT_LE(errors.largest, 5.0) << "at tanh(" << errors.worst << ")";
+  // -0 keeps its sign.
+  EXPECT_TRUE(std::signbit(tanh({-0.0f})[0]));
 }
 
 } // namespace

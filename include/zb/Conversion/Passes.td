@@ -138,11 +138,12 @@ def ZBApproximateMath : Pass<"zb-approximate-math"> {
     erf is within 6 ulp of libm's (3.5e-7 absolute; checked on every f32
     in [0.5, 3.8], where the error peaks, and samples elsewhere); exp and
     log within 2 ulp where input and result are normal f32 numbers (MLIR's
-    log takes a subnormal input as the smallest normal one); NaN stays NaN.
+    log takes a subnormal input as the smallest normal one); tanh (GELU's
+    tanh form, GPT-2's) within 5 ulp; NaN stays NaN.
   }];
   let options = [
     ListOption<"ops", "ops", "std::string",
-               "The math ops to approximate (default: erf, exp, log)">
+               "The math ops to approximate (default: erf, exp, log, tanh)">
   ];
   let dependentDialects = ["mlir::arith::ArithDialect",
                            "mlir::math::MathDialect",
