@@ -28,6 +28,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #define ZB_AVX512 __attribute__((target("avx512f")))
@@ -76,6 +77,52 @@ inline Steps neededSteps(zbrt::SgemmTerms terms, int64_t i, int64_t mr,
     break;
   }
   return {first, std::max<int64_t>(0, last - first)};
+}
+
+/// Bytes of A^T's rows a kernel call may walk in place (L1's size), and the
+/// fewest columns of C over which copying A's block pays (measured on Zen 3
+/// with AVX2: 64 columns run 12% faster in place, 128 alike, 256 4% faster
+/// copied).
+constexpr int64_t kCopyASpan = 32 * 1024, kCopyAMinN = 256;
+
+/// A product with op(A) = A^T copies each block of A into groups of rows
+/// first once a group's kc lines, lda apart, span more than L1 (and as many
+/// pages) and C is wide enough for the copy to pay.
+/// The thread's buffer of `floats` that such a product copies A's blocks
+/// into, or null where it reads A in place (also when no room can be had).
+inline float *aCopyBuffer(bool transA, int64_t n, int64_t k, int64_t lda,
+                          int64_t floats) {
+  thread_local zbrt::AlignedFloats block;
+  bool copies = transA && n >= kCopyAMinN &&
+                std::min(k, kKC) * lda * int64_t(sizeof(float)) > kCopyASpan;
+  return copies && block.reserve(floats) ? block.data() : nullptr;
+}
+
+/// Copies the `mc` x `kc` block of A^T at (i0, k0) (A's element (i, p) at
+/// `a[p * lda + i]`) into `out` in groups of MR rows, each group kc steps of
+/// MR floats (the last group's rows past mc left as they were): what the
+/// register kernels then read with strideI = 1, strideK = MR. Inlined into
+/// each instruction set's product, which copies a full group's row with
+/// its own vector moves.
+template <int64_t MR>
+inline __attribute__((always_inline)) void
+copyTransposedA(int64_t mc, int64_t kc, const float *a, int64_t lda, int64_t i0,
+                int64_t k0, float *out) {
+  // Group by group, so that the writes go to one place in turn (a row of
+  // A^T dealt out to every group at once writes kc * MR floats apart, to a
+  // few L1 sets); a group's kc lines of A^T stay in L1 for the next.
+  for (int64_t g = 0; g < mc; g += MR) {
+    int64_t mr = std::min(MR, mc - g);
+    const float *src = a + k0 * lda + i0 + g;
+    float *dst = out + g * kc;
+    if (mr < MR) {
+      for (int64_t p = 0; p < kc; ++p, src += lda, dst += MR)
+        std::copy(src, src + mr, dst);
+      continue;
+    }
+    for (int64_t p = 0; p < kc; ++p, src += lda, dst += MR)
+      std::memcpy(dst, src, MR * sizeof(float));
+  }
 }
 
 namespace avx512 {
@@ -212,24 +259,32 @@ ZB_AVX512 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                       const float *a, int64_t lda, const float *packedB,
                       float beta, float *c, int64_t ldc,
                       zbrt::SgemmTerms terms) {
-  int64_t strideI = transA ? 1 : lda, strideK = transA ? lda : 1;
+  // With transA, each block of A is copied into kMR-row groups where that
+  // pays.
+  float *aCopy = aCopyBuffer(transA, n, k, lda, kMC * kKC);
+  // A's element (i, p) of a group at rows[i * strideI + p * strideK].
+  int64_t strideI = aCopy || transA ? 1 : lda;
+  int64_t strideK = aCopy ? kMR : transA ? lda : 1;
   for (int64_t k0 = 0; k0 < k; k0 += kKC) {
     int64_t kc = std::min(kKC, k - k0);
     for (int64_t i0 = 0; i0 < m; i0 += kMC) {
       int64_t mc = std::min(kMC, m - i0);
+      if (aCopy)
+        copyTransposedA<kMR>(mc, kc, a, lda, i0, k0, aCopy);
       for (int64_t j0 = 0; j0 < n; j0 += kNR) {
         int64_t nj = std::min(kNR, n - j0);
         auto [m0, m1] = panelMasks(nj);
         const float *panel = packedB + (j0 / kNR) * k * kNR + k0 * kNR;
         for (int64_t i = i0; i < i0 + mc; i += kMR) {
           int64_t mr = std::min(kMR, i0 + mc - i);
+          const float *rows =
+              aCopy ? aCopy + (i - i0) * kc : a + i * strideI + k0 * strideK;
           // Terms not needed are skipped; the first k block still writes
           // beta * C where it has none.
           Steps steps = neededSteps(terms, i, mr, j0, nj, k0, kc);
           if (steps.count == 0 && k0 != 0)
             continue;
-          kKernels[mr](steps.count,
-                       a + i * strideI + (k0 + steps.first) * strideK, strideI,
+          kKernels[mr](steps.count, rows + steps.first * strideK, strideI,
                        strideK, panel + steps.first * kNR, c + i * ldc + j0,
                        ldc, alpha, beta, k0 == 0, m0, m1);
         }
@@ -244,10 +299,6 @@ namespace avx2 {
 
 constexpr int64_t kMR = 6;   // rows of C one register kernel call holds
 constexpr int64_t kMC = 144; // 144 x kKC floats of A: 288 KB, within L2
-/// Bytes of A^T's rows a kernel call may walk in place (L1's size), and the
-/// fewest columns of C over which copying A's block pays (measured on Zen 3:
-/// 64 columns run 12% faster in place, 128 alike, 256 4% faster copied).
-constexpr int64_t kCopyASpan = 32 * 1024, kCopyAMinN = 256;
 
 /// The mask of the first `cols` (clamped to 0..8) lanes of a ymm register.
 ZB_AVX2 __m256i laneMask(int64_t cols) {
@@ -412,45 +463,12 @@ ZB_AVX2 void transpose(int64_t rows, int64_t cols, const float *in,
       out[j * ldOut + i] = in[i * ldIn + j];
 }
 
-/// Copies the `mc` x `kc` block of A^T at (i0, k0) (A's element (i, p) at
-/// `a[p * lda + i]`) into `out` in groups of kMR rows, each group kc steps of
-/// kMR floats (the last group's rows past mc left as they were): what the
-/// kernel then reads with strideI = 1, strideK = kMR.
-ZB_AVX2 void copyTransposedA(int64_t mc, int64_t kc, const float *a,
-                             int64_t lda, int64_t i0, int64_t k0, float *out) {
-  // Group by group, so that the writes go to one place in turn (a row of
-  // A^T dealt out to every group at once writes kc * kMR floats apart, to a
-  // few L1 sets); a group's kc lines of A^T stay in L1 for the next.
-  static_assert(kMR == 6, "a group's row is copied as 4 + 2 floats");
-  for (int64_t g = 0; g < mc; g += kMR) {
-    int64_t mr = std::min(kMR, mc - g);
-    const float *src = a + k0 * lda + i0 + g;
-    float *dst = out + g * kc;
-    if (mr < kMR) {
-      for (int64_t p = 0; p < kc; ++p, src += lda, dst += kMR)
-        std::copy(src, src + mr, dst);
-      continue;
-    }
-    for (int64_t p = 0; p < kc; ++p, src += lda, dst += kMR) {
-      _mm_storeu_ps(dst, _mm_loadu_ps(src));
-      _mm_storel_epi64(reinterpret_cast<__m128i *>(dst + 4),
-                       _mm_loadl_epi64(
-                           reinterpret_cast<const __m128i *>(src + 4)));
-    }
-  }
-}
-
 ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
                     const float *a, int64_t lda, const float *packedB,
                     float beta, float *c, int64_t ldc, zbrt::SgemmTerms terms) {
-  // With transA, a group of kMR rows of op(A) reads kc lines lda apart per
-  // kernel call: once those span more than L1 (and as many pages), and C is
-  // wide enough for the copy to pay (kCopyAMinN), each block of A is copied
-  // into kMR-row groups first (read in place when no room can be had).
-  thread_local zbrt::AlignedFloats aBlock;
-  bool copyA = transA && n >= kCopyAMinN &&
-               std::min(k, kKC) * lda * int64_t(sizeof(float)) > kCopyASpan;
-  float *aCopy = copyA && aBlock.reserve(kMC * kKC) ? aBlock.data() : nullptr;
+  // With transA, each block of A is copied into kMR-row groups where that
+  // pays.
+  float *aCopy = aCopyBuffer(transA, n, k, lda, kMC * kKC);
   // A's element (i, p) of a group at rows[i * strideI + p * strideK].
   int64_t strideI = aCopy || transA ? 1 : lda;
   int64_t strideK = aCopy ? kMR : transA ? lda : 1;
@@ -459,7 +477,7 @@ ZB_AVX2 void packed(bool transA, int64_t m, int64_t n, int64_t k, float alpha,
     for (int64_t i0 = 0; i0 < m; i0 += kMC) {
       int64_t mc = std::min(kMC, m - i0);
       if (aCopy)
-        copyTransposedA(mc, kc, a, lda, i0, k0, aCopy);
+        copyTransposedA<kMR>(mc, kc, a, lda, i0, k0, aCopy);
       for (int64_t j0 = 0; j0 < n; j0 += kNR) {
         const float *panel = packedB + (j0 / kNR) * k * kNR + k0 * kNR;
         // A group of rows meets both halves of the panel in turn (a half

@@ -179,8 +179,8 @@ const zbrt::SgemmIsa kIsas[] = {zbrt::SgemmIsa::Avx512, zbrt::SgemmIsa::Avx2};
 /// rows with AVX-512, 6 with AVX2) and cache blocks (256 and 144 rows),
 /// columns around its 32-column panels and 16-wide halves, depths around
 /// its 16 x 16 and 8 x 8 transposes and 512-step blocks; row strides wider
-/// than the matrices; with transA, A's blocks read in place and (AVX2, C of
-/// 256 columns or more) copied; alpha and beta 0, 1 and others.
+/// than the matrices; with transA, A's blocks read in place and (C of 256
+/// columns or more) copied; alpha and beta 0, 1 and others.
 class SgemmIsaTest
     : public ::testing::TestWithParam<std::tuple<bool, bool, zbrt::SgemmIsa>> {
 protected:
@@ -416,15 +416,15 @@ INSTANTIATE_TEST_SUITE_P(AllTransposes, SgemmIsaTest,
 
 /// The two kernels give the same bits: each element sums its k terms in
 /// the same order with fused multiply-adds, whatever the register block (A
-/// read in place or, with AVX2, copied; beta 1 or 0 over a C of NaNs).
+/// read in place or copied; beta 1 or 0 over a C of NaNs).
 TEST(SgemmKernelIsas, SameBits) {
   for (zbrt::SgemmIsa isa : kIsas)
     if (!zbrt::sgemmIsaSupported(isa))
       GTEST_SKIP() << "this CPU has no " << zbrt::sgemmIsaName(isa)
                    << ": one instruction set, nothing to compare";
   std::mt19937 rng(17);
-  // The last two copy A with AVX2 when transposed (n >= 256, A's columns
-  // spanning more than 32 KB), with a ragged last group of rows.
+  // The last two copy A when transposed (n >= 256, A's columns spanning
+  // more than 32 KB), with a ragged last group of rows for either kernel.
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 45, 1100},
                          {150, 70, 96},
                          {9, 300, 33},
