@@ -76,24 +76,9 @@ struct OutlineLoopNestsPass
   /// functions of their own.
   void cut(func::FuncOp fn, SymbolTable &symbols) {
     Block &body = fn.getBody().front();
-    DenseMap<Operation *, size_t> position;
-    for (Operation &op : body)
-      position[&op] = position.size();
-    // The last top-level op that reads a value `op` defines (`op` itself
-    // when none does).
-    auto lastReader = [&](Operation *op) {
-      size_t last = position[op];
-      for (Value result : op->getResults())
-        for (Operation *user : result.getUsers())
-          if (Operation *top = body.findAncestorOpInBlock(*user))
-            last = std::max(last, position[top]);
-      return last;
-    };
-
     SmallVector<Operation *> run;
     llvm::SmallPtrSet<Operation *, 32> inRun;
     int64_t runLoops = 0;
-    size_t reach = 0;
     int64_t parts = 0;
     for (Operation &op :
          llvm::make_early_inc_range(body.without_terminator())) {
@@ -106,9 +91,7 @@ struct OutlineLoopNestsPass
       run.push_back(&op);
       inRun.insert(&op);
       runLoops += countLoops(&op);
-      reach = std::max(reach, lastReader(&op));
-      // A part ends where nothing it defines is read after it.
-      if (runLoops >= loops && reach <= position[&op]) {
+      if (runLoops >= loops) {
         outline(fn, run, inRun, parts++, symbols);
         run.clear();
         inRun.clear();
@@ -117,8 +100,9 @@ struct OutlineLoopNestsPass
     }
   }
 
-  /// Moves the ops of `run` (in order; nothing after them reads what they
-  /// define) into a new private function, called after the last of them.
+  /// Moves the ops of `run` (in order) into a new private function, called
+  /// after the last of them; what they define that is read after them
+  /// becomes its results.
   void outline(func::FuncOp fn, ArrayRef<Operation *> run,
                const llvm::SmallPtrSetImpl<Operation *> &inRun, int64_t index,
                SymbolTable &symbols) {
@@ -148,12 +132,21 @@ struct OutlineLoopNestsPass
       else
         arguments.push_back(v);
     }
+    // What the ops after the run read of it.
+    SmallVector<Value> results;
+    for (Operation *op : run)
+      for (Value v : op->getResults())
+        if (llvm::any_of(v.getUsers(), [&](Operation *user) {
+              return !inRun.contains(body.findAncestorOpInBlock(*user));
+            }))
+          results.push_back(v);
 
     MLIRContext *ctx = fn.getContext();
     Location loc = fn.getLoc();
     auto part = func::FuncOp::create(
         loc, (fn.getSymName() + "_part" + Twine(index)).str(),
-        FunctionType::get(ctx, ValueRange(arguments).getTypes(), {}));
+        FunctionType::get(ctx, ValueRange(arguments).getTypes(),
+                          ValueRange(results).getTypes()));
     part.setPrivate();
     // LLVM's inliner would make the function whole again.
     Builder attrs(ctx);
@@ -163,7 +156,11 @@ struct OutlineLoopNestsPass
     Block *entry = part.addEntryBlock();
 
     OpBuilder b(run.back()->getBlock(), std::next(run.back()->getIterator()));
-    func::CallOp::create(b, run.back()->getLoc(), part, arguments);
+    auto call = func::CallOp::create(b, run.back()->getLoc(), part, arguments);
+    for (auto [value, result] : llvm::zip(results, call.getResults()))
+      value.replaceUsesWithIf(result, [&](OpOperand &use) {
+        return !inRun.contains(body.findAncestorOpInBlock(*use.getOwner()));
+      });
 
     OpBuilder inner = OpBuilder::atBlockEnd(entry);
     IRMapping map;
@@ -178,7 +175,7 @@ struct OutlineLoopNestsPass
         return part->isProperAncestor(use.getOwner());
       });
     inner.setInsertionPointToEnd(entry);
-    func::ReturnOp::create(inner, loc);
+    func::ReturnOp::create(inner, loc, results);
   }
 };
 

@@ -1,13 +1,15 @@
 // RUN: zb-opt %s --zb-outline-loop-nests="loops=2" | FileCheck %s
 // RUN: zb-opt %s --zb-outline-loop-nests="loops=4" | FileCheck %s --check-prefix=FEW
 // RUN: zb-opt %s --zb-outline-loop-nests="loops=2" --zb-lower-to-cpu | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM
+// RUN: zb-opt %s --zb-outline-loop-nests="loops=1" | FileCheck %s --check-prefix=ONE
+// RUN: zb-opt %s --zb-outline-loop-nests="loops=1" --zb-lower-to-cpu | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=ONE-LLVM
 // RUN: not zb-opt %s --zb-outline-loop-nests="loops=0" 2>&1 | FileCheck %s --check-prefix=ERR
 
 // Five loop nests (six loops) in one function, cut into parts of two
 // loops. The buffers stay in the function (allocating is all they do) and
 // are handed to the parts; the constants are cloned into them. The second
-// part cannot end after its second nest, whose sum %s the last nest reads:
-// it runs on to that nest. The tail (one loop) stays.
+// part holds the sum %s and the nest that reads it. The tail (one loop)
+// stays.
 
 // CHECK-LABEL: func.func @five(
 // CHECK-SAME:    %[[X:.*]]: memref<8xf32>, %[[OUT:.*]]: memref<8xf32>)
@@ -30,6 +32,21 @@
 // CHECK:       func.func private @five_part0(%{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>, %{{.*}}: memref<8xf32>) attributes {passthrough = ["noinline"]}
 // CHECK-COUNT-2: scf.for
 // CHECK:         return
+
+// A part ends where it has its loops, even where a later op reads what it
+// defines: the sum %s becomes the result of the part that computes it and
+// an argument of the next.
+// ONE-LABEL: func.func @five(
+// ONE:         call @five_part1(
+// ONE-NEXT:    %[[S:.*]] = call @five_part2(%{{.*}}) : (memref<8xf32>) -> f32
+// ONE-NEXT:    call @five_part3(%{{.*}}, %[[S]], %{{.*}}) : (memref<8xf32>, f32, memref<8xf32>) -> ()
+// ONE:       func.func private @five_part2(%{{.*}}: memref<8xf32>) -> f32
+// ONE:         %[[SUM:.*]] = scf.for
+// ONE:         return %[[SUM]] : f32
+
+// ONE-LLVM: %[[V:.*]] = call float @five_part2(
+// ONE-LLVM: call void @five_part3({{.*}}float %[[V]]
+// ONE-LLVM: define internal float @five_part2(
 
 // Functions of no more loops than asked stay whole.
 // FEW-LABEL: func.func @five(

@@ -206,11 +206,11 @@ def ZBOutlineLoopNests : Pass<"zb-outline-loop-nests", "mlir::ModuleOp"> {
     private function (`<name>_part<k>`, `passthrough = ["noinline"]`, so
     that LLVM's inliner does not join them again) and called where the run
     ended. The values a part reads from the function become its arguments
-    (constants are cloned into it). A part ends only where no value defined
-    in it is read after it; the ops of a run that define values read later
-    and only allocate (`memref.alloc`, `memref.alloca`) or compute without
-    effects on values from before the run stay in the function, before the
-    call. What runs, and in which order, is unchanged.
+    (constants are cloned into it), and the values it defines that ops
+    after it read, its results (a reduction's scalar, a view). The ops of a
+    run that only allocate (`memref.alloc`, `memref.alloca`) or compute
+    without effects on values from before the run stay in the function,
+    before the call. What runs, and in which order, is unchanged.
 
     The parts cost some run time (the GPT example's weight gradient, 354
     loops, cut into two at `loops=256` trained 6% slower), so the default
