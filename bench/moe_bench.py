@@ -35,6 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
+import hf_training  # noqa: E402
+
 
 def build_model(args):
     import torch
@@ -109,18 +111,10 @@ def ours(args, model, data, work, implementation):
             frontend._static_experts = switch
     else:
         program = zb.from_torch(model, data[0])
-    paths = {k: os.path.join(work, f"{tag}.{k}")
-             for k in ("mlir", "params.npz", "inputs.npz", "json")}
-    program.save(paths["mlir"])
-    program.save_params(paths["params.npz"])
-    program.save_inputs(paths["inputs.npz"], data)
-    zb_run = os.path.join(args.bin_dir, "zb-run")
-    if not os.path.isfile(zb_run):
-        sys.exit(f"moe_bench: error: {zb_run} not found (build first, or "
-                 "pass --bin-dir / set ZB_BIN_DIR)")
-    common = [zb_run, paths["mlir"], "--params", paths["params.npz"],
-              "--inputs", paths["inputs.npz"],
-              "--microbatches", str(args.microbatches), "--lr", str(args.lr)]
+    paths = hf_training.save_program(program, data, work, tag)
+    paths["json"] = os.path.join(work, f"{tag}.json")
+    common = hf_training.zb_run_command("moe_bench", args.bin_dir, paths,
+                                        args.microbatches, args.lr)
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1",
                ZB_CACHE_DIR=os.path.join(work, "cache"))
     # Compiled first, so that the timed run's memory is the training's.
@@ -140,41 +134,13 @@ def ours(args, model, data, work, implementation):
             "rss": rss, "loss": metrics["loss"][0]}
 
 
-TORCH_CHILD = r"""
-import json, sys, time
-sys.path.insert(0, sys.argv[1])
-import torch
-torch.set_num_threads(1)
-spec = json.loads(sys.argv[2])
-import moe_bench
-args = moe_bench.argparse.Namespace(**spec)
-model = moe_bench.build_model(args)
-data = moe_bench.batches(args)
-opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-times, losses = [], []
-for _ in range(args.steps):
-    start = time.perf_counter()
-    opt.zero_grad()
-    total = 0.0
-    for ids, labels in data:
-        loss = model(ids, labels) / len(data)
-        loss.backward()
-        total += loss.item()
-    opt.step()
-    times.append(time.perf_counter() - start)
-    losses.append(total)
-print(json.dumps({"times": times, "losses": losses}))
-"""
-
-
 def torch_eager(args):
-    spec = {k: v for k, v in vars(args).items() if k != "bin_dir"}
     code, out, err, rss = run_measured(
-        [sys.executable, "-c", TORCH_CHILD, HERE, json.dumps(spec)],
+        hf_training.eager_command("moe_bench", args),
         dict(os.environ, OMP_NUM_THREADS="1"))
     if code != 0:
         sys.exit(f"moe_bench: error: PyTorch eager failed:\n{err}")
-    result = json.loads(out.strip().splitlines()[-1])
+    result = hf_training.eager_result(out)
     times = result["times"][1:] or result["times"]
     return {"row": "PyTorch eager (grouped_mm)",
             "step_ms": statistics.median(times) * 1e3, "rss": rss,
