@@ -74,6 +74,12 @@ static bool writesFreshTensors(linalg::LinalgOp op) {
   });
 }
 
+/// Whether `op`'s body reads its loops' positions (linalg.index): a gather
+/// (a convolution's patches, an embedding's rows) or a mask.
+static bool readsPositions(linalg::LinalgOp op) {
+  return !op.getBlock()->getOps<linalg::IndexOp>().empty();
+}
+
 /// Whether `op` narrows its one input's elements to its output's type
 /// (--zb-narrow-stash's bf16 stash, but any arith.truncf copy): all loops
 /// parallel, identity maps, a body that is one arith.truncf.
@@ -234,13 +240,17 @@ struct FuseElementwisePass
     // an op that writes into a fresh tensor: a gradient sum updated in
     // place stays in its argument's shape, or bufferization no longer sees
     // it in place (and a contraction, which must stay a gemm, writes into a
-    // fill; it is excluded by name as well).
+    // fill; it is excluded by name as well). Nor an op that reads its
+    // positions: collapsed, it would recover each one with a division and a
+    // remainder per element (a convolution's 3 x 3 patches took four of
+    // each, by constants, per element read, where its own loops need none).
     linalg::populateFoldReshapeOpsByCollapsingPatterns(
         patterns, [](OpOperand *fused) {
           auto op = dyn_cast<linalg::LinalgOp>(fused->getOwner());
           if (!op)
             op = fused->get().getDefiningOp<linalg::LinalgOp>();
-          return op && !isContraction(op) && writesFreshTensors(op);
+          return op && !isContraction(op) && writesFreshTensors(op) &&
+                 !readsPositions(op);
         });
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();

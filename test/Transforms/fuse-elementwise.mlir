@@ -440,3 +440,38 @@ func.func @grouped_product(%x: tensor<6x4xf32>, %w: tensor<3x4x5xf32>, %g: tenso
   } -> tensor<6x5xf32>
   return %y : tensor<6x5xf32>
 }
+
+// An op that reads its positions (a convolution's patches gathering its
+// input) keeps its loops across a reshape: collapsed, it would recover each
+// position with a division and a remainder per element.
+// CHECK-LABEL: func.func @positions_kept_across_reshape
+// CHECK: %[[P:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]
+// CHECK: linalg.index 0
+// CHECK: linalg.index 2
+// CHECK-NOT: affine.delinearize_index
+// CHECK-NOT: arith.divsi
+// CHECK: } -> tensor<2x4x8xf32>
+// CHECK: tensor.collapse_shape %[[P]] {{\[}}[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+func.func @positions_kept_across_reshape(%x: tensor<16xf32>, %y: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %e = tensor.empty() : tensor<2x4x8xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>],
+                       iterator_types = ["parallel", "parallel", "parallel"]}
+      outs(%e : tensor<2x4x8xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %k = linalg.index 2 : index
+    %at = arith.addi %i, %k : index
+    %v = tensor.extract %x[%at] : tensor<16xf32>
+    linalg.yield %v : f32
+  } -> tensor<2x4x8xf32>
+  %c = tensor.collapse_shape %p [[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+  %e2 = tensor.empty() : tensor<8x8xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%c, %y : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e2 : tensor<8x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}

@@ -41,7 +41,9 @@ def ZBFuseElementwise : Pass<"zb-fuse-elementwise"> {
     `--linalg-fuse-elementwise-ops` it does not propagate reshapes into
     contractions, nor into an op that updates an argument in place (a
     gradient sum, which must keep its argument's shape to stay in place),
-    and fuses nothing into a matrix product
+    nor into an op that reads its positions (`linalg.index`: a
+    convolution's patches, whose collapsed loops would recover each
+    position with divisions and remainders per element), and fuses nothing into a matrix product
     written as a `linalg.generic` (`out + a * b` of two inputs over a
     reduction both index, each with a parallel loop of its own, once the
     bodies are folded: autodiff's weight gradients): not a bf16 stash
