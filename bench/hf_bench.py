@@ -3,7 +3,9 @@
 
 transformers' GPT2LMHeadModel and LlamaForCausalLM (random initialisation,
 nothing downloaded), imported with ``zb.from_torch`` with their own loss
-(``labels=``) and trained with ``zb-run`` on one process, next to PyTorch
+(``labels=``), and torchvision's resnet18 (``--models resnet18``: cross
+entropy over 10 classes, training-mode batch norm, B images of --image
+pixels square), trained with ``zb-run`` on one process, next to PyTorch
 eager training the same model on the same data: one BLAS / intra-op thread
 each, SGD, M microbatches of B sequences a step. Per model and row: the
 median step time over the steps after the first two (ours from zb-run's
@@ -13,8 +15,9 @@ relative difference (exits 1 above 1e-3). With ``--repeat N`` the two sides
 run N times each, alternating, and the row shows the medians and the range
 of the pairs' ratios.
 
-    python3 bench/hf_bench.py [--models gpt2,llama] [--width 256]
-                              [--layers 4] [--context 128] [--batch 4]
+    python3 bench/hf_bench.py [--models gpt2,llama,resnet18] [--width 256]
+                              [--layers 4] [--context 128] [--image 64]
+                              [--batch 4]
                               [--microbatches 4] [--steps 6] [--repeat 1]
 
 zb-run is looked up in --bin-dir ($ZB_BIN_DIR, default build/bin).
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 import hf_training  # noqa: E402
 
 VOCAB = 1024
+CLASSES = 10
 # Steps left out of the medians: the first ones warm caches and allocators.
 WARMUP = 2
 
@@ -62,8 +66,23 @@ def build_model(args):
             max_position_embeddings=args.context, bos_token_id=0,
             eos_token_id=0)
         model = transformers.LlamaForCausalLM(config)
+    elif name == "resnet18":
+        import torchvision
+
+        class Classify(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, images, labels):
+                return torch.nn.functional.cross_entropy(self.inner(images),
+                                                         labels)
+
+        # Training mode: batch norm over the microbatch.
+        return Classify(torchvision.models.resnet18(num_classes=CLASSES))
     else:
-        sys.exit(f"hf_bench: error: unknown model '{name}' (gpt2, llama)")
+        sys.exit(f"hf_bench: error: unknown model '{name}' (gpt2, llama, "
+                 "resnet18)")
 
     class Loss(torch.nn.Module):
         def __init__(self, inner):
@@ -80,6 +99,11 @@ def batches(args):
     import torch
 
     gen = torch.Generator().manual_seed(1)
+    if args.model == "resnet18":
+        shape = (args.batch, 3, args.image, args.image)
+        return [(torch.randn(shape, generator=gen),
+                 torch.randint(0, CLASSES, (args.batch,), generator=gen))
+                for _ in range(args.microbatches)]
     return [(torch.randint(0, VOCAB, (args.batch, args.context),
                            generator=gen),)
             for _ in range(args.microbatches)]
@@ -135,6 +159,7 @@ def main():
     parser.add_argument("--width", type=int, default=256)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--image", type=int, default=64)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--steps", type=int, default=6)
@@ -148,7 +173,8 @@ def main():
 
     print(f"width {args.width}, {args.layers} blocks, context "
           f"{args.context}, vocabulary {VOCAB}, {args.microbatches} "
-          f"microbatches of {args.batch} sequences, {args.steps} steps "
+          f"microbatches of {args.batch} sequences (resnet18: images of "
+          f"{args.image}x{args.image}), {args.steps} steps "
           f"(medians of steps {WARMUP + 1}..{args.steps}), one thread "
           f"each, SGD lr {args.lr}")
     print(f"{'model':6} {'ours ms':>9} {'torch ms':>9} {'ours/torch':>10}"
