@@ -85,11 +85,11 @@ inline Steps neededSteps(zbrt::SgemmTerms terms, int64_t i, int64_t mr,
 /// copied).
 constexpr int64_t kCopyASpan = 32 * 1024, kCopyAMinN = 256;
 
-/// A product with op(A) = A^T copies each block of A into groups of rows
-/// first once a group's kc lines, lda apart, span more than L1 (and as many
-/// pages) and C is wide enough for the copy to pay.
-/// The thread's buffer of `floats` that such a product copies A's blocks
-/// into, or null where it reads A in place (also when no room can be had).
+/// The thread's buffer of `floats` that a product copies A's blocks into
+/// (copyTransposedA), or null where it reads A in place: with op(A) = A^T,
+/// A is copied once a group's kc lines, lda apart, span more than L1 (and
+/// as many pages) and C is wide enough for the copy to pay; otherwise, or
+/// when no room can be had, it is read in place.
 inline float *aCopyBuffer(bool transA, int64_t n, int64_t k, int64_t lda,
                           int64_t floats) {
   thread_local zbrt::AlignedFloats block;
